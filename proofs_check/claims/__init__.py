@@ -1,0 +1,1 @@
+"""Built-in claims, one module per result family (each defines ``CLAIMS``)."""

@@ -1,0 +1,168 @@
+"""The ``ncproofs`` command line: run, list, solve, table (+ family extras)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from proofs_check.commands import UsageError, discover
+from proofs_check.core import RunContext, clean
+from proofs_check.tables import FORMATS
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse that reports errors as one line with exit status 2 (argparse's convention)."""
+
+    def error(self, message):  # pragma: no cover - exercised through the CLI tests
+        self.exit(2, f"ncproofs: error: {message}\n")
+
+
+def build_parser() -> tuple[argparse.ArgumentParser, dict, dict, dict]:
+    solves, tables, extras = discover()
+    p = _Parser(prog="ncproofs", description="Check theorems about optimal representations "
+                "(neural collapse and relatives), symbolically and numerically.")
+    sub = p.add_subparsers(dest="command", parser_class=_Parser, metavar="COMMAND")
+
+    r = sub.add_parser("run", help="run the registered proof checks and write reports")
+    r.add_argument("--only", action="append", metavar="PATTERN",
+                   help="run claims whose id contains PATTERN (or matches the glob, or whose family equals it); repeatable")
+    r.add_argument("--profile", choices=("quick", "full"), default="quick",
+                   help="quick (default, a few minutes) or full (exhaustive, slow)")
+    r.add_argument("--full", dest="profile", action="store_const", const="full", help="same as --profile full")
+    r.add_argument("--seed", type=int, default=0)
+    r.add_argument("--report", default="ncproofs-report.md", help="Markdown report path ('' to skip)")
+    r.add_argument("--json", dest="json_path", default="ncproofs-report.json", help="JSON report path ('' to skip)")
+    r.add_argument("--quiet", action="store_true", help="no progress display")
+
+    li = sub.add_parser("list", help="list the registered claims with source and provenance")
+    li.add_argument("--only", action="append", metavar="PATTERN")
+    li.add_argument("--json", action="store_true")
+
+    s = sub.add_parser("solve", help="solve and check one instance of a family")
+    ssub = s.add_subparsers(dest="family", parser_class=_Parser, metavar="FAMILY")
+    smap = {}
+    for cmd in solves:
+        sp = ssub.add_parser(cmd.name, help=cmd.help, description=cmd.help)
+        cmd.add_arguments(sp)
+        sp.add_argument("--json", action="store_true", help="print one JSON object")
+        smap[cmd.name] = cmd
+
+    t = sub.add_parser("table", help="tables of predicted constants for papers")
+    tsub = t.add_subparsers(dest="family", parser_class=_Parser, metavar="FAMILY")
+    tmap = {}
+    for cmd in tables:
+        tp = tsub.add_parser(cmd.name, help=cmd.help, description=cmd.help)
+        cmd.add_arguments(tp)
+        tp.add_argument("--format", choices=FORMATS, default="md")
+        tp.add_argument("--output", "-o", default=None, help="write to a file instead of stdout")
+        tmap[cmd.name] = cmd
+
+    emap = {}
+    for cmd in extras:
+        ep = sub.add_parser(cmd.name, help=cmd.help, description=cmd.help)
+        cmd.add_arguments(ep)
+        emap[cmd.name] = cmd
+    return p, smap, tmap, emap
+
+
+def render_solve(out: dict) -> str:
+    """Readable summary of a solve result (the common JSON schema)."""
+    from proofs_check.runner import _short
+
+    lines = [f"family: {out.get('family')}",
+             "instance: " + ", ".join(f"{k}={_short(v)}" for k, v in (out.get("instance") or {}).items())]
+    pred = out.get("predicted") or {}
+    lines.append("predicted: " + ", ".join(f"{k}={_short(v)}" for k, v in pred.items() if not isinstance(v, (dict,))))
+    sol = out.get("solution")
+    if sol:
+        lines.append("solution: " + ", ".join(f"{k}={_short(v)}" for k, v in sol.items() if not isinstance(v, dict)))
+    cert = out.get("certificate")
+    lines.append("certificate: " + (", ".join(f"{k}={_short(v)}" for k, v in cert.items() if not isinstance(v, dict))
+                                    if cert else "none"))
+    geo = out.get("geometry") or {}
+    if geo:
+        lines.append(f"geometry: {geo.get('classification')}")
+        m = geo.get("metrics") or {}
+        if m:
+            lines.append("metrics: " + ", ".join(f"{k}={_short(v)}" for k, v in m.items()))
+        cos = geo.get("class_mean_cosines")
+        if cos and len(cos) <= 8:
+            lines.append("class-mean cosines:")
+            for row in cos:
+                lines.append("  " + " ".join("   null" if x is None else f"{x:7.4f}" for x in row))
+    for c in out.get("claims", []):
+        lines.append(f"  [{c['verdict']}] {c['id']}: {c['reason']}")
+    lines.append(f"verdict: {out.get('verdict')} ({out.get('reason')})")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser, smap, tmap, emap = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return _dispatch(parser, args, smap, tmap, emap)
+    except (UsageError, ValueError) as exc:
+        # InstanceError is a ValueError; both carry a message naming the parameter.
+        print(f"ncproofs: error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:  # pragma: no cover
+        print("ncproofs: interrupted", file=sys.stderr)
+        return 130
+
+
+def _dispatch(parser, args, smap, tmap, emap) -> int:
+    from proofs_check import registry
+
+    if args.command is None:
+        parser.print_help()
+        return 2
+    if args.command == "list":
+        claims = registry.select(registry.all_claims(), args.only)
+        if args.json:
+            print(json.dumps([{"id": c.id, "family": c.family, "source": c.source,
+                               "provenance": c.provenance.value, "statement": c.statement} for c in claims], indent=2))
+        else:
+            w = max((len(c.id) for c in claims), default=10)
+            for c in claims:
+                print(f"{c.id:<{w}}  {c.provenance.value:<13}  {c.source}")
+            print(f"{len(claims)} claims")
+        return 0
+    if args.command == "run":
+        from proofs_check.runner import run_claims, summary_table, write_reports
+
+        claims = registry.select(registry.all_claims(), args.only)
+        if not claims:
+            raise UsageError(f"--only {args.only}: no claim matches (see `ncproofs list`)")
+        run = run_claims(claims, RunContext(args.profile, args.seed), progress=not args.quiet)
+        print(summary_table(run))
+        write_reports(run, args.report or None, args.json_path or None)
+        written = [p for p in (args.report, args.json_path) if p]
+        if written:
+            print("reports: " + ", ".join(written))
+        return run.exit_status
+    if args.command == "solve":
+        if args.family is None:
+            raise UsageError("solve needs a family: " + ", ".join(smap))
+        cmd = smap[args.family]
+        out = clean(cmd.run(args))
+        if args.json:
+            print(json.dumps(out, indent=2, allow_nan=False))
+        else:
+            print((cmd.render or render_solve)(out))
+        return 1 if out.get("verdict") == "REFUTED" else 0
+    if args.command == "table":
+        if args.family is None:
+            raise UsageError("table needs a family: " + ", ".join(tmap))
+        text = tmap[args.family].build(args).render(args.format)
+        if args.output:
+            with open(args.output, "w", encoding="utf-8") as f:
+                f.write(text)
+        else:
+            sys.stdout.write(text)
+        return 0
+    return emap[args.command].run(args)
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

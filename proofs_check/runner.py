@@ -1,0 +1,153 @@
+"""Run claims with a progress display; summarise and write reports."""
+
+from __future__ import annotations
+
+import json
+import platform
+import sys
+import time
+from dataclasses import dataclass
+from typing import Callable, TextIO
+
+from proofs_check.core import Claim, ClaimResult, RunContext, Verdict, clean, worst
+
+
+@dataclass
+class RunResult:
+    results: list[ClaimResult]
+    context: RunContext
+    seconds: float
+
+    @property
+    def verdict(self) -> Verdict:
+        return worst(r.verdict for r in self.results)
+
+    def counts(self) -> dict[str, int]:
+        out = {v.value: 0 for v in Verdict}
+        for r in self.results:
+            out[r.verdict.value] += 1
+        return out
+
+    @property
+    def exit_status(self) -> int:
+        """0 when nothing is REFUTED and nothing errored, 1 otherwise."""
+        return 1 if any(r.verdict in (Verdict.REFUTED, Verdict.ERROR) for r in self.results) else 0
+
+    def to_dict(self) -> dict:
+        import numpy, scipy, sympy
+
+        return clean({
+            "tool": "ncproofs", "profile": self.context.profile, "seed": self.context.seed,
+            "overall_verdict": self.verdict.value if self.results else None,
+            "counts": self.counts(), "seconds": round(self.seconds, 3),
+            "environment": {"python": platform.python_version(), "numpy": numpy.__version__,
+                            "scipy": scipy.__version__, "sympy": sympy.__version__,
+                            "platform": platform.platform()},
+            "claims": [r.to_dict() for r in self.results],
+        })
+
+
+class Progress:
+    """Live progress on a stream: a rewriting status line on a terminal, one line per claim otherwise."""
+
+    def __init__(self, total: int, stream: TextIO | None = None, enabled: bool = True):
+        self.total, self.stream, self.enabled = total, stream or sys.stderr, enabled
+        self.tty = enabled and hasattr(self.stream, "isatty") and self.stream.isatty()
+        self.t0 = time.perf_counter()
+
+    def start(self, i: int, claim: Claim) -> None:
+        if self.tty:
+            self.stream.write(f"\r\033[K[{i:>3}/{self.total}] {claim.id} ...")
+            self.stream.flush()
+
+    def done(self, i: int, res: ClaimResult) -> None:
+        if not self.enabled:
+            return
+        elapsed = time.perf_counter() - self.t0
+        line = f"[{i:>3}/{self.total}] {res.verdict.value:<12} {res.claim.id:<40} {res.seconds:7.2f} s  (total {elapsed:6.1f} s)"
+        self.stream.write(("\r\033[K" if self.tty else "") + line + "\n")
+        self.stream.flush()
+
+
+def run_claims(claims: list[Claim], ctx: RunContext | None = None, *, progress: bool = True,
+               stream: TextIO | None = None,
+               on_result: Callable[[ClaimResult], None] | None = None) -> RunResult:
+    ctx = ctx or RunContext()
+    prog = Progress(len(claims), stream, progress)
+    t0 = time.perf_counter()
+    results = []
+    for i, c in enumerate(claims, 1):
+        prog.start(i, c)
+        r = c.run(ctx)
+        results.append(r)
+        prog.done(i, r)
+        if on_result:
+            on_result(r)
+    return RunResult(results, ctx, time.perf_counter() - t0)
+
+
+def _short(x) -> str:
+    if isinstance(x, float):
+        return f"{x:.6g}"
+    if isinstance(x, list):
+        return "[" + ", ".join(_short(v) for v in x[:4]) + (", …" if len(x) > 4 else "") + "]"
+    return "null" if x is None else str(x)
+
+
+def key_numbers_text(r: ClaimResult) -> str:
+    return ", ".join(f"{k.split('.')[-1]}={_short(v)}" for k, v in r.key_numbers().items())
+
+
+def summary_table(run: RunResult) -> str:
+    """Plain-text summary table for the terminal."""
+    rows = [("claim", "source", "provenance", "verdict", "key numbers", "s")]
+    for r in run.results:
+        rows.append((r.claim.id, r.claim.source, r.claim.provenance.value, r.verdict.value,
+                     key_numbers_text(r), f"{r.seconds:.2f}"))
+    caps = (38, 34, 13, 12, 60, 8)
+    rows = [tuple(str(c)[: w - 1] + "…" if len(str(c)) > w else str(c) for c, w in zip(row, caps)) for row in rows]
+    widths = [max(len(row[i]) for row in rows) for i in range(6)]
+    lines = ["  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip() for row in rows]
+    lines.insert(1, "  ".join("-" * w for w in widths))
+    counts = run.counts()
+    lines.append("")
+    lines.append(f"overall: {run.verdict.value}  ({', '.join(f'{v} {k}' for k, v in counts.items() if v)})"
+                 f"  in {run.seconds:.1f} s, profile {run.context.profile}")
+    return "\n".join(lines)
+
+
+def _md_escape(s: str) -> str:
+    return str(s).replace("|", "\\|").replace("\n", " ")
+
+
+def markdown_report(run: RunResult) -> str:
+    d = run.to_dict()
+    out = ["# ncproofs report", "",
+           f"Overall verdict: **{d['overall_verdict']}**, profile `{run.context.profile}`, seed {run.context.seed}, "
+           f"{run.seconds:.1f} s.", "",
+           "Counts: " + ", ".join(f"{k} {v}" for k, v in d["counts"].items() if v), "",
+           "| claim | source | provenance | verdict | key numbers | seconds |", "|---|---|---|---|---|---|"]
+    for r in run.results:
+        out.append(f"| `{r.claim.id}` | {_md_escape(r.claim.source)} | {r.claim.provenance.value} | "
+                   f"**{r.verdict.value}** | {_md_escape(key_numbers_text(r))} | {r.seconds:.2f} |")
+    out.append("")
+    for r in run.results:
+        out += [f"## `{r.claim.id}`: {r.verdict.value}", "",
+                f"- Statement: {r.claim.statement}",
+                f"- Source: {r.claim.source} ({r.claim.provenance.value})",
+                f"- Reason: {r.reason}", "",
+                "| check | verdict | reason |", "|---|---|---|"]
+        for c in r.checks:
+            out.append(f"| {_md_escape(c.name)} | {c.verdict.value} | {_md_escape(c.reason)} |")
+        out.append("")
+    return "\n".join(out)
+
+
+def write_reports(run: RunResult, md_path: str | None, json_path: str | None) -> None:
+    if md_path:
+        with open(md_path, "w", encoding="utf-8") as f:
+            f.write(markdown_report(run))
+    if json_path:
+        with open(json_path, "w", encoding="utf-8") as f:
+            json.dump(run.to_dict(), f, indent=2, allow_nan=False)
+            f.write("\n")

@@ -1,0 +1,49 @@
+"""Result types shared by every solver."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+
+@dataclass
+class Certificate:
+    """A proven lower bound on the global optimum and how it was obtained.
+
+    ``gap = upper - lower_bound`` bounds the distance of ``upper`` (the value of a feasible
+    point) to the true global optimum. ``method`` names the route, e.g. "kkt-dual" (a dual
+    feasible point built from the KKT conditions at a candidate), "convex-program" (a solved
+    convex reformulation; its lower bound is the dual value of its solution), "theorem-bound".
+    """
+
+    lower_bound: float
+    upper: float
+    method: str
+    details: dict = field(default_factory=dict)
+
+    @property
+    def gap(self) -> float:
+        return float(self.upper - self.lower_bound)
+
+    def to_dict(self) -> dict:
+        return {"lower_bound": float(self.lower_bound), "gap": self.gap, "method": self.method,
+                "upper": float(self.upper), **self.details}
+
+
+@dataclass
+class Solution:
+    """What a solver found: value, optimizer variables, convergence diagnostics."""
+
+    value: float
+    method: str
+    converged: bool
+    seconds: float
+    variables: dict[str, np.ndarray] = field(default_factory=dict)
+    diagnostics: dict[str, Any] = field(default_factory=dict)
+    certificate: Certificate | None = None
+
+    def to_dict(self) -> dict:
+        return {"value": float(self.value), "method": self.method, "converged": bool(self.converged),
+                "seconds": float(self.seconds), **self.diagnostics}

@@ -1,0 +1,123 @@
+"""Validation helpers shared by every instance dataclass.
+
+Every failure raises :class:`InstanceError` (a ``ValueError``) whose message names the
+parameter and the constraint it violates, so that bad input never reaches numpy.
+"""
+
+from __future__ import annotations
+
+import math
+from numbers import Integral, Real
+from typing import Iterable, Sequence
+
+import numpy as np
+
+
+class InstanceError(ValueError):
+    """An instance parameter violates its constraint. The message names both."""
+
+
+def _is_bool(x) -> bool:
+    return isinstance(x, (bool, np.bool_))
+
+
+def as_int(name: str, value, *, minimum: int | None = None, maximum: int | None = None) -> int:
+    """Return ``value`` as an int, checking ``minimum <= value <= maximum``."""
+    if _is_bool(value) or not isinstance(value, (Integral, np.integer)):
+        if isinstance(value, (Real, np.floating)) and not _is_bool(value) and float(value).is_integer():
+            value = int(value)
+        else:
+            raise InstanceError(f"{name} must be an integer, got {value!r}")
+    value = int(value)
+    if minimum is not None and value < minimum:
+        raise InstanceError(f"{name} must be >= {minimum}, got {value}")
+    if maximum is not None and value > maximum:
+        raise InstanceError(f"{name} must be <= {maximum}, got {value}")
+    return value
+
+
+def as_float(
+    name: str,
+    value,
+    *,
+    positive: bool = False,
+    nonnegative: bool = False,
+    allow_inf: bool = False,
+) -> float:
+    """Return ``value`` as a finite float (not NaN), optionally ``> 0`` or ``>= 0``."""
+    if _is_bool(value) or not isinstance(value, (Real, np.floating, np.integer)):
+        raise InstanceError(f"{name} must be a real number, got {value!r}")
+    value = float(value)
+    if math.isnan(value):
+        raise InstanceError(f"{name} must be a number, got NaN")
+    if math.isinf(value) and not allow_inf:
+        raise InstanceError(f"{name} must be finite, got {value}")
+    if positive and not value > 0:
+        raise InstanceError(f"{name} must be > 0, got {value}")
+    if nonnegative and not value >= 0:
+        raise InstanceError(f"{name} must be >= 0, got {value}")
+    return value
+
+
+def as_int_tuple(name: str, values: Iterable, *, minimum: int | None = None, min_len: int = 1) -> tuple[int, ...]:
+    """Return a tuple of ints, each ``>= minimum``, with at least ``min_len`` entries."""
+    try:
+        seq = list(values)
+    except TypeError:
+        raise InstanceError(f"{name} must be a sequence of integers, got {values!r}") from None
+    if len(seq) < min_len:
+        raise InstanceError(f"{name} must have at least {min_len} entries, got {len(seq)}")
+    return tuple(as_int(f"{name}[{i}]", v, minimum=minimum) for i, v in enumerate(seq))
+
+
+def as_float_tuple(name: str, values: Iterable, *, positive: bool = False, nonnegative: bool = False,
+                   min_len: int = 1) -> tuple[float, ...]:
+    try:
+        seq = list(values)
+    except TypeError:
+        raise InstanceError(f"{name} must be a sequence of numbers, got {values!r}") from None
+    if len(seq) < min_len:
+        raise InstanceError(f"{name} must have at least {min_len} entries, got {len(seq)}")
+    return tuple(as_float(f"{name}[{i}]", v, positive=positive, nonnegative=nonnegative)
+                 for i, v in enumerate(seq))
+
+
+def as_finite_array(name: str, value, *, ndim: int | None = None, shape: Sequence[int | None] | None = None) -> np.ndarray:
+    """Return a float64 array, checking dimensionality, shape and that every entry is finite."""
+    try:
+        arr = np.asarray(value, dtype=np.float64)
+    except (TypeError, ValueError):
+        raise InstanceError(f"{name} must be a numeric array") from None
+    if ndim is not None and arr.ndim != ndim:
+        raise InstanceError(f"{name} must be {ndim}-dimensional, got shape {arr.shape}")
+    if shape is not None:
+        for axis, want in enumerate(shape):
+            if want is not None and arr.shape[axis] != want:
+                raise InstanceError(f"{name} must have size {want} along axis {axis}, got shape {arr.shape}")
+    if not np.all(np.isfinite(arr)):
+        raise InstanceError(f"{name} must contain only finite numbers (found NaN or inf)")
+    return arr
+
+
+def as_labels(name: str, labels, n_samples: int | None = None) -> np.ndarray:
+    """Integer class labels 0..k-1, every class present (no empty class)."""
+    arr = np.asarray(labels)
+    if arr.ndim != 1:
+        raise InstanceError(f"{name} must be a 1-dimensional array of class labels")
+    if arr.size == 0:
+        raise InstanceError(f"{name} must not be empty")
+    if not np.issubdtype(arr.dtype, np.integer):
+        if np.issubdtype(arr.dtype, np.floating) and np.all(np.isfinite(arr)) and np.all(arr == np.round(arr)):
+            arr = arr.astype(np.int64)
+        else:
+            raise InstanceError(f"{name} must contain integer class labels")
+    if n_samples is not None and arr.size != n_samples:
+        raise InstanceError(f"{name} must have {n_samples} entries (one per sample), got {arr.size}")
+    if arr.min() < 0:
+        raise InstanceError(f"{name} must be >= 0, got {int(arr.min())}")
+    k = int(arr.max()) + 1
+    counts = np.bincount(arr, minlength=k)
+    empty = np.flatnonzero(counts == 0)
+    if empty.size:
+        raise InstanceError(f"{name}: class {int(empty[0])} is empty (labels must use every class 0..{k - 1})")
+    return arr.astype(np.int64)
