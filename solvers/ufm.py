@@ -1,0 +1,287 @@
+"""Solvers for the classic UFM (spec/ufm.md): factored nonconvex, convex nuclear-norm, and a
+dual (KKT) certificate that turns any candidate into a proven lower bound.
+
+The loss is defined once (:func:`data_loss`) on logits U = Z + b 1^T and used by every route.
+
+Certificate ("kkt-dual"): the problem equals min_{Z,b} L(Z + b 1^T) + lam ||Z||_* (+ lb/2||b||^2)
+with lam = sqrt(lw lh) (when d >= rank Z). For any Lambda with ||Lambda||_2 <= lam (and
+Lambda 1 = 0 when the bias is free), weak duality gives the lower bound -L^*(-Lambda) (+ bias
+term). We build Lambda from the gradient of L at the candidate (scaled into the spectral-norm
+ball when needed), so the bound is tight exactly when the candidate satisfies the KKT
+conditions: -grad/lam = U V^T + W, U^T W = 0, W V = 0, ||W||_2 <= 1. That costs a few matrix
+products and one SVD, scales to large k, and certifies a candidate found by any route.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+
+import numpy as np
+from scipy.optimize import minimize
+from scipy.special import log_softmax, logsumexp, softmax
+
+from solvers.common import Certificate, Solution
+from theory.ufm import UFMInstance
+
+#: Projected-gradient tolerance for L-BFGS (scipy's gtol, max-abs of the gradient); the
+#: objective is smooth and strongly convex near the ETF optimum (away from s = 1/k), so
+#: 1e-9 gives values accurate to ~1e-12.
+LBFGS_GTOL = 1e-9
+#: Relative rank threshold for singular values when reading the support of Z.
+RANK_RTOL = 1e-7
+#: Largest k*N for which ``auto`` also solves the convex program outright (cvxpy/Clarabel).
+CONVEX_MAX_SIZE = 400
+CLARABEL_TIGHT = {"tol_gap_abs": 1e-12, "tol_gap_rel": 1e-12, "tol_feas": 1e-12, "tol_ktratio": 1e-10,
+                  "max_iter": 500}
+
+
+# ---------------------------------------------------------------------------------------
+# The loss (defined once)
+# ---------------------------------------------------------------------------------------
+
+def data_loss(loss: str, U: np.ndarray, y: np.ndarray) -> tuple[float, np.ndarray]:
+    """Mean data loss over samples and its gradient with respect to the logits U (k x N).
+
+    CE: (1/N) sum_i [logsumexp(u_i) - u_{i, y_i}], gradient (softmax(U) - Y)/N.
+    MSE: (1/(2N)) ||U - Y||_F^2, gradient (U - Y)/N.
+    """
+    k, N = U.shape
+    idx = (y, np.arange(N))
+    if loss == "ce":
+        lse = logsumexp(U, axis=0)
+        val = float(np.mean(lse - U[idx]))
+        G = np.exp(U - lse)
+        G[idx] -= 1.0
+        return val, G / N
+    R = U.copy()
+    R[idx] -= 1.0
+    return float(0.5 * np.sum(R * R) / N), R / N
+
+
+def objective(inst: UFMInstance, W: np.ndarray, H: np.ndarray, b: np.ndarray) -> float:
+    """Factored objective f(W, H, b) of spec/ufm.md."""
+    val, _ = data_loss(inst.loss, W @ H + b[:, None], inst.labels())
+    return val + 0.5 * (inst.lw * np.sum(W * W) + inst.lh * np.sum(H * H) + inst.lb * np.sum(b * b))
+
+
+def objective_and_grad(x: np.ndarray, inst: UFMInstance, y: np.ndarray | None = None):
+    """Packed objective for optimizers: x = [vec(W), vec(H), b]."""
+    k, d, N = inst.k, inst.d, inst.N
+    y = inst.labels() if y is None else y
+    W = x[: k * d].reshape(k, d)
+    H = x[k * d: k * d + d * N].reshape(d, N)
+    b = x[k * d + d * N:]
+    val, G = data_loss(inst.loss, W @ H + b[:, None], y)
+    f = val + 0.5 * (inst.lw * np.dot(x[: k * d], x[: k * d]) + inst.lh * np.dot(x[k * d: k * d + d * N], x[k * d: k * d + d * N])
+                     + inst.lb * np.dot(b, b))
+    gW = G @ H.T + inst.lw * W
+    gH = W.T @ G + inst.lh * H
+    gb = G.sum(axis=1) + inst.lb * b
+    return f, np.concatenate([gW.ravel(), gH.ravel(), gb])
+
+
+def unpack(inst: UFMInstance, x: np.ndarray):
+    k, d, N = inst.k, inst.d, inst.N
+    return x[: k * d].reshape(k, d), x[k * d: k * d + d * N].reshape(d, N), x[k * d + d * N:]
+
+
+# ---------------------------------------------------------------------------------------
+# Factored nonconvex route
+# ---------------------------------------------------------------------------------------
+
+def solve_factored(inst: UFMInstance, *, starts: int = 3, seed: int = 0, init_scale: float = 0.5,
+                   maxiter: int = 20000, gtol: float = LBFGS_GTOL) -> Solution:
+    """Minimise f(W, H, b) with scipy L-BFGS (analytic gradient) from ``starts`` random starts.
+
+    Starts are Gaussian with standard deviation ``init_scale``/sqrt(d) (away from the critical
+    point at 0). Returns the best start; diagnostics list every start's value.
+    """
+    if starts < 1:
+        raise ValueError(f"starts must be >= 1, got {starts}")
+    t0 = time.perf_counter()
+    rng = np.random.default_rng(seed)
+    y = inst.labels()
+    size = inst.k * inst.d + inst.d * inst.N + inst.k
+    best, runs = None, []
+    for _ in range(starts):
+        x0 = rng.standard_normal(size) * init_scale / math.sqrt(inst.d)
+        x0[-inst.k:] = 0.0
+        res = minimize(objective_and_grad, x0, args=(inst, y), jac=True, method="L-BFGS-B",
+                       options={"maxiter": maxiter, "gtol": gtol, "ftol": 0.0, "maxcor": 30,
+                                "maxfun": 2 * maxiter})
+        gnorm = float(np.max(np.abs(res.jac)))
+        runs.append({"value": float(res.fun), "iterations": int(res.nit), "grad_max": gnorm,
+                     "converged": bool(gnorm <= 10 * gtol), "message": str(res.message)})
+        if best is None or res.fun < best[0].fun:
+            best = (res, gnorm)
+    res, gnorm = best
+    W, H, b = unpack(inst, res.x)
+    return Solution(float(res.fun), "factored-lbfgs", gnorm <= 10 * gtol, time.perf_counter() - t0,
+                    {"W": W, "H": H, "b": b},
+                    {"iterations": int(res.nit), "grad_max": gnorm, "starts": starts, "seed": seed,
+                     "start_values": [r["value"] for r in runs],
+                     "start_spread": float(max(r["value"] for r in runs) - min(r["value"] for r in runs))})
+
+
+# ---------------------------------------------------------------------------------------
+# Convex route (cvxpy)
+# ---------------------------------------------------------------------------------------
+
+def solve_convex(inst: UFMInstance, *, solver: str | None = None) -> Solution:
+    """Solve min_{Z,b} L(Z + b 1^T) + sqrt(lw lh)||Z||_* (+ lb/2||b||^2) with cvxpy.
+
+    Exact for the factored problem when d >= rank of the optimal Z (d >= k-1 suffices here).
+    The returned Solution carries the dual certificate of its own Z (kkt-dual), so its
+    lower bound does not rely on the interior-point solver's stopping tolerance.
+    """
+    import cvxpy as cp
+
+    t0 = time.perf_counter()
+    k, N = inst.k, inst.N
+    Y = inst.onehot()
+    Z = cp.Variable((k, N))
+    b = cp.Variable(k)
+    U = Z + cp.reshape(b, (k, 1), order="F") @ np.ones((1, N))
+    if inst.loss == "ce":
+        data = (cp.sum(cp.log_sum_exp(U, axis=0)) - cp.sum(cp.multiply(Y, U))) / N
+    else:
+        data = cp.sum_squares(U - Y) / (2 * N)
+    obj = data + inst.lam * cp.normNuc(Z)
+    if inst.lb:
+        obj = obj + 0.5 * inst.lb * cp.sum_squares(b)
+    prob = cp.Problem(cp.Minimize(obj))
+    chosen = solver or ("CLARABEL" if "CLARABEL" in cp.installed_solvers() else "SCS")
+    if chosen == "CLARABEL":
+        # Tight interior-point tolerances: the dual certificate built from Z inherits Z's error
+        # (default tolerances leave gaps ~1e-5 on CE; these give ~1e-9).
+        prob.solve(solver=chosen, **CLARABEL_TIGHT)
+    else:
+        prob.solve(solver=chosen, eps=1e-9, max_iters=100000)
+    ok = prob.status == cp.OPTIMAL
+    Zv = np.asarray(Z.value) if Z.value is not None else np.zeros((k, N))
+    bv = np.asarray(b.value) if b.value is not None else np.zeros(k)
+    bv = polish_bias(inst, Zv, bv)
+    val = convex_objective(inst, Zv, bv)
+    cert = certificate(inst, Zv, bv)
+    return Solution(val, f"convex-cvxpy({chosen})", ok, time.perf_counter() - t0, {"Z": Zv, "b": bv},
+                    {"status": prob.status, "solver_value": float(prob.value) if prob.value is not None else None},
+                    cert)
+
+
+def convex_objective(inst: UFMInstance, Z: np.ndarray, b: np.ndarray) -> float:
+    val, _ = data_loss(inst.loss, Z + b[:, None], inst.labels())
+    return val + inst.lam * float(np.sum(np.linalg.svd(Z, compute_uv=False))) + 0.5 * inst.lb * float(b @ b)
+
+
+def polish_bias(inst: UFMInstance, Z: np.ndarray, b: np.ndarray, iters: int = 50) -> np.ndarray:
+    """Optimal bias for fixed Z (Newton's method for CE, closed form for MSE)."""
+    y = inst.labels()
+    if inst.loss == "mse":
+        Y = inst.onehot()
+        return (Y - Z).mean(axis=1)
+    b = b.copy()
+    N = inst.N
+    for _ in range(iters):
+        P = softmax(Z + b[:, None], axis=0)
+        g = P.sum(axis=1) - np.bincount(y, minlength=inst.k) + inst.lb * N * b
+        if np.max(np.abs(g)) <= 1e-14 * N:
+            break
+        Hs = np.diag(P.sum(axis=1)) - P @ P.T + inst.lb * N * np.eye(inst.k)
+        step = np.linalg.lstsq(Hs, g, rcond=1e-12)[0]
+        step -= step.mean() if inst.lb == 0 else 0.0  # the all-ones direction is flat when lb = 0
+        b -= step
+    return b
+
+
+# ---------------------------------------------------------------------------------------
+# KKT / dual certificate
+# ---------------------------------------------------------------------------------------
+
+def certificate(inst: UFMInstance, Z: np.ndarray, b: np.ndarray) -> Certificate:
+    """Proven lower bound from a candidate (Z, b) of the convex problem (see module docstring).
+
+    Returns a Certificate with ``upper`` = the convex objective at (Z, b) (attained by a
+    factored point when d >= rank Z), ``lower_bound`` = the dual value, and details: the KKT
+    residuals (``kkt_residual``: max of ||U^T G V - I||, ||U^T G P_V^perp||, ||P_U^perp G V||;
+    ``kkt_spectral``: ||P_U^perp G P_V^perp||_2 which must be <= 1), the dual scaling t and
+    whether the bound is valid (``valid`` false when no dual point could be built).
+    """
+    k, N, lam = inst.k, inst.N, inst.lam
+    y = inst.labels()
+    idx = (y, np.arange(N))
+    Uo = Z + b[:, None]
+    upper = convex_objective(inst, Z, b)
+    details: dict = {}
+    if inst.loss == "ce":
+        logP = log_softmax(Uo, axis=0)
+        P = np.exp(logP)
+        V = P.copy()
+        V[idx] -= 1.0  # gradient of the summed CE wrt logits; the mean loss has V/N
+    else:
+        V = Uo.copy()
+        V[idx] -= 1.0
+    bias_free = inst.lb == 0.0
+    if bias_free:
+        delta = V.mean(axis=1)  # exact Lambda 1 = 0 needs centred rows
+        details["bias_residual"] = float(np.max(np.abs(delta)))
+        Vc = V - delta[:, None]
+    else:
+        Vc = V
+    sigma = float(np.linalg.norm(Vc, 2)) / N
+    t = 1.0 if sigma <= lam else lam / sigma
+    details["dual_scale"] = t
+    valid = True
+    if inst.loss == "ce":
+        # p_i = e_{y_i} + t v_i must lie in the simplex (it sums to 1 by construction).
+        Pd = t * Vc
+        Pd[idx] += 1.0
+        if np.min(Pd) < 0.0:
+            if np.min(Pd) > -1e-15:
+                Pd = np.maximum(Pd, 0.0)
+                Pd /= Pd.sum(axis=0, keepdims=True)
+            else:
+                valid = False
+        with np.errstate(divide="ignore", invalid="ignore"):
+            ent = np.where(Pd > 0, Pd * np.log(np.where(Pd > 0, Pd, 1.0)), 0.0)
+        lower = -float(np.sum(ent)) / N
+        if not bias_free:
+            lower -= float(np.sum((t * V.sum(axis=1) / N) ** 2)) / (2 * inst.lb)
+    else:
+        Lam = t * Vc / N
+        lower = -float(np.sum(Lam[idx])) - 0.5 * N * float(np.sum(Lam * Lam))
+    # KKT residuals at the candidate (t = 1 gradient).
+    G = -V / N / lam if lam > 0 else -V / N
+    Uz, S, Vt = np.linalg.svd(Z, full_matrices=False)
+    r = int(np.sum(S > RANK_RTOL * max(S[0] if S.size else 0.0, 1e-300))) if np.any(Z) else 0
+    Ur, Vr = Uz[:, :r], Vt[:r, :].T
+    GV = G @ Vr
+    UG = Ur.T @ G
+    res = [np.linalg.norm(Ur.T @ GV - np.eye(r)) if r else 0.0,
+           np.linalg.norm(UG - (UG @ Vr) @ Vr.T) if r else 0.0,
+           np.linalg.norm(GV - Ur @ (Ur.T @ GV)) if r else 0.0]
+    Wp = G - Ur @ UG - GV @ Vr.T + Ur @ (UG @ Vr) @ Vr.T
+    details.update(kkt_residual=float(max(res)), kkt_spectral=float(np.linalg.norm(Wp, 2)), rank=r,
+                   valid=valid)
+    return Certificate(lower if valid else -math.inf, upper, "kkt-dual", details)
+
+
+def closed_form_certificate(inst: UFMInstance) -> Certificate:
+    """The kkt-dual certificate evaluated at the closed-form optimum of theory.ufm."""
+    from theory.ufm import optimal_logits
+
+    Z, b = optimal_logits(inst)
+    return certificate(inst, Z, b)
+
+
+def factor(inst: UFMInstance, Z: np.ndarray, b: np.ndarray):
+    """Balanced factorization W H = Z of a convex solution (d >= rank Z): W = (lh/lw)^(1/4) U S^(1/2)."""
+    Uz, S, Vt = np.linalg.svd(Z, full_matrices=False)
+    r = min(inst.d, S.size)
+    s = np.sqrt(S[:r])
+    W = np.zeros((inst.k, inst.d))
+    H = np.zeros((inst.d, inst.N))
+    q = (inst.lh / inst.lw) ** 0.25
+    W[:, :r] = q * Uz[:, :r] * s
+    H[:r, :] = (s[:, None] * Vt[:r, :]) / q
+    return W, H, b

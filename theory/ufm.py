@@ -1,0 +1,232 @@
+"""Classic unconstrained-features model (UFM): cross-entropy and MSE with weight decay.
+
+Spec: ``spec/ufm.md``. Balanced classes: k classes, n samples each, N = n k, features
+H (d x N) ordered class by class, classifier W (k x d), bias b (k).
+
+- CE (Zhu et al., NeurIPS 2021, "A geometric analysis of neural collapse with unconstrained
+  features"): f = (1/N) sum_i CE(W h_i + b, y_i) + lw/2 ||W||^2 + lh/2 ||H||^2 (+ lb/2 ||b||^2).
+- MSE (Zhou et al., ICML 2022; Han, Papyan, Donoho, ICLR 2022): f = 1/(2N) ||W H + b 1^T - Y||^2
+  + lw/2 ||W||^2 + lh/2 ||H||^2, bias unregularised.
+
+Closed forms (derived in this project; the symbolic derivations below are checked by claims):
+
+- CE: s = sqrt(n lw lh). If s >= 1/k, W = H = 0 and f* = log k. Otherwise the optimal
+  logit margin is c* = log(1/s - (k-1)) and f* = -log(1 - (k-1) s) + (k-1) s c*.
+- MSE: lam = sqrt(lw lh), z = max(sqrt(n) - N lam, 0), f* = (k-1)((sqrt(n) - z)^2/(2N) + lam z).
+
+Both rest on the same reduction: min over W H = Z of (lw||W||^2 + lh||H||^2)/2 equals
+sqrt(lw lh) ||Z||_* when d >= rank Z, and by symmetry plus convexity the optimal Z is
+Z = c J_k Y (J_k Y has k-1 singular values sqrt(n)), leaving one scalar c.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass
+
+import numpy as np
+
+from theory._validate import InstanceError, as_float, as_int
+from theory.geometry import simplex_etf
+
+LOSSES = ("ce", "mse")
+
+
+@dataclass(frozen=True)
+class UFMInstance:
+    """A balanced UFM instance. Validated on construction (errors name the field)."""
+
+    loss: str
+    k: int
+    n: int
+    d: int
+    lw: float
+    lh: float
+    lb: float = 0.0
+
+    def __post_init__(self):
+        if self.loss not in LOSSES:
+            raise InstanceError(f"loss must be one of {', '.join(LOSSES)}, got {self.loss!r}")
+        object.__setattr__(self, "k", as_int("k (classes)", self.k, minimum=2))
+        object.__setattr__(self, "n", as_int("n (samples per class)", self.n, minimum=1))
+        object.__setattr__(self, "d", as_int("d (feature dimension)", self.d, minimum=1))
+        object.__setattr__(self, "lw", as_float("lambda_w", self.lw, nonnegative=True))
+        object.__setattr__(self, "lh", as_float("lambda_h", self.lh, nonnegative=True))
+        object.__setattr__(self, "lb", as_float("lambda_b", self.lb, nonnegative=True))
+        if self.loss == "mse" and self.lb != 0.0:
+            raise InstanceError("lambda_b must be 0 for ufm-mse: the MSE closed form has an unregularized bias")
+        if self.lw == 0.0 or self.lh == 0.0:
+            raise InstanceError("lambda_w and lambda_h must be > 0 (without weight decay the infimum is not attained)")
+
+    @property
+    def N(self) -> int:
+        return self.n * self.k
+
+    @property
+    def lam(self) -> float:
+        """sqrt(lw lh): the nuclear-norm weight of the convex reformulation."""
+        return math.sqrt(self.lw * self.lh)
+
+    def labels(self) -> np.ndarray:
+        """Labels ordered class by class."""
+        return np.repeat(np.arange(self.k), self.n)
+
+    def onehot(self) -> np.ndarray:
+        """Y (k x N) one-hot."""
+        Y = np.zeros((self.k, self.N))
+        Y[self.labels(), np.arange(self.N)] = 1.0
+        return Y
+
+    def hypotheses(self) -> list[str]:
+        """Hypotheses of the closed forms that fail for this instance (empty when all hold)."""
+        out = []
+        if self.d < self.k - 1:
+            out.append(f"d >= k-1 (closed forms need room for a simplex ETF): d = {self.d} < k-1 = {self.k - 1}")
+        return out
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class UFMPrediction:
+    """Predicted optimum of a UFM instance (closed form)."""
+
+    value: float
+    trivial: bool  # W = H = 0 is the unique minimizer
+    margin: float  # optimal logit margin c* (CE) or singular value z (MSE)
+    geometry: str  # "simplex-etf" or "zero"
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def ce_threshold(inst: UFMInstance) -> float:
+    """s = sqrt(n lw lh); the trivial phase is s >= 1/k."""
+    return math.sqrt(inst.n * inst.lw * inst.lh)
+
+
+def ce_optimum(inst: UFMInstance) -> UFMPrediction:
+    """CE closed form: f* = -log(1 - (k-1)s) + (k-1) s log(1/s - (k-1)) for s < 1/k, else log k.
+
+    Derived (spec/ufm.md); statement of the geometry from Zhu et al. 2021. A regularized bias
+    does not change the value (the optimal bias is 0).
+    """
+    k, s = inst.k, ce_threshold(inst)
+    if s * k >= 1.0:
+        return UFMPrediction(math.log(k), True, 0.0, "zero")
+    c = math.log(1.0 / s - (k - 1))
+    value = -math.log1p(-(k - 1) * s) + (k - 1) * s * c
+    return UFMPrediction(value, False, c, "simplex-etf")
+
+
+def mse_optimum(inst: UFMInstance) -> UFMPrediction:
+    """MSE closed form: z = max(sqrt(n) - N lam, 0), f* = (k-1)((sqrt(n)-z)^2/(2N) + lam z).
+
+    Derived (spec/ufm.md) by singular-value soft thresholding of the centred labels; the
+    geometry statement is from Zhou et al. 2022 / Han, Papyan, Donoho 2022. Bias b* = 1/k.
+    """
+    k, N, lam = inst.k, inst.N, inst.lam
+    rn = math.sqrt(inst.n)
+    z = max(rn - N * lam, 0.0)
+    value = (k - 1) * ((rn - z) ** 2 / (2 * N) + lam * z)
+    return UFMPrediction(value, z == 0.0, z, "zero" if z == 0.0 else "simplex-etf")
+
+
+def optimum(inst: UFMInstance) -> UFMPrediction:
+    """Closed-form optimum for the instance's loss (CE or MSE)."""
+    return ce_optimum(inst) if inst.loss == "ce" else mse_optimum(inst)
+
+
+def optimal_logits(inst: UFMInstance) -> tuple[np.ndarray, np.ndarray]:
+    """The closed-form optimal Z = W H (k x N) and bias b (k)."""
+    pred = optimum(inst)
+    JY = inst.onehot() - 1.0 / inst.k
+    if inst.loss == "ce":
+        return pred.margin * JY, np.zeros(inst.k)
+    # MSE: Z = (z / sqrt(n)) * J_k Y (soft-thresholded centred labels), b = 1/k.
+    return (pred.margin / math.sqrt(inst.n)) * JY, np.full(inst.k, 1.0 / inst.k)
+
+
+def optimal_point(inst: UFMInstance) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """A closed-form global minimizer (W, H, b) in dimension d (requires d >= k-1).
+
+    Class means form a simplex ETF, H collapsed, self-dual: mu_c = sqrt(lw/(n lh)) w_c.
+    Balanced factorization of Z = c J_k Y: lw ||W||^2 = lh ||H||^2.
+    """
+    if inst.d < inst.k - 1:
+        raise InstanceError(f"d must be >= k-1 = {inst.k - 1} for the closed-form minimizer, got d = {inst.d}")
+    k, n = inst.k, inst.n
+    Z, b = optimal_logits(inst)
+    sigma = float(np.linalg.norm(Z, 2)) if np.any(Z) else 0.0  # c sqrt(n) (CE) or z (MSE)
+    E = simplex_etf(k, inst.d)  # d x k, unit columns, Gram k/(k-1) J
+    U = E * math.sqrt((k - 1) / k)  # U^T U = J_k
+    # W = alpha U^T, H = beta U Y, so W H = alpha beta J_k Y = Z
+    prod = sigma / math.sqrt(n) if sigma else 0.0  # alpha * beta = c
+    # balance lw ||W||^2 = lh ||H||^2 with ||W||^2 = alpha^2 (k-1), ||H||^2 = beta^2 n (k-1)
+    ratio = math.sqrt(inst.lh * n / inst.lw)  # alpha / beta
+    alpha = math.sqrt(prod * ratio)
+    beta = math.sqrt(prod / ratio)
+    W = alpha * U.T
+    H = beta * U[:, inst.labels()]
+    return W, H, b
+
+
+# ---------------------------------------------------------------------------------------
+# Symbolic derivations (sympy). Each returns expressions that must simplify to 0.
+# ---------------------------------------------------------------------------------------
+
+def symbolic_ce_reduction():
+    """The one-scalar CE problem g(c) = log(1 + (k-1) e^{-c}) + (k-1) s c and its solution.
+
+    Returns a dict of sympy expressions that must each simplify to 0:
+    - ``stationarity``: g'(c*) with c* = log(1/s - (k-1));
+    - ``value``: g(c*) = f*_closed, as the identity (1 + (k-1) e^{-c*})(1 - (k-1) s) - 1 = 0;
+    - ``threshold``: g'(0) at s = 1/k (the trivial phase starts where g'(0) >= 0);
+    - ``convexity_identity``: g'' - (k-1)e^{-c}/(1 + (k-1)e^{-c})^2 (so g'' > 0: unique minimiser);
+    - ``nuclear_norm``: ||c J_k Y||_* - (k-1) sqrt(n) c via the eigenvalues of (J Y)(J Y)^T = n J (k = 4).
+    """
+    import sympy as sp
+
+    c, s = sp.symbols("c s", positive=True)
+    k = sp.Symbol("k", integer=True, positive=True)
+    n = sp.Symbol("n", positive=True)
+    g = sp.log(1 + (k - 1) * sp.exp(-c)) + (k - 1) * s * c
+    cstar = sp.log(1 / s - (k - 1))
+    dg = sp.diff(g, c)
+    out = {
+        "stationarity": sp.simplify(dg.subs(c, cstar)),
+        # the linear terms agree by construction; the log terms agree iff this product is 1
+        "value": sp.simplify((1 + (k - 1) * sp.exp(-cstar)) * (1 - (k - 1) * s) - 1),
+        "threshold": sp.simplify(dg.subs(c, 0).subs(s, 1 / k)),
+    }
+    g2 = sp.diff(g, c, 2)
+    out["convexity_identity"] = sp.simplify(g2 - (k - 1) * sp.exp(-c) / (1 + (k - 1) * sp.exp(-c)) ** 2)
+    kk = 4
+    J = sp.eye(kk) - sp.ones(kk, kk) / kk
+    evs = (n * J).eigenvals()
+    out["nuclear_norm"] = sp.simplify(sum(sp.sqrt(ev) * mult for ev, mult in evs.items()) - (kk - 1) * sp.sqrt(n))
+    return out
+
+
+def symbolic_mse_reduction():
+    """The one-scalar MSE problem q(z) = (k-1)((sqrt(n) - z)^2/(2N) + lam z) after soft thresholding.
+
+    Returns expressions that must simplify to 0: ``stationarity`` (q'(z*) at z* = sqrt(n) - N lam),
+    ``value`` (q(z*) minus the closed form), and ``prox`` (the proximal step of lam||.||_* on a
+    singular value sigma = sqrt(n) with step N: z = sigma - N lam when positive).
+    """
+    import sympy as sp
+
+    z, lam, n = sp.symbols("z lam n", positive=True)
+    k = sp.Symbol("k", integer=True, positive=True)
+    N = n * k
+    q = (k - 1) * ((sp.sqrt(n) - z) ** 2 / (2 * N) + lam * z)
+    zs = sp.sqrt(n) - N * lam
+    closed = (k - 1) * ((sp.sqrt(n) - zs) ** 2 / (2 * N) + lam * zs)
+    per = (sp.sqrt(n) - z) ** 2 / (2 * N) + lam * z
+    return {
+        "stationarity": sp.simplify(sp.diff(q, z).subs(z, zs)),
+        "value": sp.simplify(q.subs(z, zs) - closed),
+        "prox": sp.simplify(sp.solve(sp.diff(per, z), z)[0] - zs),
+    }
