@@ -106,6 +106,8 @@ def main(argv: list[str] | None = None) -> int:
         # InstanceError is a ValueError; both carry a message naming the parameter.
         print(f"ncproofs: error: {exc}", file=sys.stderr)
         return 2
+    except BrokenPipeError:  # pragma: no cover - output piped into head etc.
+        return 0
     except KeyboardInterrupt:  # pragma: no cover
         print("ncproofs: interrupted", file=sys.stderr)
         return 130

@@ -1,0 +1,72 @@
+"""CLI: ``ncproofs solve ufm-ce|ufm-mse`` and ``ncproofs table ufm``."""
+
+from __future__ import annotations
+
+import argparse
+
+from proofs_check.commands import SolveCommand, TableCommand, UsageError, float_list, int_list
+from proofs_check.tables import Table
+from theory import ufm as T
+
+
+def _common(p: argparse.ArgumentParser, *, bias: bool) -> None:
+    p.add_argument("--classes", "-k", type=int, required=True, metavar="K", help="number of classes k >= 2")
+    p.add_argument("--per-class", "-n", type=int, required=True, metavar="n", help="samples per class n >= 1")
+    p.add_argument("--dim", "-d", type=int, required=True, metavar="d", help="feature dimension d >= 1")
+    p.add_argument("--lambda-w", type=float, required=True, metavar="LW", help="weight decay on W (> 0)")
+    p.add_argument("--lambda-h", type=float, required=True, metavar="LH", help="weight decay on H (> 0)")
+    p.add_argument("--lambda-b", type=float, default=None, metavar="LB",
+                   help="weight decay on the bias (>= 0, default 0)" if bias else argparse.SUPPRESS)
+    p.add_argument("--method", choices=("auto", "closed-form", "convex", "factored"), default="auto",
+                   help="auto: every route that applies at this size (default)")
+    p.add_argument("--starts", type=int, default=3, help="random starts of the factored solver (default 3)")
+    p.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
+
+
+def _run(loss: str):
+    def run(args: argparse.Namespace) -> dict:
+        from proofs_check.claims.ufm import check_instance
+
+        if loss == "mse" and args.lambda_b is not None:
+            raise UsageError("--lambda-b is not accepted for ufm-mse: the MSE closed form assumes an unregularized bias")
+        if args.starts < 1:
+            raise UsageError(f"--starts must be >= 1, got {args.starts}")
+        inst = T.UFMInstance(loss, args.classes, args.per_class, args.dim, args.lambda_w, args.lambda_h,
+                             args.lambda_b if args.lambda_b is not None else 0.0)
+        return check_instance(inst, method=args.method, starts=args.starts, seed=args.seed)
+
+    return run
+
+
+def _table_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--loss", choices=("ce", "mse"), default="ce")
+    p.add_argument("--classes", type=int_list, default=[3, 5, 10], help="comma-separated k values")
+    p.add_argument("--per-class", type=int_list, default=[2], help="comma-separated n values")
+    p.add_argument("--lambda", dest="lam", type=float_list, default=[1e-3, 1e-2, 1e-1],
+                   help="comma-separated lw = lh values")
+
+
+def _table(args: argparse.Namespace) -> Table:
+    rows = []
+    for k in args.classes:
+        for n in args.per_class:
+            for lam in args.lam:
+                inst = T.UFMInstance(args.loss, k, n, max(k - 1, 1), lam, lam)
+                p = T.optimum(inst)
+                rows.append([k, n, lam, p.value, p.margin, "trivial" if p.trivial else "collapse"])
+    margin = "optimal logit margin c*" if args.loss == "ce" else "singular value z"
+    cap = (f"UFM-{args.loss.upper()} optimal values (balanced, lw = lh = lambda, d >= k-1; "
+           + ("loss (1/N) sum CE + lw/2||W||^2 + lh/2||H||^2, unregularized bias" if args.loss == "ce" else
+              "loss 1/(2N)||WH + b1^T - Y||^2 + lw/2||W||^2 + lh/2||H||^2, unregularized bias") + ").")
+    return Table(["k", "n", "lambda", "f*", margin, "phase"], rows, cap,
+                 latex_columns=["$k$", "$n$", "$\\lambda$", "$f^\\star$", "$c^\\star$" if args.loss == "ce" else "$z$",
+                                "phase"])
+
+
+COMMANDS = [
+    SolveCommand("ufm-ce", "cross-entropy UFM with weight decay (Zhu et al. 2021)", lambda p: _common(p, bias=True),
+                 _run("ce")),
+    SolveCommand("ufm-mse", "MSE UFM with weight decay, unregularized bias (Zhou et al. 2022)",
+                 lambda p: _common(p, bias=False), _run("mse")),
+    TableCommand("ufm", "closed-form optimal values of the UFM over a grid", _table_args, _table),
+]
