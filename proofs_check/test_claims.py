@@ -1,0 +1,23 @@
+"""Every registered claim as a pytest test (quick profile): ``pytest --pyargs proofs_check``.
+
+A claim passes when it is VERIFIED or INCONCLUSIVE (e.g. an open discrepancy reported as such);
+REFUTED or ERROR fails with the claim's reason and its failing checks.
+"""
+
+import pytest
+
+from proofs_check.core import RunContext, Verdict
+from proofs_check.registry import all_claims
+
+_CLAIMS = all_claims()
+
+
+@pytest.mark.proof
+@pytest.mark.parametrize("claim", _CLAIMS, ids=[c.id for c in _CLAIMS])
+def test_claim(claim, request):
+    full = request.config.getoption("--runslow", default=False)
+    res = claim.run(RunContext("full" if full else "quick"))
+    bad = [c for c in res.checks if c.verdict in (Verdict.REFUTED, Verdict.ERROR)]
+    detail = "\n".join(f"  {c.verdict.value}: {c.name}: {c.reason}\n    evidence: {c.to_dict()['evidence']}"
+                       for c in bad[:5])
+    assert res.verdict not in (Verdict.REFUTED, Verdict.ERROR), f"{claim.id}: {res.reason}\n{detail}"
