@@ -74,3 +74,23 @@ def int_list(text: str) -> list[int]:
         return [int(x) for x in text.split(",") if x.strip()]
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected comma-separated integers, got {text!r}") from None
+
+
+def add_backend_arguments(p: argparse.ArgumentParser) -> None:
+    """--backend/--device/--dtype for factored solvers (torch optional)."""
+    p.add_argument("--backend", choices=("numpy", "torch"), default="numpy",
+                   help="factored solver backend (torch needs the [torch] extra; falls back to numpy with a message)")
+    p.add_argument("--device", default=None, help="torch device: cpu or cuda (falls back to cpu with a message)")
+    p.add_argument("--dtype", choices=("float64", "float32"), default="float64", help="torch dtype (default float64)")
+
+
+def backend_from_args(args: argparse.Namespace) -> dict:
+    """Resolve the backend now so that fallbacks are announced on stderr before solving."""
+    import sys
+
+    from solvers.backends import resolve
+
+    choice = resolve(args.backend, args.device, args.dtype)
+    for m in choice.messages:
+        print(f"ncproofs: note: {m}", file=sys.stderr)
+    return {"backend": args.backend, "device": args.device, "dtype": args.dtype}

@@ -28,6 +28,9 @@ from theory.ufm import UFMInstance
 #: objective is smooth and strongly convex near the ETF optimum (away from s = 1/k), so
 #: 1e-9 gives values accurate to ~1e-12.
 LBFGS_GTOL = 1e-9
+#: In float32 the gradient cannot go much below ~1e-6 of its scale; the result is then
+#: reported with its float64 gradient and is "converged" only if that is small too.
+LBFGS_GTOL_FLOAT32 = 1e-5
 #: Relative rank threshold for singular values when reading the support of Z.
 RANK_RTOL = 1e-7
 #: Largest k*N for which ``auto`` also solves the convex program outright (cvxpy/Clarabel).
@@ -93,38 +96,99 @@ def unpack(inst: UFMInstance, x: np.ndarray):
 # Factored nonconvex route
 # ---------------------------------------------------------------------------------------
 
-def solve_factored(inst: UFMInstance, *, starts: int = 3, seed: int = 0, init_scale: float = 0.5,
-                   maxiter: int = 20000, gtol: float = LBFGS_GTOL) -> Solution:
-    """Minimise f(W, H, b) with scipy L-BFGS (analytic gradient) from ``starts`` random starts.
+def initial_points(inst: UFMInstance, starts: int, seed: int, init_scale: float = 0.5) -> list[np.ndarray]:
+    """Random starts shared by every backend (numpy's generator, so backends start identically).
 
-    Starts are Gaussian with standard deviation ``init_scale``/sqrt(d) (away from the critical
-    point at 0). Returns the best start; diagnostics list every start's value.
+    Gaussian with standard deviation ``init_scale``/sqrt(d), bias 0 (away from the critical point at 0).
     """
-    if starts < 1:
-        raise ValueError(f"starts must be >= 1, got {starts}")
-    t0 = time.perf_counter()
     rng = np.random.default_rng(seed)
-    y = inst.labels()
     size = inst.k * inst.d + inst.d * inst.N + inst.k
-    best, runs = None, []
+    out = []
     for _ in range(starts):
         x0 = rng.standard_normal(size) * init_scale / math.sqrt(inst.d)
         x0[-inst.k:] = 0.0
-        res = minimize(objective_and_grad, x0, args=(inst, y), jac=True, method="L-BFGS-B",
-                       options={"maxiter": maxiter, "gtol": gtol, "ftol": 0.0, "maxcor": 30,
-                                "maxfun": 2 * maxiter})
-        gnorm = float(np.max(np.abs(res.jac)))
-        runs.append({"value": float(res.fun), "iterations": int(res.nit), "grad_max": gnorm,
-                     "converged": bool(gnorm <= 10 * gtol), "message": str(res.message)})
-        if best is None or res.fun < best[0].fun:
-            best = (res, gnorm)
-    res, gnorm = best
-    W, H, b = unpack(inst, res.x)
-    return Solution(float(res.fun), "factored-lbfgs", gnorm <= 10 * gtol, time.perf_counter() - t0,
+        out.append(x0)
+    return out
+
+
+def solve_factored(inst: UFMInstance, *, starts: int = 3, seed: int = 0, init_scale: float = 0.5,
+                   maxiter: int = 20000, gtol: float | None = None, backend: str = "numpy",
+                   device: str | None = None, dtype: str = "float64") -> Solution:
+    """Minimise f(W, H, b) with L-BFGS (analytic or autograd gradient) from ``starts`` random starts.
+
+    ``backend="numpy"`` uses scipy's L-BFGS-B; ``backend="torch"`` uses torch.optim.LBFGS with a
+    strong-Wolfe line search on ``device`` in ``dtype`` (see solvers.backends for fallbacks).
+    Whatever the backend, the reported value and gradient are re-evaluated in float64 numpy,
+    and ``converged`` means the float64 gradient's max-abs entry is <= 10 gtol.
+    Returns the best start; diagnostics list every start's value.
+    """
+    from solvers.backends import resolve
+
+    if starts < 1:
+        raise ValueError(f"starts must be >= 1, got {starts}")
+    choice = resolve(backend, device, dtype)
+    if gtol is None:
+        gtol = LBFGS_GTOL if choice.dtype == "float64" else LBFGS_GTOL_FLOAT32
+    t0 = time.perf_counter()
+    y = inst.labels()
+    best, runs = None, []
+    for x0 in initial_points(inst, starts, seed, init_scale):
+        if choice.backend == "numpy":
+            res = minimize(objective_and_grad, x0, args=(inst, y), jac=True, method="L-BFGS-B",
+                           options={"maxiter": maxiter, "gtol": gtol, "ftol": 0.0, "maxcor": 30,
+                                    "maxfun": 2 * maxiter})
+            x, nit, msg = res.x, int(res.nit), str(res.message)
+        else:
+            x, nit, msg = _lbfgs_torch(inst, x0, maxiter=maxiter, gtol=gtol, device=choice.device, dtype=choice.dtype)
+        f, g = objective_and_grad(x, inst, y)
+        gnorm = float(np.max(np.abs(g)))
+        runs.append({"value": float(f), "iterations": nit, "grad_max": gnorm,
+                     "converged": bool(gnorm <= 10 * gtol), "message": msg})
+        if best is None or f < best[0]:
+            best = (float(f), x, gnorm, nit)
+    f, x, gnorm, nit = best
+    W, H, b = unpack(inst, x)
+    return Solution(f, f"factored-lbfgs({choice.backend})", gnorm <= 10 * gtol, time.perf_counter() - t0,
                     {"W": W, "H": H, "b": b},
-                    {"iterations": int(res.nit), "grad_max": gnorm, "starts": starts, "seed": seed,
+                    {"iterations": nit, "grad_max": gnorm, "starts": starts, "seed": seed,
                      "start_values": [r["value"] for r in runs],
-                     "start_spread": float(max(r["value"] for r in runs) - min(r["value"] for r in runs))})
+                     "start_spread": float(max(r["value"] for r in runs) - min(r["value"] for r in runs)),
+                     **choice.to_dict()})
+
+
+def _lbfgs_torch(inst: UFMInstance, x0: np.ndarray, *, maxiter: int, gtol: float, device: str, dtype: str):
+    """torch.optim.LBFGS (strong Wolfe) on the same objective, written with torch primitives."""
+    import torch
+    import torch.nn.functional as F
+
+    tdt = torch.float64 if dtype == "float64" else torch.float32
+    k, d, N = inst.k, inst.d, inst.N
+    xt = torch.tensor(x0, dtype=tdt, device=device)
+    W = xt[: k * d].reshape(k, d).clone().requires_grad_(True)
+    H = xt[k * d: k * d + d * N].reshape(d, N).clone().requires_grad_(True)
+    b = xt[k * d + d * N:].clone().requires_grad_(True)
+    y = torch.as_tensor(inst.labels(), device=device)
+    Y = F.one_hot(y, k).T.to(tdt) if inst.loss == "mse" else None
+    lw, lh, lb = inst.lw, inst.lh, inst.lb
+
+    def f():
+        U = W @ H + b[:, None]
+        data = F.cross_entropy(U.T, y) if inst.loss == "ce" else 0.5 * ((U - Y) ** 2).sum() / N
+        return data + 0.5 * (lw * (W * W).sum() + lh * (H * H).sum() + lb * (b * b).sum())
+
+    opt = torch.optim.LBFGS([W, H, b], lr=1.0, max_iter=maxiter, max_eval=2 * maxiter, tolerance_grad=gtol,
+                            tolerance_change=0.0, history_size=30, line_search_fn="strong_wolfe")
+
+    def closure():
+        opt.zero_grad()
+        val = f()
+        val.backward()
+        return val
+
+    opt.step(closure)
+    nit = int(opt.state[opt._params[0]].get("n_iter", 0))
+    x = torch.cat([W.detach().reshape(-1), H.detach().reshape(-1), b.detach()]).to("cpu", torch.float64).numpy()
+    return x, nit, f"torch LBFGS on {device} ({dtype})"
 
 
 # ---------------------------------------------------------------------------------------

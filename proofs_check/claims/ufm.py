@@ -63,7 +63,8 @@ def _geometry(inst: T.UFMInstance, W, H, b) -> dict:
 
 
 def check_instance(inst: T.UFMInstance, *, method: str = "auto", starts: int = 3, seed: int = 0,
-                   predict: Predictor = default_predict, expected_geometry: str | None = None) -> dict:
+                   predict: Predictor = default_predict, expected_geometry: str | None = None,
+                   backend: str = "numpy", device: str | None = None, dtype: str = "float64") -> dict:
     """Solve one instance by every applicable route and compare with the prediction.
 
     Returns the common ``solve --json`` dict (see docs/DEVELOPING.md). ``predict`` and
@@ -100,8 +101,14 @@ def check_instance(inst: T.UFMInstance, *, method: str = "auto", starts: int = 3
             point = (W, H, b, "convex (factorized)")
     fac = None
     if method in ("auto", "factored"):
-        fac = S.solve_factored(inst, starts=starts, seed=seed)
+        fac = S.solve_factored(inst, starts=starts, seed=seed, backend=backend, device=device, dtype=dtype)
         routes["factored"] = fac.to_dict()
+        # The factored solution certifies itself: the dual point built from its own gradient
+        # (valid when d >= rank of the optimum; independent of the closed form).
+        fcert = S.certificate(inst, fac.variables["W"] @ fac.variables["H"], fac.variables["b"])
+        fcert.method = "kkt-dual (factored candidate)"
+        if not failed:
+            certs.append(fcert)
         point = (fac.variables["W"], fac.variables["H"], fac.variables["b"], "factored")
     if point is None:
         point = closed_point

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import argparse
 
-from proofs_check.commands import SolveCommand, TableCommand, UsageError, float_list, int_list
+from proofs_check.commands import (SolveCommand, TableCommand, UsageError, add_backend_arguments, backend_from_args,
+                                   float_list, int_list)
 from proofs_check.tables import Table
 from theory import ufm as T
 
@@ -21,6 +22,7 @@ def _common(p: argparse.ArgumentParser, *, bias: bool) -> None:
                    help="auto: every route that applies at this size (default)")
     p.add_argument("--starts", type=int, default=3, help="random starts of the factored solver (default 3)")
     p.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
+    add_backend_arguments(p)
 
 
 def _run(loss: str):
@@ -33,7 +35,8 @@ def _run(loss: str):
             raise UsageError(f"--starts must be >= 1, got {args.starts}")
         inst = T.UFMInstance(loss, args.classes, args.per_class, args.dim, args.lambda_w, args.lambda_h,
                              args.lambda_b if args.lambda_b is not None else 0.0)
-        return check_instance(inst, method=args.method, starts=args.starts, seed=args.seed)
+        backend = backend_from_args(args)
+        return check_instance(inst, method=args.method, starts=args.starts, seed=args.seed, **backend)
 
     return run
 

@@ -1,0 +1,81 @@
+"""Baselines the benchmark compares ncproofs against, written here from their descriptions.
+
+- ``peer_gd``: full-batch gradient descent with momentum 0.9 and learning rate 0.1, as the public
+  neural-collapse repositories train the UFM (run in float64 so it can reach the target).
+- ``plain_lbfgs``: scipy's L-BFGS-B with default options on a direct numpy implementation of
+  the same objective and gradient, from the same start.
+
+Both stop as soon as the objective is within ``target`` of the certified optimum, or at the
+time cap, and report (seconds, iterations, best value, reached).
+"""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+from scipy.optimize import minimize
+from scipy.special import logsumexp, softmax
+
+
+def plain_objective(x, k, d, N, y, lw, lh, loss):
+    W = x[: k * d].reshape(k, d)
+    H = x[k * d: k * d + d * N].reshape(d, N)
+    b = x[k * d + d * N:]
+    U = W @ H + b[:, None]
+    Y = np.zeros((k, N))
+    Y[y, np.arange(N)] = 1.0
+    if loss == "ce":
+        f = np.mean(logsumexp(U, axis=0) - np.sum(Y * U, axis=0))
+        G = (softmax(U, axis=0) - Y) / N
+    else:
+        f = 0.5 * np.sum((U - Y) ** 2) / N
+        G = (U - Y) / N
+    f += 0.5 * lw * np.sum(W ** 2) + 0.5 * lh * np.sum(H ** 2)
+    g = np.concatenate([(G @ H.T + lw * W).ravel(), (W.T @ G + lh * H).ravel(), G.sum(axis=1)])
+    return f, g
+
+
+class _Stop(Exception):
+    pass
+
+
+def plain_lbfgs(x0, args, f_target, time_cap):
+    t0 = time.perf_counter()
+    state = {"best": np.inf, "it": 0, "reached": False}
+
+    def cb(xk):
+        state["it"] += 1
+        if time.perf_counter() - t0 > time_cap:
+            raise _Stop
+
+    def fun(x):
+        f, g = plain_objective(x, *args)
+        state["best"] = min(state["best"], f)
+        if f <= f_target:
+            state["reached"] = True
+            raise _Stop
+        return f, g
+
+    try:
+        minimize(fun, x0, jac=True, method="L-BFGS-B", callback=cb)
+    except _Stop:
+        pass
+    return time.perf_counter() - t0, state["it"], state["best"], state["reached"]
+
+
+def peer_gd(x0, args, f_target, time_cap, lr=0.1, momentum=0.9, max_iter=10**7):
+    t0 = time.perf_counter()
+    x = x0.copy()
+    v = np.zeros_like(x)
+    best = np.inf
+    for it in range(1, max_iter + 1):
+        f, g = plain_objective(x, *args)
+        best = min(best, f)
+        if f <= f_target:
+            return time.perf_counter() - t0, it, best, True
+        if time.perf_counter() - t0 > time_cap:
+            break
+        v = momentum * v + g  # heavy-ball momentum as in torch.optim.SGD
+        x = x - lr * v
+    return time.perf_counter() - t0, it, best, False

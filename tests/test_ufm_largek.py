@@ -1,0 +1,87 @@
+"""Large-k machinery: torch backend agreement, class-reduced certificate, backend fallbacks."""
+
+import numpy as np
+import pytest
+from hypothesis import given, settings, strategies as st
+
+from solvers import backends
+from solvers import ufm as S
+from theory import ufm as T
+
+
+@pytest.mark.parametrize("loss,lb", [("ce", 0.0), ("ce", 0.05), ("mse", 0.0)])
+def test_torch_objective_and_solver_agree_with_numpy(loss, lb):
+    torch = pytest.importorskip("torch", reason="torch not installed (optional extra)")
+    import torch.nn.functional as F
+
+    inst = T.UFMInstance(loss, 4, 3, 5, 2e-3, 5e-3, lb)
+    x = S.initial_points(inst, 1, seed=3)[0]
+    f_np, g_np = S.objective_and_grad(x, inst)
+    # torch autograd gradient of the same objective
+    k, d, N = inst.k, inst.d, inst.N
+    xt = torch.tensor(x, dtype=torch.float64, requires_grad=True)
+    W, H, b = xt[: k * d].reshape(k, d), xt[k * d: k * d + d * N].reshape(d, N), xt[k * d + d * N:]
+    U = W @ H + b[:, None]
+    y = torch.as_tensor(inst.labels())
+    if loss == "ce":
+        data = F.cross_entropy(U.T, y)
+    else:
+        data = 0.5 * ((U - F.one_hot(y, k).T.double()) ** 2).sum() / N
+    f_t = data + 0.5 * (inst.lw * (W * W).sum() + inst.lh * (H * H).sum() + inst.lb * (b * b).sum())
+    f_t.backward()
+    assert float(f_t) == pytest.approx(f_np, rel=1e-12)
+    np.testing.assert_allclose(xt.grad.numpy(), g_np, rtol=1e-8, atol=1e-12)
+    a = S.solve_factored(inst, starts=1, seed=0, backend="numpy")
+    t = S.solve_factored(inst, starts=1, seed=0, backend="torch", dtype="float64")
+    assert t.diagnostics["backend"] == "torch" and t.converged
+    assert t.value == pytest.approx(a.value, rel=1e-8)
+
+
+def test_backend_fallback_messages(monkeypatch):
+    monkeypatch.setattr(backends, "torch_available", lambda: False)
+    c = backends.resolve("torch", "cuda", "float32")
+    assert c.backend == "numpy" and "torch is not installed" in c.messages[0]
+    with pytest.raises(ValueError, match="dtype must be one of"):
+        backends.resolve("torch", None, "float16")
+    with pytest.raises(ValueError, match="needs --backend torch"):
+        backends.resolve("numpy", "cuda", "float64")
+
+
+def test_cuda_fallback_when_unavailable():
+    torch = pytest.importorskip("torch", reason="torch not installed (optional extra)")
+    if torch.cuda.is_available():
+        pytest.skip("CUDA is available here: no fallback to test")
+    c = backends.resolve("torch", "cuda", "float64")
+    assert c.device == "cpu" and "CUDA is not available" in c.messages[0]
+
+
+@settings(max_examples=10)
+@given(loss=st.sampled_from(["ce", "mse"]), k=st.integers(2, 7), n=st.integers(1, 5), seed=st.integers(0, 1000),
+       scale=st.floats(0.0, 1.0))
+def test_class_reduced_certificate_equals_full(loss, k, n, seed, scale):
+    inst = T.UFMInstance(loss, k, n, k, 3e-3, 1e-2)
+    Z, b = T.optimal_logits(inst)
+    rng = np.random.default_rng(seed)
+    Zc = Z[:, ::n] + scale * rng.standard_normal((k, k))
+    red = S.certificate_classwise(inst, Zc, b)
+    full = S.certificate(inst, np.repeat(Zc, n, axis=1), b)
+    assert red.lower_bound == pytest.approx(full.lower_bound, abs=1e-11)
+    assert red.upper == pytest.approx(full.upper, abs=1e-11)
+    assert red.details["kkt_residual"] == pytest.approx(full.details["kkt_residual"], abs=1e-8)
+
+
+@pytest.mark.parametrize("loss", ["ce", "mse"])
+def test_class_reduced_certificate_agrees_with_the_full_convex_solve(loss):
+    inst = T.UFMInstance(loss, 4, 3, 4, 3e-3, 1e-2)
+    red = S.closed_form_certificate(inst, reduced=True)
+    cvx = S.solve_convex(inst)
+    assert red.gap <= 1e-10
+    assert cvx.value == pytest.approx(red.upper, abs=1e-7)
+    assert cvx.certificate.lower_bound <= red.upper + 1e-10 and red.lower_bound <= cvx.value + 1e-10
+
+
+def test_large_k_certificate_runs_without_the_full_problem():
+    inst = T.UFMInstance("ce", 300, 5, 300, 1e-4, 1e-4)
+    cert = S.closed_form_certificate(inst)
+    assert cert.details["valid"] and cert.gap <= 1e-10
+    assert cert.lower_bound == pytest.approx(T.ce_optimum(inst).value, abs=1e-10)
