@@ -81,7 +81,7 @@ class FCProblem:
             raise InstanceError(
                 f"instance too large to enumerate: K * s_c^L = {inst.K} * {inst.s_c}^{inst.L} = {S} sentences "
                 f"x K = {inst.K} scores (limits {MAX_SENTENCES} sentences, {MAX_WORK} scores); "
-                f"reduce K, s_c or L (the predictions in theory.feature_collapse work at any size)")
+                f"reduce K, s_c or L (predictions at any size: `ncproofs table feature-collapse`)")
         self.X, self.y, self.p = sentence_distribution(inst)
         self.S = self.X.shape[0]
         self.cols = np.arange(self.S)
