@@ -413,10 +413,20 @@ def type3_prediction(inst: FCInstance) -> Prediction:
                               lambda_crit=thr, conjecture=True, notes="lambda >= exact threshold: W = U = 0")
 
         def r_of(b, m):
+            # f(r) = r (e^{gamma r} + n_c - 1) - c is convex and increasing on r >= 0, so Newton started
+            # above the root (both c/n_c and W(gamma c)/gamma are upper bounds) decreases monotonically to it.
             gamma = mp.mpf(n_c) / (n_c - 1) * b
             c = L * m * b / lam
-            f = lambda r: r * (mp.exp(gamma * r) + n_c - 1) - c  # noqa: E731
-            return mp.findroot(f, (mp.mpf(0), c / n_c), solver="anderson") if c > 0 else mp.mpf(0)
+            if c <= 0:
+                return mp.mpf(0)
+            r = min(c / n_c, mp.lambertw(gamma * c).real / gamma)
+            for _ in range(500):
+                e = mp.exp(gamma * r)
+                step = (r * (e + n_c - 1) - c) / (e + n_c - 1 + gamma * r * e)
+                r -= step
+                if abs(step) <= r * mp.mpf(10) ** (-mp.mp.dps + 3):
+                    break
+            return r
 
         def g(b):
             rs = [r_of(b, m) for m in mu]
@@ -429,7 +439,15 @@ def type3_prediction(inst: FCInstance) -> Prediction:
                 raise ArithmeticError("type-III root not bracketed near b = 0")
         while g(hi) > 0:
             hi *= 2
-        b = mp.findroot(g, (lo, hi), solver="anderson")
+        for _ in range(200):  # bisection to 1e-20 relative (g > 0 below the root, < 0 above)
+            mid = (lo + hi) / 2
+            if g(mid) > 0:
+                lo = mid
+            else:
+                hi = mid
+            if hi - lo <= hi * mp.mpf(10) ** -20:  # then Newton on the full system
+                break
+        b = (lo + hi) / 2
         r = [r_of(b, m) for m in mu]
 
         def F(*v):
