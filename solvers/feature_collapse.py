@@ -331,7 +331,7 @@ def solve(inst: FCInstance, *, n_starts: int = 4, seed: int = 0, certify: bool =
                     diagnostics=diag, certificate=cert)
 
 
-def _torch_fun(prob: FCProblem, device: str):  # pragma: no cover - exercised only with torch installed
+def _torch_fun(prob: FCProblem, device: str):
     """value-and-gradient with torch autograd (float64). Clear error when torch/CUDA is missing."""
     try:
         import torch
@@ -359,7 +359,7 @@ def _torch_fun(prob: FCProblem, device: str):  # pragma: no cover - exercised on
         ce = (p * (torch.logsumexp(sc, dim=0) - sc[y, torch.arange(sc.shape[1], device=device)])).sum()
         val = ce + 0.5 * inst.lw * (W * W).sum() + 0.5 * inst.lu * (U * U).sum()
         val.backward()
-        return float(val), xt.grad.detach().cpu().numpy()
+        return float(val.detach()), xt.grad.detach().cpu().numpy()
 
     return fun
 

@@ -237,3 +237,23 @@ def test_hypotheses_reported():
     assert T.hypotheses(FCInstance(3, 2, 2, 1, 0.1))  # d < n_c - 1
     assert T.hypotheses(FCInstance(3, 2, 2, 4, 0.1, K=5, latents="random"))
     assert T.hypotheses(FCInstance(3, 2, 2, 2, 0.1)) == []
+
+
+def test_torch_backend_matches_numpy():
+    pytest.importorskip("torch")
+    inst = FCInstance(3, 2, 2, 4, 0.05, layernorm=True, freqs=(0.7, 0.3))
+    prob = S.FCProblem(inst)
+    x = np.random.default_rng(0).normal(size=(inst.n_w + inst.K * inst.L) * inst.d)
+    v1, g1 = prob.fun(x)
+    v2, g2 = S._torch_fun(prob, "cpu")(x)
+    assert v2 == pytest.approx(v1, rel=1e-12) and np.allclose(g1, g2, rtol=1e-10, atol=1e-12)
+
+
+def test_torch_backend_missing_is_a_clear_error():
+    try:
+        import torch  # noqa: F401
+        pytest.skip("torch is installed")
+    except ImportError:
+        pass
+    with pytest.raises(InstanceError, match="torch"):
+        S.solve(FCInstance(3, 2, 2, 4, 0.05), backend="torch")
