@@ -268,12 +268,18 @@ def make_type1_claim(instances: Callable[[RunContext], Iterable[FCInstance]] = _
                  SRC + ", Theorem 1", PROV, check, key=("predicted", "attained", "gap"), tags=("numeric",))
 
 
-def make_trivial_phase_claim(threshold: Callable[[FCInstance], float] = T.lambda_crit,
+def _threshold(inst: FCInstance) -> float:
+    """Theorem 1's lambda_crit for uniform mu; the spec's exact threshold for other mu (K = n_c^L)."""
+    return T.lambda_crit(inst) if inst.uniform else T.lambda_crit_symmetric_freqs(inst)
+
+
+def make_trivial_phase_claim(threshold: Callable[[FCInstance], float] = _threshold,
                              claim_id: str = "feature_collapse.thm1.trivial-phase") -> Claim:
     """Z = 0 is optimal iff ||grad CE(0)||_2 <= lambda (convex form); Theorem 1 says iff lambda >= lambda_crit."""
 
     def check(ctx):
-        cases = [FCInstance(3, 2, 2, 4, 0.05), FCInstance(2, 4, 3, 3, 0.05)]
+        cases = [FCInstance(3, 2, 2, 4, 0.05), FCInstance(2, 4, 3, 3, 0.05),
+                 FCInstance(3, 2, 3, 4, 0.05, freqs=T.zipf_freqs(3))]
         if ctx.full:
             cases += [FCInstance(4, 2, 1, 3, 0.05), FCInstance(2, 2, 3, 2, 0.05)]
         for base in cases:
@@ -282,14 +288,14 @@ def make_trivial_phase_claim(threshold: Callable[[FCInstance], float] = T.lambda
             yield close(f"{_instance_label(base)}: lambda_crit = ||grad CE(0)||_2", lc, g, rtol=THRESHOLD_RTOL,
                         what="threshold")
             for f in (0.95, 1.05):
-                inst = FCInstance(base.n_c, base.L, base.s_c, base.d, f * g)
+                inst = FCInstance(base.n_c, base.L, base.s_c, base.d, f * g, freqs=base.freqs)
                 prob = S.FCProblem(inst)
                 if f > 1:  # Z = 0 is certified optimal: the bound at Z = 0 equals log K
                     b = S.nuclear_lower_bound(prob, np.zeros((inst.K * inst.L, inst.n_w)))
                     yield optimum_matches(f"{_instance_label(inst)} (1.05 x threshold): W = U = 0 optimal",
                                           math.log(inst.K), attained=math.log(inst.K), lower_bound=b["lower_bound"],
                                           tol=_vtol(math.log(inst.K)), certificate="nuclear-kkt at Z = 0")
-                    pred = T.type1_prediction(inst)
+                    pred = T.predict(inst)
                     yield condition(f"{_instance_label(inst)}: theory predicts the trivial phase",
                                     pred.geometry == "trivial", verified="trivial", refuted=pred.geometry)
                 else:
@@ -302,8 +308,9 @@ def make_trivial_phase_claim(threshold: Callable[[FCInstance], float] = T.lambda
 
     return Claim(claim_id, FAMILY,
                  "Theorem 1: the collapse is nontrivial iff lambda < lambda_crit = sqrt(KL/n_w)/(1+K-K n_c^-L); "
-                 "this equals the exact threshold ||grad CE(0)||_2 of the convex form (uniform frequencies); above "
-                 "it W = U = 0 is the certified global optimum with loss log K.",
+                 "this equals the exact threshold ||grad CE(0)||_2 of the convex form (uniform frequencies; for "
+                 "non-uniform mu and K = n_c^L the exact threshold is sqrt(L sum mu^2/(K n_c))); above it "
+                 "W = U = 0 is the certified global optimum with loss log K.",
                  SRC + ", Theorem 1 (phase transition)", PROV, check, key=("abs_error",), tags=("numeric",))
 
 
