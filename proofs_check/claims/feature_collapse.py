@@ -103,6 +103,7 @@ def instance_checks(inst: FCInstance, sol, pred: Prediction, *, prefix: str = ""
           "grad_norm": sol.diagnostics.get("grad_norm")}
     if cert is not None:
         ev["certificate"] = cert.to_dict()
+    ev["optimum_predicted"], ev["optimum_attained"] = pred.objective, sol.value
     Wp, Up = T.configuration(inst, pred) if (inst.d >= inst.n_c - (0 if inst.layernorm else 1)) else (None, None)
     if Wp is not None:
         Ep = Wp
@@ -191,8 +192,8 @@ def make_derivations_claim(derivations: Callable[[], dict] = T.symbolic_derivati
                  "CE* = L log(L n_c/(L n_c - (n_c-1) Lambda)); lambda_crit = sqrt(KL/n_w)/(1+K-K n_c^-L) zeroes "
                  "phi'(0); a*, b* balance n_w a^2 = K L b^2; (E1)-(E2) are the type-III stationarity conditions; "
                  "b (e^(kappa b)+n_c-1) = n_c sqrt(d)/(lambda K) is the LayerNorm stationarity condition.",
-                 SRC + ", Sec. 3 and Theorems 1-3 (derivation steps)", PROV, check,
-                 key=("simplifies",), tags=("symbolic",))
+                 SRC + ", Theorems 1-3 (derivation steps)", PROV, check,
+                 tags=("symbolic",))
 
 
 def make_constants_claim(rows=SPEC_ROWS, paper=PAPER_SETTING, thresholds=SPEC_THRESHOLDS,
@@ -219,7 +220,7 @@ def make_constants_claim(rows=SPEC_ROWS, paper=PAPER_SETTING, thresholds=SPEC_TH
         for k in ("a", "b", "lambda_crit"):
             got = {"a": p.a, "b": p.b, "lambda_crit": p.lambda_crit}[k]
             yield close(f"paper setting (n_w=1200, L=15, K=1000): {k}", float(paper[k]), got, rtol=0,
-                        atol=half_ulp(paper[k]), what=k, evidence={"quoted": paper[k]})
+                        atol=half_ulp(paper[k]), what=k, evidence={"quoted": paper[k], f"paper_{k}": got})
         # exact thresholds for non-uniform frequencies (spec): spectral norm of grad CE(0)
         zipf = FCInstance(3, 2, 3, 4, 0.05, freqs=(6 / 11, 3 / 11, 2 / 11))
         uni = FCInstance(3, 2, 3, 4, 0.05)
@@ -239,7 +240,7 @@ def make_constants_claim(rows=SPEC_ROWS, paper=PAPER_SETTING, thresholds=SPEC_TH
                  "a* = 1.42214 (quoted in the paper), b* = 0.402242, lambda_crit = 0.0035320; the closed forms for "
                  "K = n_c^L agree with the minimiser; for non-uniform mu the exact threshold is "
                  "sqrt(L sum mu^2/(K n_c)) (0.1732 for Zipf (6,3,2)/11 vs 0.1571 uniform).",
-                 SRC + ", Theorem 1 and Sec. 4 (paper setting)", PROV, check, key=("measured",),
+                 SRC + ", Theorem 1 and the paper's experimental setting", PROV, check, key=("paper_a", "paper_b", "paper_lambda_crit"),
                  tags=("reference",))
 
 
@@ -265,7 +266,7 @@ def make_type1_claim(instances: Callable[[RunContext], Iterable[FCInstance]] = _
                  "w_(alpha,beta) = a* f_alpha, u_(k,l) = b* f_(z_kl) with equiangular f is globally optimal for "
                  "lambda < lambda_crit, with t* = a* b* minimising the reduced objective; above lambda_crit "
                  "W = U = 0. Checked against the exact risk's certified optimum (nuclear-norm convex form).",
-                 SRC + ", Theorem 1", PROV, check, key=("predicted", "attained", "gap"), tags=("numeric",))
+                 SRC + ", Theorem 1", PROV, check, key=("optimum_predicted", "optimum_attained", "gap"), tags=("numeric",))
 
 
 def _threshold(inst: FCInstance) -> float:
@@ -439,7 +440,7 @@ def make_type2_claim(instances: Callable[[RunContext], Iterable[FCInstance]] = _
                  "d >= n_c): type-II collapse phi(w_(alpha,beta)) = sqrt(d) f_alpha, u_(k,l) = b* f_(z_kl) is "
                  "globally optimal, b* does not depend on mu and b* > 0 for every lambda > 0 (no trivial phase). "
                  "Certificate: dual of an SDP relaxation (derived in ncproofs).",
-                 SRC + ", Theorem 3", PROV, check, key=("predicted", "attained", "gap"), tags=("numeric",))
+                 SRC + ", Theorem 3", PROV, check, key=("optimum_predicted", "optimum_attained", "gap"), tags=("numeric",))
 
 
 def make_beyond_symmetry_claim(claim_id: str = "feature_collapse.beyond-symmetry") -> Claim:
