@@ -368,6 +368,10 @@ def _torch_fun(prob: FCProblem, device: str):
 # Measurements of a configuration (numbers only)
 # ---------------------------------------------------------------------------------------------
 
+#: Features and classifier vectors all below this norm: the trivial phase (L-BFGS stops ~1e-8
+#: away from 0 there); directions and cosines are then undefined (None), not noise.
+TRIVIAL_TOL = 1e-6
+
 #: Singular values below this fraction of the largest count as zero in the numerical rank.
 RANK_RTOL = 1e-6
 
@@ -394,7 +398,7 @@ def measure(inst: FCInstance, W: np.ndarray, U: np.ndarray, *, b_pred: float | N
     E = prob_E
     scale = float(np.linalg.norm(E, axis=1).max(initial=0.0))
     out: dict = {}
-    if scale <= 1e-12:
+    if scale <= TRIVIAL_TOL and float(np.linalg.norm(U, axis=1).max(initial=0.0)) <= TRIVIAL_TOL:
         out.update(trivial=True, within_concept_deviation=None, within_concept_spread=0.0, concept_cosines=None,
                    concept_cosine_offdiag=None, rank_W=0)
     else:

@@ -217,6 +217,7 @@ def test_trivial_phase_optimum_is_zero():
     (lambda: FCInstance(3, 2, 2, 4, 0.1, freqs=(1.2, -0.2)), "> 0"),
     (lambda: FCInstance(3, 2, 2, 4, 0.1, freqs=(0.5, 0.3, 0.2)), "s_c = 2 entries"),
     (lambda: FCInstance(3, 2, 2, 0, 0.1), "d"),
+    (lambda: FCInstance(2, 2, 1, 1, 0.1, layernorm=True), "LayerNorm"),
     (lambda: FCInstance(3, 2, 2, 4, 0.0), "lambda"),
     (lambda: FCInstance(3, 2, 2, 4, -1.0), "lambda"),
     (lambda: FCInstance(3, 2, 2, 4, float("nan")), "NaN"),

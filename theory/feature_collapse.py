@@ -94,6 +94,9 @@ class FCInstance:
         if not isinstance(self.layernorm, (bool, np.bool_)):
             raise InstanceError(f"layernorm must be True or False, got {self.layernorm!r}")
         set_("layernorm", bool(self.layernorm))
+        if self.layernorm and self.d < 2:
+            raise InstanceError(f"d (--dim) must be >= 2 with LayerNorm (in R^1 every embedding is proportional to "
+                                f"the all-ones vector, where LayerNorm is undefined), got d = {self.d}")
         set_("seed", as_int("seed", self.seed, minimum=0))
         if self.latents not in ("full", "random"):
             raise InstanceError(f"latents must be 'full' or 'random', got {self.latents!r}")
