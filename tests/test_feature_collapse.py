@@ -258,3 +258,12 @@ def test_torch_backend_missing_is_a_clear_error():
         pass
     with pytest.raises(InstanceError, match="torch"):
         S.solve(FCInstance(3, 2, 2, 4, 0.05), backend="torch")
+
+
+def test_sdp_relaxation_is_tight_for_layernorm():
+    # independent route: cvxpy solves the relaxation behind the sdp-dual certificate; Theorem 3
+    # predicts that type II attains it
+    inst = FCInstance(3, 2, 2, 3, 0.05, layernorm=True, freqs=(0.7, 0.3))
+    r = S.cvxpy_sdp_relaxation(inst)
+    assert r["status"] == "optimal"
+    assert r["cvxpy_value"] == pytest.approx(T.type2_prediction(inst).objective, abs=1e-6)

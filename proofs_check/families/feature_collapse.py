@@ -56,7 +56,8 @@ def _solve_args(p):
     p.add_argument("--lambda", dest="lam", type=float, required=True, metavar="LAM", help="weight decay lambda > 0")
     p.add_argument("--starts", type=int, default=4, help="number of random L-BFGS starts (default 4)")
     p.add_argument("--cvxpy", choices=("auto", "yes", "no"), default="auto",
-                   help="also solve the convex nuclear-norm program with cvxpy (no LN; auto: small instances)")
+                   help="also solve the convex program with cvxpy: nuclear-norm form (no LN) or SDP relaxation (LN); "
+                        "auto: small instances")
 
 
 def run_solve(args) -> dict:
@@ -70,7 +71,7 @@ def run_solve(args) -> dict:
         raise UsageError(f"--starts must be >= 1, got {args.starts}")
     pred = T.predict(inst)
     small = inst.n_sentences * inst.K <= S.MAX_CVXPY_WORK
-    use_cvx = not inst.layernorm and (args.cvxpy == "yes" or (args.cvxpy == "auto" and small))
+    use_cvx = args.cvxpy == "yes" or (args.cvxpy == "auto" and small)
     sol = S.solve(inst, n_starts=args.starts, seed=args.seed, cvxpy=use_cvx)
     checks = instance_checks(inst, sol, pred)
     verdict = worst(c.verdict for c in checks)
