@@ -82,3 +82,20 @@ def test_table_layernorm_dims(capsys):
     d = json.loads(out)
     assert rc == 0 and len(d["rows"]) == 4
     assert all(dict(zip(d["columns"], r))["b*"] > 0 for r in d["rows"])  # no trivial phase with LayerNorm
+
+
+def test_table_dims_without_layernorm_is_an_error(capsys):
+    rc, _, err = run(["table", "feature-collapse", "--concepts", "3", "--length", "2", "--words-per-concept", "2",
+                      "--lambdas", "0.05", "--dims", "3,4"], capsys)
+    assert rc == 2 and "--dims applies only with --layernorm" in err
+
+
+def test_table_type3_and_threshold(capsys):
+    rc, out, _ = run(["table", "feature-collapse", "--concepts", "3", "--length", "2", "--words-per-concept", "3",
+                      "--zipf", "--lambdas", "0.05,0.2", "--format", "json"], capsys)
+    import json as _json
+    d = _json.loads(out)
+    rows = [dict(zip(d["columns"], r)) for r in d["rows"]]
+    assert rc == 0 and rows[0]["geometry"] == "type-III" and rows[1]["geometry"] == "trivial"
+    assert rows[0]["lambda_crit"] == pytest.approx(0.1732, abs=5e-5)
+    assert rows[0]["global optimality"] == "conjecture"

@@ -113,10 +113,10 @@ def _table_args(p):
 def build_table(args) -> Table:
     from theory import feature_collapse as T
 
-    if args.dims is None:
-        dims = [max(args.concepts, 1) if args.concepts else 1]
-    else:
-        dims = args.dims
+    if args.dims is not None and not args.layernorm:
+        raise UsageError("--dims applies only with --layernorm (without LayerNorm the prediction does not depend "
+                         "on d >= n_c - 1)")
+    dims = args.dims if args.dims is not None else [max(args.concepts or 2, 2)]
     if not dims or not args.lambdas:
         raise UsageError("--lambdas and --dims must not be empty")
     rows = []
