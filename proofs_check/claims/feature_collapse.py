@@ -35,6 +35,10 @@ VALUE_RTOL = 1e-6
 #: observed errors are ~1e-8, and a 1% error in a* is far outside.
 GEOM_RTOL = 1e-5
 
+#: Exact risk at the constructed configuration vs the closed-form objective: both are float64
+#: evaluations of the same number (observed agreement ~1e-15).
+CONFIG_RTOL = 1e-10
+
 #: Full gradient norm at the constructed type-III point, relative to the parameter norm:
 #: float64 evaluation of an exact critical point gives ~1e-15.
 CRITICAL_RTOL = 1e-9
@@ -123,6 +127,10 @@ def instance_checks(inst: FCInstance, sol, pred: Prediction, *, prefix: str = ""
     opt = optimum_matches(name, pred.objective, attained=sol.value, lower_bound=lb, tol=_vtol(pred.objective),
                           converged=sol.converged, certificate=method, evidence=ev)
     checks.append(opt)
+    if Wp is not None:
+        # the predicted value must be the exact (enumerated) risk of the predicted configuration
+        checks.append(close(f"{lab}: exact risk of the predicted configuration = predicted value", pred.objective,
+                            ev["value_at_predicted_point"], rtol=CONFIG_RTOL, what="objective"))
     certified = opt.verdict == Verdict.VERIFIED
     if pred.geometry == "trivial":
         scale = float(max(np.abs(W).max(initial=0), np.abs(U).max(initial=0)))
