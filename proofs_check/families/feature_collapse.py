@@ -1,0 +1,153 @@
+"""CLI: ``ncproofs solve feature-collapse`` and ``ncproofs table feature-collapse``."""
+
+from __future__ import annotations
+
+import argparse
+
+import numpy as np
+
+from proofs_check.commands import SolveCommand, TableCommand, UsageError, float_list, int_list
+from proofs_check.core import Verdict, worst
+from proofs_check.tables import Table
+
+FAMILY = "feature_collapse"
+
+
+def _add_instance_args(p: argparse.ArgumentParser, *, need_dim: bool = True) -> None:
+    p.add_argument("--concepts", type=int, required=True, metavar="NC", help="number of concepts n_c (>= 2)")
+    p.add_argument("--length", type=int, required=True, metavar="L", help="sentence length L")
+    g = p.add_mutually_exclusive_group(required=True)
+    g.add_argument("--words-per-concept", type=int, metavar="SC", help="words per concept s_c")
+    g.add_argument("--words", type=int, metavar="NW", help="total words n_w (a multiple of n_c)")
+    p.add_argument("--classes", type=int, metavar="K", default=None,
+                   help="number of classes K (optional with --latents full, where K = n_c^L)")
+    if need_dim:
+        p.add_argument("--dim", type=int, required=True, metavar="D", help="embedding dimension d")
+    p.add_argument("--layernorm", action="store_true", help="LayerNorm (no affine part, eps = 0); decay on U only")
+    f = p.add_mutually_exclusive_group()
+    f.add_argument("--freqs", type=float_list, metavar="MU", help="within-concept frequencies, e.g. 0.8,0.2 (sum 1)")
+    f.add_argument("--zipf", action="store_true", help="Zipf within-concept frequencies mu_beta ~ 1/beta")
+    p.add_argument("--latents", choices=("full", "random"), default="full",
+                   help="full: all n_c^L latent variables (symmetric case); random: draw K of them")
+    p.add_argument("--seed", type=int, default=0, help="seed for random latents and solver starts")
+
+
+def _instance(args, *, lam: float, d: int):
+    from theory import feature_collapse as T
+
+    kw = dict(K=args.classes, layernorm=args.layernorm, latents=args.latents, seed=args.seed)
+    if args.words is not None:
+        n_c = args.concepts
+        if n_c is not None and n_c >= 1 and args.words % n_c:
+            raise UsageError(f"--words = {args.words} must be divisible by --concepts = {n_c} "
+                             f"(each concept has s_c = n_w/n_c words)")
+        s_c = args.words // n_c if n_c else 0
+    else:
+        s_c = args.words_per_concept
+    if args.zipf:
+        kw["freqs"] = T.zipf_freqs(s_c) if isinstance(s_c, int) and s_c >= 1 else None
+    elif args.freqs is not None:
+        kw["freqs"] = tuple(args.freqs)
+    return T.FCInstance(args.concepts, args.length, s_c, d, lam, **kw)
+
+
+def _solve_args(p):
+    _add_instance_args(p)
+    p.add_argument("--lambda", dest="lam", type=float, required=True, metavar="LAM", help="weight decay lambda > 0")
+    p.add_argument("--starts", type=int, default=4, help="number of random L-BFGS starts (default 4)")
+    p.add_argument("--cvxpy", choices=("auto", "yes", "no"), default="auto",
+                   help="also solve the convex program with cvxpy: nuclear-norm form (no LN) or SDP relaxation (LN); "
+                        "auto: small instances")
+
+
+def run_solve(args) -> dict:
+    from proofs_check.claims.feature_collapse import instance_checks
+    from solvers import feature_collapse as S
+    from theory import feature_collapse as T
+    from theory.geometry import classify_gram
+
+    inst = _instance(args, lam=args.lam, d=args.dim)
+    if args.starts < 1:
+        raise UsageError(f"--starts must be >= 1, got {args.starts}")
+    pred = T.predict(inst)
+    small = inst.n_sentences * inst.K <= S.MAX_CVXPY_WORK
+    use_cvx = args.cvxpy == "yes" or (args.cvxpy == "auto" and small)
+    sol = S.solve(inst, n_starts=args.starts, seed=args.seed, cvxpy=use_cvx)
+    checks = instance_checks(inst, sol, pred)
+    verdict = worst(c.verdict for c in checks)
+    bad = [c for c in checks if c.verdict == verdict and verdict != Verdict.VERIFIED]
+    reason = "; ".join(f"{c.name}: {c.reason}" for c in bad[:2]) if bad else f"all {len(checks)} checks hold"
+    meas = S.measure(inst, sol.variables["W"], sol.variables["U"], b_pred=pred.b)
+    E = sol.variables["E"].reshape(inst.n_c, inst.s_c, inst.d).mean(axis=1)
+    geo = classify_gram(E @ E.T)
+    metrics = {k: meas.get(k) for k in ("within_concept_deviation", "within_concept_spread", "rank_W",
+                                        "u_norms", "concept_cosine_offdiag", "word_norms")}
+    ev_z = next((c.evidence.get("measured", {}).get("Z_rel_error") for c in checks if "measured" in c.evidence), None)
+    metrics["Z_rel_error"] = ev_z
+    predicted = pred.to_dict()
+    predicted["hypotheses_failing"] = T.hypotheses(inst)
+    if not inst.layernorm:
+        predicted["exact_threshold"] = S.zero_gradient_spectral_norm(inst)
+    sol_d = sol.to_dict()
+    sol_d.pop("start_values", None)
+    return {
+        "family": FAMILY, "instance": inst.to_dict(), "predicted": predicted,
+        "solution": {**sol_d, "objective_gap": sol.value - pred.objective},
+        "certificate": sol.certificate.to_dict() if sol.certificate else None,
+        "geometry": {"classification": geo.classification, "class_mean_cosines": meas.get("concept_cosines"),
+                     "metrics": metrics, "what": "concept-mean features (cosines between concepts)"},
+        "verdict": verdict.value, "reason": reason,
+        "claims": [{"id": f"{FAMILY}.solve: {c.name}", "verdict": c.verdict.value, "reason": c.reason}
+                   for c in checks],
+    }
+
+
+def _table_args(p):
+    _add_instance_args(p, need_dim=False)
+    p.add_argument("--lambdas", type=float_list, required=True, metavar="LIST", help="comma-separated lambda values")
+    p.add_argument("--dims", type=int_list, default=None, metavar="LIST",
+                   help="comma-separated d values (LayerNorm; default n_c). Without LN the prediction does not "
+                        "depend on d >= n_c - 1")
+
+
+def build_table(args) -> Table:
+    from theory import feature_collapse as T
+
+    if args.dims is not None and not args.layernorm:
+        raise UsageError("--dims applies only with --layernorm (without LayerNorm the prediction does not depend "
+                         "on d >= n_c - 1)")
+    dims = args.dims if args.dims is not None else [max(args.concepts or 2, 2)]
+    if not dims or not args.lambdas:
+        raise UsageError("--lambdas and --dims must not be empty")
+    rows = []
+    meta = None
+    for d in dims:
+        for lam in args.lambdas:
+            inst = _instance(args, lam=lam, d=d)
+            p = T.predict(inst)
+            meta = meta or inst.to_dict()
+            thr = p.lambda_crit
+            rows.append([lam, d if inst.layernorm else None, p.theorem, p.geometry, thr, p.t, p.a, p.b,
+                         " ".join(f"{x:.8g}" for x in p.r) if p.r else None, p.kappa, p.objective, p.cross_entropy,
+                         "conjecture" if p.conjecture else "theorem", "; ".join(T.hypotheses(inst)) or "hold"])
+    meta = dict(meta or {})
+    meta.pop("lambda", None)
+    meta.pop("d", None)
+    cols = ["lambda", "d", "theorem", "geometry", "lambda_crit", "t*", "a*", "b*", "r_beta", "kappa", "objective",
+            "CE*", "global optimality", "hypotheses"]
+    latex = [r"$\lambda$", "$d$", "theorem", "geometry", r"$\lambda_{\mathrm{crit}}$", "$t^*$", "$a^*$", "$b^*$",
+             r"$r_\beta$", r"$\kappa$", "objective", r"$\mathrm{CE}^*$", "global optimality", "hypotheses"]
+    cap = (f"Feature collapse (Laurent, von Brecht, Bresson, ICLR 2024; statements reconstructed). "
+           f"n_c={meta.get('n_c')}, L={meta.get('L')}, s_c={meta.get('s_c')}, n_w={meta.get('n_w')}, K={meta.get('K')}, "
+           f"{'LayerNorm' if meta.get('layernorm') else 'no LayerNorm'}, latents={meta.get('latents')}. "
+           "lambda_crit: Theorem 1 threshold (uniform) or exact threshold sqrt(L sum mu^2/(K n_c)) (type III); "
+           "null where it does not exist (LayerNorm: no trivial phase). d is shown only with LayerNorm.")
+    return Table(cols, rows, caption=cap, latex_columns=latex, meta=meta)
+
+
+COMMANDS = [
+    SolveCommand("feature-collapse", "feature collapse (Laurent et al. 2024): exact risk, certified optimum vs "
+                 "type I/II/III prediction", _solve_args, run_solve),
+    TableCommand("feature-collapse", "feature collapse: predicted constants over a grid of lambda (and d with LN)",
+                 _table_args, build_table),
+]
