@@ -126,8 +126,8 @@ def _heatmap(ax, mat: np.ndarray, title: str):
     return im
 
 
-def plot_solution(out: dict, path: str, *, dpi: int = 150) -> str:
-    """Draw the figure for a solve output dict and write it to ``path``. Returns ``path``."""
+def build_figure(out: dict):
+    """The matplotlib Figure for a solve output dict (not yet written)."""
     Figure, FigureCanvasAgg = _require_matplotlib()
     measured, target, label = gram_panels(out)
     curves = _curves(out)
@@ -166,19 +166,40 @@ def plot_solution(out: dict, path: str, *, dpi: int = 150) -> str:
     if out.get("verdict"):
         head += f"  [{out['verdict']}]"
     fig.suptitle(head, fontsize=10)
+    return fig
+
+
+def plot_solution(out: dict, path: str, *, dpi: int = 150) -> str:
+    """Draw the figure for a solve output dict and write it to ``path``. Returns ``path``."""
+    ext = _plot_path(path)
     folder = os.path.dirname(os.path.abspath(path))
     if not os.path.isdir(folder):
         raise UsageError(f"--plot {path}: folder {folder} does not exist")
-    ext = os.path.splitext(path)[1].lower().lstrip(".")
-    if ext not in ("png", "pdf", "svg"):
-        raise UsageError(f"--plot {path}: the file must end in .png, .pdf or .svg")
+    fig = build_figure(out)
     fig.savefig(path, dpi=dpi, format=ext)
     return path
 
 
+def _plot_path(path: str) -> str:
+    ext = os.path.splitext(path)[1].lower().lstrip(".")
+    if ext not in ("png", "pdf", "svg"):
+        raise UsageError(f"--plot {path}: the file must end in .png, .pdf or .svg")
+    return ext
+
+
+def _plot_arg(text: str) -> str:
+    import argparse
+
+    try:
+        _plot_path(text)
+    except UsageError as exc:
+        raise argparse.ArgumentTypeError(str(exc).split(": ", 1)[1]) from None
+    return text
+
+
 def add_plot_argument(parser) -> None:
     """Add ``--plot PATH`` to a ``solve`` subparser (cli.py calls this for each family)."""
-    parser.add_argument("--plot", metavar="PATH", default=None,
+    parser.add_argument("--plot", metavar="PATH", default=None, type=_plot_arg,
                         help="draw the class-mean cosines next to the predicted target (and dynamics "
                              "curves) to PATH (.png/.pdf/.svg; needs matplotlib)")
 

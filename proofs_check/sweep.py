@@ -762,7 +762,7 @@ def _run_dask(client, sw: Sweepable, modules: list[str], pending: list[Instance]
         owner[fut.key] = inst
         return fut
 
-    ac = as_completed([submit(i) for i in itertools.islice(it, window)])
+    ac = as_completed([submit(i) for i in itertools.islice(it, window)], loop=client.loop)
     try:
         for fut in ac:
             inst = owner.pop(fut.key)
@@ -818,7 +818,7 @@ def summary_text(rows: list[dict], *, pending: int | None = None, worst_n: int =
     if worst_n > 0 and rows:
         shown = bad or rows[:worst_n]
         lines.append("")
-        lines.append(f"worst {len(shown)} instance(s):" if bad else f"all VERIFIED; largest score {len(shown)}:")
+        lines.append(f"worst {len(shown)} instance(s):" if bad else f"all VERIFIED; the {len(shown)} with the largest score:")
         lines.append(results_table(shown).render(fmt).rstrip("\n"))
     return "\n".join(lines) + "\n"
 
