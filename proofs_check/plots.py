@@ -107,8 +107,9 @@ def _heatmap(ax, mat: np.ndarray, title: str):
     masked = np.ma.masked_invalid(mat)
     import matplotlib
 
-    cmap = matplotlib.colormaps[CMAP].copy()
-    cmap.set_bad("0.75")
+    base = matplotlib.colormaps[CMAP]
+    # undefined cosines (null) are grey; with_extremes exists since matplotlib 3.4
+    cmap = base.with_extremes(bad="0.75") if hasattr(base, "with_extremes") else base
     im = ax.imshow(masked, cmap=cmap, vmin=COSINE_LIMITS[0], vmax=COSINE_LIMITS[1], interpolation="nearest")
     k = mat.shape[0]
     ax.set_title(title, fontsize=10)

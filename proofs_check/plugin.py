@@ -119,6 +119,10 @@ def ncproofs_check(ncproofs_context):
     return run
 
 
+class InconclusiveWarning(UserWarning):
+    """A proof check run as a test was INCONCLUSIVE: it passed as a test, but is not VERIFIED."""
+
+
 def claim_tests(patterns: list[str] | None = None, *, allow_inconclusive: bool = True):
     """A parametrized test over the registered built-in claims, for a module inside
     ``proofs_check`` (so ``pytest --pyargs proofs_check`` runs them)::
@@ -149,7 +153,7 @@ def claim_tests(patterns: list[str] | None = None, *, allow_inconclusive: bool =
                 (res.verdict == Verdict.INCONCLUSIVE and not allow_inconclusive):
             raise ClaimFailure(msg, res, {})
         if res.verdict == Verdict.INCONCLUSIVE:
-            warnings.warn(f"{claim.id}: INCONCLUSIVE: {res.reason}", stacklevel=1)
+            warnings.warn(InconclusiveWarning(f"{claim.id}: INCONCLUSIVE: {res.reason}"), stacklevel=1)
 
     return test_claim
 
