@@ -47,8 +47,9 @@ def pytest_configure(config):
     max_k = config.getoption("--ncproofs-max-k")
     if max_k is not None and max_k < 2:
         raise pytest.UsageError(f"--ncproofs-max-k must be >= 2, got {max_k}")
-    user.configure(max_k=max_k, solver=config.getoption("--ncproofs-solver"),
-                   profile=config.getoption("--ncproofs-profile"), seed=config.getoption("--ncproofs-seed"))
+    given = {"max_k": max_k, "solver": config.getoption("--ncproofs-solver"),
+             "profile": config.getoption("--ncproofs-profile"), "seed": config.getoption("--ncproofs-seed")}
+    user.configure(**{k: v for k, v in given.items() if v is not None})  # unset options keep env/defaults
 
 
 def _cuda_reason() -> str | None:

@@ -86,14 +86,22 @@ def _env_max_k() -> int | None:
 _CURRENT = {"ctx": UserContext(max_k=_env_max_k(), solver=os.environ.get("NCPROOFS_SOLVER", "auto"))}
 
 
-def configure(*, max_k: int | None = None, solver: str | None = None, profile: str | None = None,
-              seed: int | None = None) -> UserContext:
-    """Set the options user claims see (the pytest plugin calls this from its command-line options)."""
+_UNSET = object()
+
+
+def configure(*, max_k: Any = _UNSET, solver: Any = _UNSET, profile: Any = _UNSET, seed: Any = _UNSET) -> UserContext:
+    """Set the options user claims see (the pytest plugin calls this from its command-line
+    options). Arguments not given are left as they are; ``max_k=None`` removes the cap."""
     old = _CURRENT["ctx"]
-    if max_k is not None and max_k < 2:
-        raise ValueError(f"max_k must be >= 2, got {max_k}")
-    ctx = UserContext(profile=profile or old.profile, seed=old.seed if seed is None else seed,
-                      solver=solver or old.solver, max_k=old.max_k if max_k is None else max_k)
+    if max_k is not _UNSET and max_k is not None and (isinstance(max_k, bool) or not isinstance(max_k, int)
+                                                      or max_k < 2):
+        raise ValueError(f"max_k must be an integer >= 2, got {max_k!r}")
+    if profile is not _UNSET and profile not in ("quick", "full"):
+        raise ValueError(f"profile must be 'quick' or 'full', got {profile!r}")
+    ctx = UserContext(profile=old.profile if profile is _UNSET else profile,
+                      seed=old.seed if seed is _UNSET else int(seed),
+                      solver=old.solver if solver is _UNSET else str(solver),
+                      max_k=old.max_k if max_k is _UNSET else max_k)
     _CURRENT["ctx"] = ctx
     return ctx
 
@@ -305,12 +313,13 @@ class UserClaim:
                 f"  reason: {res.reason}\n"
                 f"  evidence:\n{_evidence_text(res.checks)}")
 
-    def assert_instance(self, params: Mapping, ctx: UserContext | None = None) -> ClaimResult:
+    def assert_instance(self, params: Mapping, ctx: UserContext | None = None, *, record: bool = False) -> ClaimResult:
         """Check one instance and raise :class:`ClaimFailure` unless it is VERIFIED
         (instances outside the hypotheses raise an internal discard signal)."""
         p = dict(params)
         res = self.check_instance(p, ctx)
-        _record(self.id, res.verdict, outside=_outside(res))
+        if record:
+            _record(self.id, res.verdict, outside=_outside(res))
         if res.verdict == Verdict.VERIFIED:
             return res
         if res.verdict == Verdict.INCONCLUSIVE and (_outside(res) or self.on_inconclusive == "discard"):
@@ -341,7 +350,7 @@ class UserClaim:
             if cap is not None and isinstance(p.get("k"), int):
                 assume(p["k"] <= cap)
             try:
-                claim.assert_instance(p)
+                claim.assert_instance(p, record=True)
             except _Discard:
                 assume(False)
 

@@ -186,10 +186,12 @@ def test_configure_and_classes_cap():
 
         draw()
         assert seen <= {2, 3}
-        with pytest.raises(ValueError, match="max_k must be >= 2"):
+        with pytest.raises(ValueError, match="max_k must be an integer >= 2, got 1"):
             configure(max_k=1)
+        configure(max_k=None)
+        assert current_context().max_k is None and current_context().solver == old.solver
     finally:
-        configure(max_k=old.max_k or 10 ** 9)
+        configure(max_k=old.max_k)
 
 
 # ---- the plugin, through pytest in a subprocess (as a user would run it) -------------------
