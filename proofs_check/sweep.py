@@ -327,8 +327,9 @@ def _grid_axis(name: str, spec: dict) -> list:
 def _draw(name: str, spec: dict, rng) -> Any:
     lo, hi = spec["min"], spec["max"]
     if spec.get("integer"):
-        if spec.get("log"):
-            return int(round(math.exp(rng.uniform(math.log(lo), math.log(hi + 0.5)))) if hi > lo else int(lo))
+        if spec.get("log"):  # log-uniform over [lo - 1/2, hi + 1/2), rounded, clamped to [lo, hi]
+            x = math.exp(rng.uniform(math.log(max(lo - 0.5, 0.5)), math.log(hi + 0.5)))
+            return int(min(max(math.floor(x + 0.5), lo), hi))
         return int(rng.integers(int(lo), int(hi) + 1))
     if spec.get("log"):
         return float(math.exp(rng.uniform(math.log(lo), math.log(hi))))
@@ -571,6 +572,7 @@ class SweepProgress:
 
     WIDTH = 28
     PLAIN_EVERY = 5.0  # seconds between lines when not on a terminal
+    TTY_EVERY = 0.1  # seconds between redraws on a terminal (thousands of fast instances)
 
     def __init__(self, total: int, already: int, stream: TextIO | None = None, enabled: bool = True):
         self.total, self.already = total, already
@@ -601,10 +603,13 @@ class SweepProgress:
         if not self.enabled:
             return
         now = time.perf_counter()
+        last = self.already + self.computed == self.total
         if self.tty:
-            self.stream.write("\r\033[K" + self.line())
-            self.stream.flush()
-        elif now - self._last >= self.PLAIN_EVERY or self.already + self.computed == self.total:
+            if now - self._last >= self.TTY_EVERY or last:
+                self._last = now
+                self.stream.write("\r\033[K" + self.line())
+                self.stream.flush()
+        elif now - self._last >= self.PLAIN_EVERY or last:
             self._last = now
             self.stream.write(self.line() + "\n")
             self.stream.flush()
@@ -650,7 +655,12 @@ def run_sweep(spec: SweepSpec, store_path: str, *, scheduler: str | None = None,
     instances = spec.instances()
     address = _scheduler_address(scheduler)
     client = _dask_client(address, connect_timeout) if address else None  # fail fast, before touching the store
-    store = Store(store_path)
+    try:
+        store = Store(store_path)
+    except BaseException:
+        if client is not None:
+            client.close()
+        raise
     try:
         done = store.done_keys(i.key for i in instances)
         pending = [i for i in instances if i.key not in done]
