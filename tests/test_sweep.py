@@ -521,8 +521,11 @@ def test_ctrl_c_stops_cleanly_and_the_rerun_completes(tmp_path):
 def test_random_integer_log_range_stays_inside_and_covers_the_ends(tmp_path):
     spec = sweep.parse_config({"sweep": {"family": "geometry.noisy-etf", "mode": "random", "samples": 400},
                                "parameters": {"k": {"min": 2, "max": 11, "integer": True, "log": True}}})
-    ks = [i.params["k"] for i in spec.instances()]
+    ks = [d["k"] for d in spec._random()]  # the raw draws
+    assert len(ks) == 400
     assert all(isinstance(k, int) and 2 <= k <= 11 for k in ks)
     assert min(ks) == 2 and max(ks) == 11
     # log-uniform: small values are more frequent than large ones
     assert sum(k <= 4 for k in ks) > sum(k >= 8 for k in ks)
+    # identical draws are one instance (same key), computed and stored once
+    assert sorted(i.params["k"] for i in spec.instances()) == list(range(2, 12))
