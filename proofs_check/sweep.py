@@ -117,7 +117,25 @@ def sweepables() -> dict[str, Sweepable]:
     return dict(_REGISTRY)
 
 
+_DISCOVERED = False
+
+
+def discover_builtin() -> None:
+    """Import every ``proofs_check.families`` module once, so that families which call
+    :func:`register_sweepable` at import (as the CLI loads them) are registered here too
+    (in a Dask or spawned worker, or when the Python API is used without the CLI)."""
+    global _DISCOVERED
+    if _DISCOVERED:
+        return
+    _DISCOVERED = True
+    from proofs_check.commands import discover
+
+    discover()
+
+
 def get_sweepable(name: str) -> Sweepable:
+    if name not in _REGISTRY:
+        discover_builtin()
     try:
         return _REGISTRY[name]
     except KeyError:
@@ -366,6 +384,7 @@ def parse_config(data: dict, path: str | None = None) -> SweepSpec:
             sys.path.insert(0, cfg_dir)
     _import_modules(modules)
     family = sweep.get("family")
+    discover_builtin()
     if not isinstance(family, str):
         raise UsageError(f"sweep.family is required: one of {', '.join(sorted(_REGISTRY)) or 'none registered'}")
     sw = get_sweepable(family)
@@ -536,6 +555,8 @@ def _execute(name: str, modules: list[str], params: dict, seed: int) -> tuple[di
     worker = f"{socket.gethostname()}:{os.getpid()}"
     try:
         _import_modules(modules)
+        if name not in _REGISTRY:
+            discover_builtin()
         sw = _REGISTRY.get(name)
         if sw is None:
             raise RuntimeError(f"sweepable {name!r} is not registered in this worker "
