@@ -731,7 +731,14 @@ class SweepInterrupted(KeyboardInterrupt):
 def _run_pool(nworkers: int, sw: Sweepable, modules: list[str], pending: list[Instance], on_result) -> None:
     window = 2 * nworkers
     it = iter(pending)
-    with cf.ProcessPoolExecutor(max_workers=min(nworkers, len(pending))) as pool:
+    import multiprocessing as mp
+
+    # Workers start from a fresh interpreter (forkserver, else spawn), never a fork of this
+    # process: no inherited SQLite connection, the same behaviour as a Dask worker (sweepables
+    # come from sweep.modules and the family modules), and no fork-with-threads hazards.
+    methods = mp.get_all_start_methods()
+    ctx = mp.get_context("forkserver" if "forkserver" in methods else "spawn")
+    with cf.ProcessPoolExecutor(max_workers=min(nworkers, len(pending)), mp_context=ctx) as pool:
         inflight: dict[cf.Future, Instance] = {}
         try:
             for inst in itertools.islice(it, window):
