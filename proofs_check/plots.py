@@ -23,7 +23,6 @@ from __future__ import annotations
 import math
 import os
 import sys
-from typing import Any
 
 import numpy as np
 

@@ -20,7 +20,6 @@ from pathlib import Path
 import pytest
 
 from proofs_check import cli, sweep
-from proofs_check.commands import UsageError
 
 ROOT = Path(__file__).resolve().parents[1]
 
