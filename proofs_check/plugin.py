@@ -1,0 +1,175 @@
+"""pytest plugin for ncproofs (entry point ``pytest11``; or ``pytest -p proofs_check.plugin``).
+
+Markers: ``proof`` (a proof check: built-in claim or user claim), ``slow`` (skipped unless
+``--runslow`` or ``--ncproofs-slow``), ``gpu`` (skipped with the reason when torch or CUDA is
+missing).
+
+Options: ``--ncproofs-max-k N`` caps the class count k of user claims (``proofs_check.user.classes``
+strategies and any ``k`` parameter); ``--ncproofs-solver NAME`` is passed to user claims'
+``solve(p, ctx)`` as ``ctx.solver``; ``--ncproofs-profile quick|full`` and ``--ncproofs-seed``.
+
+Fixtures: ``ncproofs_context`` (a :class:`proofs_check.user.UserContext`), ``ncproofs_max_k``,
+``ncproofs_solver``, and ``ncproofs_check``: a function that runs a core ``Claim`` (or a
+``UserClaim`` on one instance) and fails the test with the verdict, reason and evidence unless
+it is VERIFIED.
+
+At the end of the session the terminal summary lists every user claim with the verdicts of the
+instances tried.
+"""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+
+def pytest_addoption(parser):
+    g = parser.getgroup("ncproofs", "ncproofs proof checks")
+    g.addoption("--ncproofs-max-k", type=int, default=None, metavar="K",
+                help="cap the class count k of user claims (default: $NCPROOFS_MAX_K or no cap)")
+    g.addoption("--ncproofs-solver", default=None, metavar="NAME",
+                help="solver backend passed to user claims as ctx.solver (default: $NCPROOFS_SOLVER or 'auto')")
+    g.addoption("--ncproofs-profile", choices=("quick", "full"), default=None,
+                help="run profile for proof checks (default quick)")
+    g.addoption("--ncproofs-seed", type=int, default=None, help="seed passed to proof checks (default 0)")
+    g.addoption("--ncproofs-slow", action="store_true", default=False,
+                help="also run tests marked slow (same as --runslow where the project defines it)")
+
+
+def pytest_configure(config):
+    for line in ("proof: a proof check (built-in claim or user claim) run as a test",
+                 "slow: long checks, skipped unless --runslow / --ncproofs-slow is given",
+                 "gpu: needs torch with CUDA; skipped with the reason otherwise"):
+        config.addinivalue_line("markers", line)
+    from proofs_check import user
+
+    max_k = config.getoption("--ncproofs-max-k")
+    if max_k is not None and max_k < 2:
+        raise pytest.UsageError(f"--ncproofs-max-k must be >= 2, got {max_k}")
+    given = {"max_k": max_k, "solver": config.getoption("--ncproofs-solver"),
+             "profile": config.getoption("--ncproofs-profile"), "seed": config.getoption("--ncproofs-seed")}
+    user.configure(**{k: v for k, v in given.items() if v is not None})  # unset options keep env/defaults
+
+
+def _cuda_reason() -> str | None:
+    try:
+        import torch
+    except ImportError:
+        return "gpu: torch is not installed (pip install 'ncproofs[torch]')"
+    if not torch.cuda.is_available():
+        return "gpu: CUDA is not available"
+    return None
+
+
+def pytest_collection_modifyitems(config, items):
+    runslow = config.getoption("--ncproofs-slow") or bool(config.getoption("--runslow", default=False))
+    gpu_reason = None
+    checked_gpu = False
+    for item in items:
+        if "slow" in item.keywords and not runslow:
+            item.add_marker(pytest.mark.skip(reason="slow: run with --runslow or --ncproofs-slow"))
+        if "gpu" in item.keywords:
+            if not checked_gpu:
+                gpu_reason, checked_gpu = _cuda_reason(), True
+            if gpu_reason:
+                item.add_marker(pytest.mark.skip(reason=gpu_reason))
+
+
+@pytest.fixture
+def ncproofs_context():
+    from proofs_check.user import current_context
+
+    return current_context()
+
+
+@pytest.fixture
+def ncproofs_max_k(ncproofs_context):
+    return ncproofs_context.max_k
+
+
+@pytest.fixture
+def ncproofs_solver(ncproofs_context):
+    return ncproofs_context.solver
+
+
+@pytest.fixture
+def ncproofs_check(ncproofs_context):
+    """``ncproofs_check(claim)`` for a core Claim, ``ncproofs_check(user_claim, params)`` for a
+    UserClaim: returns the result when VERIFIED, fails with the evidence otherwise."""
+    from proofs_check.core import Claim, Verdict
+    from proofs_check.user import ClaimFailure, UserClaim, _evidence_text
+
+    def run(claim, params=None):
+        if isinstance(claim, UserClaim):
+            if params is None:
+                raise TypeError("ncproofs_check(user_claim, params): params is required for a UserClaim")
+            res = claim.check_instance(params, ncproofs_context)
+            if res.verdict != Verdict.VERIFIED:
+                raise ClaimFailure(claim.failure_message(res, params), res, dict(params))
+            return res
+        if not isinstance(claim, Claim):
+            raise TypeError(f"ncproofs_check expects a proofs_check Claim or UserClaim, got {type(claim).__name__}")
+        res = claim.run(ncproofs_context.run_context)
+        if res.verdict != Verdict.VERIFIED:
+            raise ClaimFailure(f"ncproofs claim {claim.id!r} {res.verdict.value}\n"
+                               f"  statement: {claim.statement}\n  source: {claim.source} ({claim.provenance.value})\n"
+                               f"  reason: {res.reason}\n  evidence:\n{_evidence_text(res.checks)}", res, {})
+        return res
+
+    return run
+
+
+class InconclusiveWarning(UserWarning):
+    """A proof check run as a test was INCONCLUSIVE: it passed as a test, but is not VERIFIED."""
+
+
+def claim_tests(patterns: list[str] | None = None, *, allow_inconclusive: bool = True):
+    """A parametrized test over the registered built-in claims, for a module inside
+    ``proofs_check`` (so ``pytest --pyargs proofs_check`` runs them)::
+
+        # proofs_check/test_claims.py
+        from proofs_check.plugin import claim_tests
+        test_claim = claim_tests()
+
+    REFUTED and ERROR fail with the evidence; INCONCLUSIVE passes (with a warning) unless
+    ``allow_inconclusive=False``.
+    """
+    import warnings
+
+    from proofs_check.core import Verdict
+    from proofs_check.registry import all_claims, select
+    from proofs_check.user import ClaimFailure, _evidence_text, current_context
+
+    claims = select(all_claims(), patterns)
+
+    @pytest.mark.proof
+    @pytest.mark.parametrize("claim", claims, ids=[c.id for c in claims])
+    def test_claim(claim):
+        res = claim.run(current_context().run_context)
+        msg = (f"ncproofs claim {claim.id!r} {res.verdict.value}\n  statement: {claim.statement}\n"
+               f"  source: {claim.source} ({claim.provenance.value})\n  reason: {res.reason}\n"
+               f"  evidence:\n{_evidence_text(res.checks)}")
+        if res.verdict in (Verdict.REFUTED, Verdict.ERROR) or \
+                (res.verdict == Verdict.INCONCLUSIVE and not allow_inconclusive):
+            raise ClaimFailure(msg, res, {})
+        if res.verdict == Verdict.INCONCLUSIVE:
+            warnings.warn(InconclusiveWarning(f"{claim.id}: INCONCLUSIVE: {res.reason}"), stacklevel=1)
+
+    return test_claim
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus, config):
+    from proofs_check.user import tallies
+
+    t = tallies()
+    if not t:
+        return
+    terminalreporter.section("ncproofs user claims (instances tried, incl. shrinking)")
+    for cid, c in sorted(t.items()):
+        parts = [f"{v} {c[v]}" for v in ("VERIFIED", "INCONCLUSIVE", "REFUTED", "ERROR") if c[v]]
+        if c["outside"]:
+            parts.append(f"outside hypotheses {c['outside']}")
+        terminalreporter.write_line(f"{cid}: " + (", ".join(parts) or "none"))
+    if os.environ.get("NCPROOFS_DEBUG"):  # pragma: no cover
+        terminalreporter.write_line(repr(t))

@@ -1,0 +1,530 @@
+"""ncproofs sweep: config parsing and bad input, instance keys, the SQLite store, resume after
+SIGKILL, local processes and Dask, summary and table export."""
+
+from __future__ import annotations
+
+import csv
+import hashlib
+import io
+import json
+import os
+import signal
+import socket
+import sqlite3
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+from proofs_check import cli, sweep
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _env(**extra) -> dict:
+    env = dict(os.environ)
+    env["PYTHONPATH"] = str(ROOT) + os.pathsep + env.get("PYTHONPATH", "")
+    env.update({k: str(v) for k, v in extra.items()})
+    return env
+
+
+def _write(path: Path, text: str) -> Path:
+    path.write_text(textwrap.dedent(text))
+    return path
+
+
+def _key(family: str, version: str, params: dict, seed: int) -> str:
+    """The documented instance key, computed here independently of sweep.instance_key."""
+    payload = json.dumps({"family": family, "version": version, "params": params, "seed": seed},
+                         sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(payload.encode()).hexdigest()[:32]
+
+
+def _rows(db: Path) -> list[tuple]:
+    con = sqlite3.connect(db)
+    try:
+        return con.execute("SELECT key, params, seed, verdict, score, result, run_id FROM results").fetchall()
+    finally:
+        con.close()
+
+
+def _run_cli(argv, capsys):
+    rc = cli.main(argv)
+    cap = capsys.readouterr()
+    return rc, cap.out, cap.err
+
+
+ETF_CONFIG = """
+[sweep]
+family = "geometry.noisy-etf"
+seeds = 2
+
+[parameters]
+k = [2, 3]
+noise = [0.0, 0.5]
+"""
+
+
+# ---- the built-in sweepable and the store -----------------------------------------------
+
+def test_grid_sweep_stores_every_instance_with_its_key_and_verdict(tmp_path, capsys):
+    cfg = _write(tmp_path / "etf.toml", ETF_CONFIG)
+    db = tmp_path / "etf.sqlite"
+    rc, out, err = _run_cli(["sweep", str(cfg), "--workers", "1", "--quiet"], capsys)
+    # noise 0.5 on unit vectors moves the normalised Gram far beyond tol 1e-3: REFUTED -> exit 1
+    assert rc == 1, err
+    rows = _rows(db)
+    assert len(rows) == 8  # 2 k x 2 noise x 2 seeds
+    defaults = {"d": None, "r": 1.0, "tol": 1e-3}
+    expected = {}
+    for k in (2, 3):
+        for noise in (0.0, 0.5):
+            for seed in (0, 1):
+                params = dict(defaults, k=k, noise=noise)
+                expected[_key("geometry.noisy-etf", "1", params, seed)] = "VERIFIED" if noise == 0 else "REFUTED"
+    got = {key: verdict for key, _, _, verdict, _, _, _ in rows}
+    assert got == expected
+    for key, params, seed, verdict, score, result, _ in rows:
+        p = json.loads(params)
+        if p["noise"] == 0.0:
+            assert score is not None and score < 1e-9  # exact ETF: distance 0 up to rounding
+        else:
+            assert score > 1e-3
+        assert json.loads(result)["checks"][0]["evidence"]["classification"] == \
+            ("simplex-etf" if p["noise"] == 0 else "other")
+    assert "verdicts: ERROR 0, REFUTED 4, INCONCLUSIVE 0, VERIFIED 4" in out
+
+
+def test_no_etf_when_d_below_k_minus_1_is_inconclusive(tmp_path, capsys):
+    cfg = _write(tmp_path / "c.toml", """
+        [sweep]
+        family = "geometry.noisy-etf"
+        [parameters]
+        k = 5
+        d = 3
+        """)
+    rc, out, _ = _run_cli(["sweep", str(cfg), "--workers", "1", "--quiet"], capsys)
+    assert rc == 0
+    (row,) = _rows(tmp_path / "c.sqlite")
+    assert row[3] == "INCONCLUSIVE"
+    assert "hypothesis fails" in json.loads(row[5])["reason"] and "d >= k-1 = 4" in json.loads(row[5])["reason"]
+
+
+def test_rerun_computes_nothing_and_extending_the_grid_computes_only_new(tmp_path, capsys):
+    cfg = _write(tmp_path / "a.toml", ETF_CONFIG)
+    db = tmp_path / "store.sqlite"
+    _run_cli(["sweep", str(cfg), "--store", str(db), "--workers", "1", "--quiet"], capsys)
+    first = {r[0]: r for r in _rows(db)}
+    rc, out, _ = _run_cli(["sweep", str(cfg), "--store", str(db), "--workers", "1", "--quiet"], capsys)
+    assert "8 instances (8 already stored, 0 computed)" in out
+    cfg2 = _write(tmp_path / "b.toml", ETF_CONFIG.replace("k = [2, 3]", "k = [2, 3, 4]"))
+    rc, out, _ = _run_cli(["sweep", str(cfg2), "--store", str(db), "--workers", "1", "--quiet"], capsys)
+    assert "12 instances (8 already stored, 4 computed)" in out
+    rows = {r[0]: r for r in _rows(db)}
+    assert len(rows) == 12
+    for key, row in first.items():  # old rows untouched (same run id, same result)
+        assert rows[key] == row
+    con = sqlite3.connect(db)
+    runs = con.execute("SELECT total, skipped, computed, status FROM runs ORDER BY run_id").fetchall()
+    con.close()
+    assert runs == [(8, 0, 8, "finished"), (8, 8, 0, "finished"), (12, 8, 4, "finished")]
+
+
+def test_random_sweep_is_deterministic_and_respects_ranges(tmp_path):
+    text = """
+        [sweep]
+        family = "geometry.noisy-etf"
+        mode = "random"
+        samples = 30
+        sample_seed = 7
+        [parameters]
+        k = {min = 2, max = 6, integer = true}
+        noise = {min = 1e-6, max = 1e-1, log = true}
+        r = [0.5, 2.0]
+        """
+    a = sweep.load_config(str(_write(tmp_path / "r.toml", text))).instances()
+    b = sweep.load_config(str(_write(tmp_path / "r2.toml", text))).instances()
+    assert [i.key for i in a] == [i.key for i in b]
+    assert len(a) == 30
+    for inst in a:
+        p = inst.params
+        assert isinstance(p["k"], int) and 2 <= p["k"] <= 6
+        assert 1e-6 <= p["noise"] <= 1e-1
+        assert p["r"] in (0.5, 2.0)
+        assert inst.key == _key("geometry.noisy-etf", "1", p, inst.seed)
+    ks = {i.params["k"] for i in a}
+    assert ks == {2, 3, 4, 5, 6}  # 30 draws from 5 values: all hit (miss probability < 5*(4/5)^30 ~ 6e-3, fixed seed)
+    noises = sorted(i.params["noise"] for i in a)
+    assert noises[0] < 1e-4 and noises[-1] > 1e-3  # log-uniform spreads over decades
+    other = sweep.load_config(str(_write(tmp_path / "r3.toml", text.replace("sample_seed = 7", "sample_seed = 8"))))
+    assert {i.key for i in other.instances()} != {i.key for i in a}
+
+
+def test_grid_ranges_and_fixed_values(tmp_path):
+    spec = sweep.load_config(str(_write(tmp_path / "g.toml", """
+        [sweep]
+        family = "geometry.noisy-etf"
+        seeds = [3]
+        [parameters]
+        k = {min = 2, max = 4, integer = true}
+        noise = {min = 1e-4, max = 1e-2, num = 3, log = true}
+        r = 2.0
+        """)))
+    insts = spec.instances()
+    assert len(insts) == 9
+    assert sorted({i.params["k"] for i in insts}) == [2, 3, 4]
+    assert sorted({i.params["noise"] for i in insts}) == pytest.approx([1e-4, 1e-3, 1e-2], rel=1e-12)
+    assert {i.params["r"] for i in insts} == {2.0} and {i.seed for i in insts} == {3}
+
+
+# ---- a sweepable defined in the user's module --------------------------------------------
+
+SLOW_MODULE = """
+import os, time
+from proofs_check.sweep import register_sweepable
+
+def slow(params, seed):
+    with open(os.environ["NCPROOFS_TEST_LOG"], "a") as f:  # one line per computation started
+        f.write(f"{params['i']}\\n")
+    time.sleep(params["delay"])
+    if params["i"] == 13:
+        raise RuntimeError("instance 13 crashes on purpose")
+    return {"verdict": "REFUTED" if params["i"] % 7 == 0 else "VERIFIED", "score": params["i"],
+            "square": params["i"] ** 2}
+
+register_sweepable("test.slow", slow, parameters=("i", "delay"), defaults={"delay": 0.0})
+"""
+
+
+def _slow_config(tmp_path: Path, n: int, delay: float) -> Path:
+    _write(tmp_path / "slowmod.py", SLOW_MODULE)
+    return _write(tmp_path / "slow.toml", f"""
+        [sweep]
+        family = "test.slow"
+        modules = ["slowmod"]
+        [parameters]
+        i = {{min = 0, max = {n - 1}, integer = true}}
+        delay = {delay}
+        """)
+
+
+def _check_results(rows, n):
+    keys = [r[0] for r in rows]
+    assert len(keys) == len(set(keys)) == n  # every instance stored exactly once
+    by_i = {json.loads(r[1])["i"]: r for r in rows}
+    assert sorted(by_i) == list(range(n))  # none lost
+    for i, r in by_i.items():
+        res = json.loads(r[5])
+        if i == 13:
+            assert r[3] == "ERROR" and "instance 13 crashes on purpose" in res["reason"]
+        else:
+            assert r[3] == ("REFUTED" if i % 7 == 0 else "VERIFIED")
+            assert res["square"] == i * i and r[4] == i  # stored result is the complete, right one
+        assert r[0] == _key("test.slow", "1", {"delay": json.loads(r[1])["delay"], "i": i}, 0)
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_sigkill_then_resume_loses_nothing_and_recomputes_only_unfinished(tmp_path, workers):
+    n = 40
+    cfg = _slow_config(tmp_path, n, delay=0.1)
+    db = tmp_path / "slow.sqlite"
+    log1, log2 = tmp_path / "run1.log", tmp_path / "run2.log"
+    cmd = [sys.executable, "-m", "proofs_check.cli", "sweep", str(cfg), "--store", str(db),
+           "--workers", str(workers)]
+    proc = subprocess.Popen(cmd, env=_env(NCPROOFS_TEST_LOG=log1), stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 120
+        stored = 0
+        while time.monotonic() < deadline and proc.poll() is None:
+            if db.exists():
+                try:
+                    stored = len(_rows(db))
+                except sqlite3.OperationalError:  # table not created yet
+                    stored = 0
+                if stored >= 10:
+                    break
+            time.sleep(0.05)
+        assert proc.poll() is None, "the sweep finished before it could be killed: " + proc.stderr.read().decode()
+        os.killpg(proc.pid, signal.SIGKILL)  # the whole process group, workers included
+        proc.wait(timeout=30)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    assert proc.returncode == -signal.SIGKILL
+    after_kill = _rows(db)
+    done1 = {json.loads(r[1])["i"] for r in after_kill}
+    assert 10 <= len(done1) < n
+    started1 = log1.read_text().split()
+    assert done1 <= {int(x) for x in started1}
+
+    res = subprocess.run(cmd, env=_env(NCPROOFS_TEST_LOG=log2), capture_output=True, text=True, timeout=180)
+    assert res.returncode == 1, res.stderr  # REFUTED and ERROR instances present
+    assert f"{n} instances ({len(done1)} already stored, {n - len(done1)} computed)" in res.stdout
+    recomputed = [int(x) for x in log2.read_text().split()]
+    assert len(recomputed) == len(set(recomputed))  # nothing computed twice in the resumed run
+    assert set(recomputed) == set(range(n)) - done1  # exactly the unfinished ones
+    rows = _rows(db)
+    _check_results(rows, n)
+    first_run = {r[0]: r for r in after_kill}
+    for r in rows:
+        if r[0] in first_run:
+            assert r == first_run[r[0]]  # rows from before the kill are untouched
+    con = sqlite3.connect(db)
+    assert con.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+    runs = con.execute("SELECT status, skipped, computed FROM runs ORDER BY run_id").fetchall()
+    con.close()
+    assert runs[0][0] == "running"  # the killed run never finished, and the store says so
+    assert runs[1] == ("finished", len(done1), n - len(done1))
+
+
+def test_crash_in_a_sweepable_is_an_error_row_not_a_lost_instance(tmp_path, capsys, monkeypatch):
+    cfg = _slow_config(tmp_path, 15, delay=0.0)
+    monkeypatch.setenv("NCPROOFS_TEST_LOG", str(tmp_path / "log"))
+    monkeypatch.syspath_prepend(str(tmp_path))
+    rc, out, _ = _run_cli(["sweep", str(cfg), "--workers", "1", "--quiet", "--worst", "3"], capsys)
+    assert rc == 1
+    _check_results(_rows(tmp_path / "slow.sqlite"), 15)
+    assert "ERROR 1, REFUTED 3, INCONCLUSIVE 0, VERIFIED 11" in out
+    # worst first: the ERROR row, then the REFUTED ones (i = 0, 7, 14) by score, largest first
+    lines = [ln for ln in out.splitlines() if ln.startswith("| ") and "test.slow" in ln]
+    assert [ln.split(" | ")[3] for ln in lines] == ["13", "14", "7"]
+
+
+# ---- summary and tables ---------------------------------------------------------------------
+
+def test_summary_and_table_export(tmp_path, capsys):
+    cfg = _write(tmp_path / "etf.toml", ETF_CONFIG)
+    db = tmp_path / "etf.sqlite"
+    _run_cli(["sweep", str(cfg), "--workers", "1", "--quiet"], capsys)
+    rc, out, _ = _run_cli(["sweep", "--summary", "--store", str(db)], capsys)
+    assert rc == 0
+    assert "stored: 8" in out and "REFUTED 4" in out and "VERIFIED 4" in out and "overall: REFUTED" in out
+    rc, out, _ = _run_cli(["sweep", str(cfg), "--summary"], capsys)  # restricted to the config, with pending
+    assert "stored: 8, pending: 0" in out
+    half = _write(tmp_path / "etf2.toml", ETF_CONFIG.replace("k = [2, 3]", "k = [2, 3, 4]"))
+    rc, out, _ = _run_cli(["sweep", str(half), "--summary", "--store", str(db)], capsys)
+    assert "stored: 8, pending: 4" in out
+    csv_path = tmp_path / "t.csv"
+    _run_cli(["sweep", str(cfg), "--summary", "--export", str(csv_path), "--format", "csv"], capsys)
+    table = list(csv.DictReader(io.StringIO(csv_path.read_text())))
+    assert len(table) == 8
+    assert set(table[0]) >= {"key", "k", "noise", "seed", "verdict", "score"}
+    assert [r["verdict"] for r in table[:4]] == ["REFUTED"] * 4  # worst first
+    tex = tmp_path / "t.tex"
+    _run_cli(["sweep", str(cfg), "--summary", "--export", str(tex), "--format", "latex"], capsys)
+    assert "\\toprule" in tex.read_text() and tex.read_text().count("\\\\") == 9  # header + 8 rows
+    js = tmp_path / "t.json"
+    _run_cli(["sweep", str(cfg), "--summary", "--export", str(js), "--format", "json"], capsys)
+    assert len(json.loads(js.read_text())["rows"]) == 8
+
+
+def test_progress_line_shows_done_total_and_eta():
+    buf = io.StringIO()
+    prog = sweep.SweepProgress(total=10, already=4, stream=buf)
+    prog.PLAIN_EVERY = 0.0
+    prog.start()
+    prog.update("VERIFIED")
+    prog.update("REFUTED")
+    text = buf.getvalue()
+    assert "10 instances, 4 already stored, 6 to compute" in text
+    assert "5/10" in text and "6/10" in text and " 60.0%" in text and "ETA" in text and "REFUTED 1" in text
+    for _ in range(4):
+        prog.update("VERIFIED")
+    assert buf.getvalue().rstrip().splitlines()[-1].split("ETA ")[1].startswith("00:00")
+
+
+# ---- bad input --------------------------------------------------------------------------
+
+@pytest.mark.parametrize("text, message", [
+    ("[sweep\nfamily = 1", "malformed TOML"),
+    ("[sweep]\nfamily = \"no.such\"\n", "sweep.family: unknown sweepable 'no.such' (registered: "),
+    ("[sweep]\nfamily = \"geometry.noisy-etf\"\n[parameters]\nk = [2]\nlam = [1.0]\n",
+     "parameters.lam: unknown parameter for family 'geometry.noisy-etf' (known: k, d, noise, r, tol)"),
+    ("[sweep]\nfamily = \"geometry.noisy-etf\"\n[parameters]\nnoise = 0.1\n", "parameters.k is required"),
+    ("[sweep]\nfamily = \"geometry.noisy-etf\"\nmodee = \"grid\"\n[parameters]\nk = 2\n", "sweep.modee: unknown key"),
+    ("[sweep]\nfamily = \"geometry.noisy-etf\"\nmode = \"latin\"\n[parameters]\nk = 2\n", "sweep.mode must be"),
+    ("[sweep]\nfamily = \"geometry.noisy-etf\"\nmode = \"random\"\n[parameters]\nk = 2\n",
+     "sweep.samples must be an integer >= 1 in random mode"),
+    ("[sweep]\nfamily = \"geometry.noisy-etf\"\n[parameters]\nk = [1, 2]\n",
+     "parameters: invalid instance (k=1): k must be >= 2, got 1"),
+    ("[sweep]\nfamily = \"geometry.noisy-etf\"\n[parameters]\nk = 2\nnoise = [-0.1]\n",
+     "noise must be >= 0, got -0.1"),
+    ("[sweep]\nfamily = \"geometry.noisy-etf\"\n[parameters]\nk = 2\nnoise = {min = 0.0, max = 1.0, log = true, num = 3}\n",
+     "parameters.noise: log = true needs min > 0"),
+    ("[sweep]\nfamily = \"geometry.noisy-etf\"\n[parameters]\nk = 2\nnoise = {min = 0.0, max = 1.0}\n",
+     "parameters.noise.num must be an integer >= 1 for a grid range"),
+    ("[sweep]\nfamily = \"geometry.noisy-etf\"\nseeds = 0\n[parameters]\nk = 2\n", "sweep.seeds must be >= 1"),
+    ("[sweep]\nfamily = \"x\"\nmodules = [\"no_such_module_xyz\"]\n",
+     "sweep.modules: cannot import 'no_such_module_xyz'"),
+    ("[sweep]\nfamily = \"geometry.noisy-etf\"\n[parameters]\nk = 2\n[extra]\n", "extra: unknown table"),
+    ("[parameters]\nk = 2\n", "[sweep] table is missing"),
+])
+def test_bad_config_is_a_one_line_error_naming_the_key(tmp_path, capsys, text, message):
+    cfg = tmp_path / "bad.toml"
+    cfg.write_text(text)
+    rc, out, err = _run_cli(["sweep", str(cfg), "--quiet"], capsys)
+    assert rc == 2
+    assert err.startswith("ncproofs: error: ") and message in err, err
+    assert len(err.strip().splitlines()) == 1
+    assert not (tmp_path / "bad.sqlite").exists()  # nothing written for a bad config
+
+
+def test_bad_command_line(tmp_path, capsys):
+    rc, _, err = _run_cli(["sweep", str(tmp_path / "missing.toml")], capsys)
+    assert rc == 2 and "missing.toml: config file not found" in err
+    rc, _, err = _run_cli(["sweep"], capsys)
+    assert rc == 2 and "sweep needs CONFIG" in err
+    rc, _, err = _run_cli(["sweep", "--summary"], capsys)
+    assert rc == 2 and "--summary needs CONFIG or --store PATH" in err
+    rc, _, err = _run_cli(["sweep", "--summary", "--store", str(tmp_path / "none.sqlite")], capsys)
+    assert rc == 2 and "no such store" in err
+    cfg = _write(tmp_path / "etf.toml", ETF_CONFIG)
+    rc, _, err = _run_cli(["sweep", str(cfg), "--workers", "0"], capsys)
+    assert rc == 2 and "--workers must be >= 1" in err
+    notdb = tmp_path / "junk.sqlite"
+    notdb.write_bytes(b"this is not a database" * 100)
+    rc, _, err = _run_cli(["sweep", str(cfg), "--store", str(notdb)], capsys)
+    assert rc == 2 and "not a usable SQLite store" in err
+
+
+def test_registry_rejects_bad_registrations():
+    with pytest.raises(ValueError, match="already registered"):
+        sweep.register_sweepable("geometry.noisy-etf", lambda p, s: {"verdict": "VERIFIED"})
+    with pytest.raises(ValueError, match="defaults for 'x' name unknown parameters: b"):
+        sweep.register_sweepable("x", lambda p, s: {}, parameters=("a",), defaults={"b": 1})
+
+
+def test_bad_return_values_become_error_rows():
+    sweep.register_sweepable("test.badverdict", lambda p, s: {"verdict": "PROBABLY"}, replace=True)
+    sweep.register_sweepable("test.notadict", lambda p, s: 3, replace=True)
+    res, _, _ = sweep._execute("test.badverdict", [], {}, 0)
+    assert res["verdict"] == "ERROR" and "returned verdict 'PROBABLY'" in res["reason"]
+    res, _, _ = sweep._execute("test.notadict", [], {}, 0)
+    assert res["verdict"] == "ERROR" and "must return a dict with a 'verdict'" in res["reason"]
+    res, _, _ = sweep._execute("test.unregistered", [], {}, 0)
+    assert res["verdict"] == "ERROR" and "not registered in this worker" in res["reason"]
+
+
+def _free_port() -> int:
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port
+
+
+def test_unreachable_scheduler_is_a_clear_error_within_the_timeout(tmp_path):
+    pytest.importorskip("distributed", reason="dask[distributed] (optional extra) is not installed")
+    cfg = _write(tmp_path / "etf.toml", ETF_CONFIG)
+    addr = f"tcp://127.0.0.1:{_free_port()}"
+    # the subprocess timeout is only a hang guard; the command itself gives up after --connect-timeout
+    res = subprocess.run([sys.executable, "-m", "proofs_check.cli", "sweep", str(cfg), "--scheduler", addr,
+                          "--connect-timeout", "2"], env=_env(), capture_output=True, text=True, timeout=90)
+    assert res.returncode == 2
+    assert f"ncproofs: error: --scheduler: cannot reach the Dask scheduler at {addr} within 2 s" in res.stderr
+    assert "Traceback" not in res.stderr
+    assert not (tmp_path / "etf.sqlite").exists()
+
+
+def test_scheduler_without_dask_installed_says_how_to_install(tmp_path, capsys, monkeypatch):
+    monkeypatch.setitem(sys.modules, "distributed", None)  # import distributed -> ImportError
+    cfg = _write(tmp_path / "etf.toml", ETF_CONFIG)
+    rc, _, err = _run_cli(["sweep", str(cfg), "--scheduler", "tcp://127.0.0.1:1"], capsys)
+    assert rc == 2 and "Dask is not installed" in err and "pip install 'dask[distributed]'" in err
+
+
+# ---- Dask ---------------------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def dask_cluster():
+    distributed = pytest.importorskip("distributed", reason="dask[distributed] (optional extra) is not installed")
+    cluster = distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
+                                       dashboard_address=None, silence_logs=40)
+    try:
+        yield cluster
+    finally:
+        cluster.close()
+
+
+def test_dask_sweep_matches_local_and_resumes(tmp_path, capsys, monkeypatch, dask_cluster):
+    cfg = _write(tmp_path / "etf.toml", ETF_CONFIG.replace("k = [2, 3]", "k = [2, 3, 4]"))
+    local_db, dask_db = tmp_path / "local.sqlite", tmp_path / "dask.sqlite"
+    _run_cli(["sweep", str(cfg), "--store", str(local_db), "--workers", "1", "--quiet"], capsys)
+    # half of it locally first, then the whole config on Dask: only the rest is computed there
+    part = _write(tmp_path / "part.toml", ETF_CONFIG)
+    _run_cli(["sweep", str(part), "--store", str(dask_db), "--workers", "1", "--quiet"], capsys)
+    rc, out, err = _run_cli(["sweep", str(cfg), "--store", str(dask_db), "--scheduler",
+                             dask_cluster.scheduler_address, "--quiet"], capsys)
+    assert rc == 1, err
+    assert "12 instances (8 already stored, 4 computed)" in out
+    local = {r[0]: r[1:5] for r in _rows(local_db)}
+    remote = {r[0]: r[1:5] for r in _rows(dask_db)}
+    assert remote == local  # same keys, params, seeds, verdicts, scores
+    con = sqlite3.connect(dask_db)
+    workers = {w for (w,) in con.execute("SELECT DISTINCT worker FROM results WHERE run_id = 2")}
+    sched = con.execute("SELECT scheduler FROM runs WHERE run_id = 2").fetchone()[0]
+    con.close()
+    assert sched == f"dask:{dask_cluster.scheduler_address}"
+    assert str(os.getpid()) not in {w.rsplit(":", 1)[1] for w in workers}  # computed in the Dask workers
+    # DASK_SCHEDULER_ADDRESS is used when --scheduler is not given
+    monkeypatch.setenv("DASK_SCHEDULER_ADDRESS", dask_cluster.scheduler_address)
+    env_db = tmp_path / "env.sqlite"
+    rc, out, _ = _run_cli(["sweep", str(part), "--store", str(env_db), "--quiet"], capsys)
+    con = sqlite3.connect(env_db)
+    assert con.execute("SELECT scheduler FROM runs").fetchone()[0] == f"dask:{dask_cluster.scheduler_address}"
+    con.close()
+    assert len(_rows(env_db)) == 8
+
+
+def test_ctrl_c_stops_cleanly_and_the_rerun_completes(tmp_path):
+    n = 40
+    cfg = _slow_config(tmp_path, n, delay=0.1)
+    db = tmp_path / "slow.sqlite"
+    cmd = [sys.executable, "-m", "proofs_check.cli", "sweep", str(cfg), "--store", str(db), "--workers", "2"]
+    proc = subprocess.Popen(cmd, env=_env(NCPROOFS_TEST_LOG=tmp_path / "log"), stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and proc.poll() is None:
+            try:
+                if db.exists() and len(_rows(db)) >= 6:
+                    break
+            except sqlite3.OperationalError:
+                pass
+            time.sleep(0.05)
+        assert proc.poll() is None
+        os.killpg(proc.pid, signal.SIGINT)  # Ctrl-C reaches the whole foreground group
+        _, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    assert proc.returncode == 130
+    stored = len(_rows(db))
+    assert f"ncproofs: interrupted: {stored}/{n} instances stored" in err and "rerun the same command" in err
+    assert "Traceback" not in err
+    con = sqlite3.connect(db)
+    assert con.execute("SELECT status, computed FROM runs").fetchall() == [("interrupted", stored)]
+    con.close()
+    res = subprocess.run(cmd, env=_env(NCPROOFS_TEST_LOG=tmp_path / "log2"), capture_output=True, text=True,
+                         timeout=180)
+    assert f"{n} instances ({stored} already stored, {n - stored} computed)" in res.stdout
+    _check_results(_rows(db), n)
+
+
+def test_random_integer_log_range_stays_inside_and_covers_the_ends(tmp_path):
+    spec = sweep.parse_config({"sweep": {"family": "geometry.noisy-etf", "mode": "random", "samples": 400},
+                               "parameters": {"k": {"min": 2, "max": 11, "integer": True, "log": True}}})
+    ks = [d["k"] for d in spec._random()]  # the raw draws
+    assert len(ks) == 400
+    assert all(isinstance(k, int) and 2 <= k <= 11 for k in ks)
+    assert min(ks) == 2 and max(ks) == 11
+    # log-uniform: small values are more frequent than large ones
+    assert sum(k <= 4 for k in ks) > sum(k >= 8 for k in ks)
+    # identical draws are one instance (same key), computed and stored once
+    assert sorted(i.params["k"] for i in spec.instances()) == list(range(2, 12))
