@@ -6,6 +6,7 @@ import argparse
 import json
 import sys
 
+from proofs_check import plots
 from proofs_check.commands import UsageError, discover
 from proofs_check.core import RunContext, clean
 from proofs_check.tables import FORMATS
@@ -46,6 +47,7 @@ def build_parser() -> tuple[argparse.ArgumentParser, dict, dict, dict]:
         sp = ssub.add_parser(cmd.name, help=cmd.help, description=cmd.help)
         cmd.add_arguments(sp)
         sp.add_argument("--json", action="store_true", help="print one JSON object")
+        plots.add_plot_argument(sp)
         smap[cmd.name] = cmd
 
     t = sub.add_parser("table", help="tables of predicted constants for papers")
@@ -147,7 +149,10 @@ def _dispatch(parser, args, smap, tmap, emap) -> int:
         if args.family is None:
             raise UsageError("solve needs a family: " + ", ".join(smap))
         cmd = smap[args.family]
+        if getattr(args, "plot", None):
+            plots.check_plot_available()  # fail before an expensive solve
         out = clean(cmd.run(args))
+        plots.maybe_plot(args, out)
         if args.json:
             print(json.dumps(out, indent=2, allow_nan=False))
         else:

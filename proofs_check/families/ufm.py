@@ -73,3 +73,36 @@ COMMANDS = [
                  lambda p: _common(p, bias=False), _run("mse")),
     TableCommand("ufm", "closed-form optimal values of the UFM over a grid", _table_args, _table),
 ]
+
+
+# ---- sweeps: `family = "ufm"` in a sweep config ------------------------------------------------
+
+def _sweep_ufm(params: dict, seed: int) -> dict:
+    from proofs_check.claims.ufm import check_instance
+
+    inst = T.UFMInstance(params["loss"], params["k"], params["n"], params["d"], params["lw"], params["lh"],
+                         params.get("lb", 0.0))
+    out = check_instance(inst, method=params.get("method", "auto"), starts=int(params.get("starts", 2)), seed=seed)
+    cert = out["certificate"] or {}
+    return {"verdict": out["verdict"], "reason": out["reason"], "predicted": out["predicted"]["value"],
+            "attained": (out["solution"] or {}).get("value"), "lower_bound": cert.get("lower_bound"),
+            "gap": cert.get("gap"), "classification": (out["geometry"] or {}).get("classification"),
+            "NC1": ((out["geometry"] or {}).get("metrics") or {}).get("NC1")}
+
+
+def _sweep_validate(params: dict) -> None:
+    T.UFMInstance(params["loss"], params["k"], params["n"], params["d"], params["lw"], params["lh"],
+                  params.get("lb", 0.0))
+    if params.get("method", "auto") not in ("auto", "closed-form", "convex", "factored"):
+        raise ValueError(f"method must be auto, closed-form, convex or factored, got {params['method']!r}")
+
+
+try:
+    from proofs_check.sweep import register_sweepable
+
+    register_sweepable("ufm", _sweep_ufm, parameters=("loss", "k", "n", "d", "lw", "lh", "lb", "method", "starts"),
+                       defaults={"loss": "ce", "lb": 0.0, "method": "auto", "starts": 2}, validate=_sweep_validate,
+                       version="1", description="classic UFM instance: closed form vs certificate vs solvers",
+                       replace=True)
+except ImportError:  # pragma: no cover - the sweep module is part of the package
+    pass
