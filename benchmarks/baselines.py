@@ -6,7 +6,8 @@
   the same objective and gradient, from the same start.
 
 Both stop as soon as the objective is within ``target`` of the certified optimum, or at the
-time cap, and report (seconds, iterations, best value, reached).
+time cap, and report (seconds, iterations, best value, why they stopped: "target", "cap", or
+"own-convergence-test" when scipy's default tolerances end the run before the target).
 """
 
 from __future__ import annotations
@@ -57,11 +58,13 @@ def plain_lbfgs(x0, args, f_target, time_cap):
             raise _Stop
         return f, g
 
+    capped = False
     try:
         minimize(fun, x0, jac=True, method="L-BFGS-B", callback=cb)
     except _Stop:
-        pass
-    return time.perf_counter() - t0, state["it"], state["best"], state["reached"]
+        capped = not state["reached"]
+    stop = "target" if state["reached"] else ("cap" if capped else "own-convergence-test")
+    return time.perf_counter() - t0, state["it"], state["best"], stop
 
 
 def peer_gd(x0, args, f_target, time_cap, lr=0.1, momentum=0.9, max_iter=10**7):
@@ -73,9 +76,9 @@ def peer_gd(x0, args, f_target, time_cap, lr=0.1, momentum=0.9, max_iter=10**7):
         f, g = plain_objective(x, *args)
         best = min(best, f)
         if f <= f_target:
-            return time.perf_counter() - t0, it, best, True
+            return time.perf_counter() - t0, it, best, "target"
         if time.perf_counter() - t0 > time_cap:
             break
         v = momentum * v + g  # heavy-ball momentum as in torch.optim.SGD
         x = x - lr * v
-    return time.perf_counter() - t0, it, best, False
+    return time.perf_counter() - t0, it, best, "cap"

@@ -1,0 +1,150 @@
+#!/usr/bin/env python
+"""Performance benchmark: ncproofs' factored UFM solver against two baselines, same machine.
+
+    python benchmarks/run.py [--quick] [--large] [--out results.json]
+
+For every instance: the certified optimum (closed form + class-reduced KKT dual certificate,
+timed), then the time each method needs to reach a relative objective gap of 1e-6 to the
+certified value from the same start:
+- ``ncproofs``: ``solvers.ufm.solve_factored(starts=1)`` (scipy L-BFGS-B, memory 30, fused gradient);
+- ``plain-lbfgs``: scipy L-BFGS-B with default options on a direct numpy objective;
+- ``peer-gd``: full-batch gradient descent, momentum 0.9, lr 0.1, float64.
+A baseline that has not reached the target by the cap (10x our time, at least 2 s, at most
+``--cap`` seconds) is stopped and its ratio is reported as a lower bound (">=").
+Also: achieved GFLOP/s of one gradient evaluation against the measured float64 GEMM rate.
+Results go to JSON (default benchmarks/results/<timestamp>.json) for comparison over time.
+Speed is measured here, never asserted in tests.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import os
+import platform
+import sys
+import time
+
+import numpy as np
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.dirname(HERE))
+sys.path.insert(0, HERE)
+
+from baselines import peer_gd, plain_lbfgs  # noqa: E402
+
+from solvers import ufm as S  # noqa: E402
+from theory import ufm as T  # noqa: E402
+
+TARGET_REL_GAP = 1e-6
+
+
+def gemm_gflops(n: int, reps: int = 3) -> float:
+    rng = np.random.default_rng(0)
+    A, B = rng.standard_normal((n, n)), rng.standard_normal((n, n))
+    A @ B
+    best = min(_timed(lambda: A @ B) for _ in range(reps))
+    return 2 * n ** 3 / best / 1e9
+
+
+def _timed(fn) -> float:
+    t0 = time.perf_counter()
+    fn()
+    return time.perf_counter() - t0
+
+
+def gradient_gflops(inst: T.UFMInstance, reps: int = 5) -> tuple[float, float]:
+    x = S.initial_points(inst, 1, 0)[0]
+    S.objective_and_grad(x, inst)
+    t = sorted(_timed(lambda: S.objective_and_grad(x, inst)) for _ in range(reps))[reps // 2]
+    flops = 3 * 2 * inst.k * inst.d * inst.N  # W H, G H^T, W^T G
+    return flops / t / 1e9, t
+
+
+def bench_instance(loss, k, n, d, lam, cap_max, skip_baselines=False) -> list[dict]:
+    inst = T.UFMInstance(loss, k, n, d, lam, lam)
+    name = f"{loss} k={k} n={n} d={d} lambda={lam:g}"
+    t0 = time.perf_counter()
+    cert = S.closed_form_certificate(inst)
+    t_cert = time.perf_counter() - t0
+    fstar = cert.upper
+    target = fstar + TARGET_REL_GAP * abs(fstar)
+    rows = [{"instance": name, "method": "certificate (closed form + reduced KKT dual)", "seconds": t_cert,
+             "iterations": None, "gap": cert.gap / abs(fstar), "reached": cert.gap <= TARGET_REL_GAP * abs(fstar),
+             "ratio": None}]
+    gf, tg = gradient_gflops(inst)
+    t0 = time.perf_counter()
+    sol = S.solve_factored(inst, starts=1, seed=0, stop_at=target)
+    t_ours = time.perf_counter() - t0
+    ours_ok = sol.value <= target
+    rows.append({"instance": name, "method": "ncproofs factored (starts=1)", "seconds": t_ours,
+                 "iterations": sol.diagnostics["evaluations"], "gap": (sol.value - fstar) / abs(fstar),
+                 "reached": ours_ok, "ratio": 1.0, "gradient_gflops": gf, "gradient_seconds": tg})
+    if skip_baselines:
+        return rows
+    x0 = S.initial_points(inst, 1, 0)[0]
+    args = (k, d, inst.N, inst.labels(), lam, lam, loss)
+    cap = min(max(10 * t_ours, 2.0), cap_max)
+    for label, fn in (("plain scipy L-BFGS", plain_lbfgs), ("peer-style GD (momentum 0.9, lr 0.1)", peer_gd)):
+        secs, its, best, stop = fn(x0.copy(), args, target, cap)
+        reached = stop == "target"
+        # capped: the true ratio is at least secs/ours; stopped by its own test: it never gets there
+        ratio = secs / t_ours if stop in ("target", "cap") else None
+        rows.append({"instance": name, "method": label, "seconds": secs, "iterations": its,
+                     "gap": (best - fstar) / abs(fstar), "reached": reached, "stopped_by": stop,
+                     "ratio": ratio, "ratio_is_lower_bound": stop == "cap"})
+    return rows
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--quick", action="store_true", help="small instances only (CI smoke test, < 1 minute)")
+    ap.add_argument("--large", action="store_true", help="add k = 1000, n = 5, d = 1024 (certificate + our solve)")
+    ap.add_argument("--cap", type=float, default=300.0, help="maximum seconds per baseline run (default 300)")
+    ap.add_argument("--out", default=None, help="JSON output path")
+    args = ap.parse_args(argv)
+    if args.quick:
+        instances = [("ce", 10, 5, 16, 1e-3), ("mse", 10, 5, 16, 1e-3)]
+        cap = min(args.cap, 5.0)
+    else:
+        instances = [("ce", 10, 5, 16, 1e-3), ("mse", 10, 5, 16, 1e-3), ("ce", 50, 5, 64, 1e-4),
+                     ("ce", 100, 5, 128, 1e-4), ("mse", 100, 5, 128, 1e-4)]
+        cap = args.cap
+    gemm = gemm_gflops(512 if args.quick else 2048)
+    rows = []
+    for spec in instances:
+        rows += bench_instance(*spec, cap_max=cap)
+        _print_rows(rows[-4:] if len(rows) >= 4 else rows)
+    if args.large:
+        rows += bench_instance("ce", 1000, 5, 1024, 1e-4, cap_max=cap, skip_baselines=True)
+        _print_rows(rows[-2:])
+    out = {"date": dt.datetime.now(dt.timezone.utc).isoformat(), "machine": platform.platform(),
+           "processor": platform.processor(), "cpu_count": os.cpu_count(), "numpy": np.__version__,
+           "gemm_gflops_float64": gemm, "target_relative_gap": TARGET_REL_GAP, "rows": rows}
+    print(f"\nfloat64 GEMM: {gemm:.1f} GFLOP/s")
+    for r in rows:
+        if "gradient_gflops" in r:
+            print(f"  {r['instance']}: one gradient {r['gradient_seconds'] * 1e3:.2f} ms = {r['gradient_gflops']:.1f} "
+                  f"GFLOP/s ({100 * r['gradient_gflops'] / gemm:.0f}% of GEMM)")
+    path = args.out or os.path.join(HERE, "results", dt.datetime.now().strftime("%Y%m%d-%H%M%S") + ".json")
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    with open(path, "w") as f:
+        json.dump(out, f, indent=2)
+    print(f"results: {path}")
+    return 0
+
+
+def _print_rows(rows):
+    for r in rows:
+        if r["ratio"] is None:
+            ratio = "never (stopped by its own test)" if r.get("stopped_by") == "own-convergence-test" else ""
+        else:
+            ratio = (">=" if r.get("ratio_is_lower_bound") else "") + f"{r['ratio']:.1f}x"
+        its = "" if r["iterations"] is None else str(r["iterations"])
+        print(f"{r['instance']:<34} {r['method']:<46} {r['seconds']:9.3f} s {its:>7} gap {r['gap']:.1e} "
+              f"{'reached' if r['reached'] else 'NOT reached':<11} {ratio}", flush=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
