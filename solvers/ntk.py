@@ -291,8 +291,9 @@ def feature_flow(inst: th.NTKInstance, state0: State, T: float, *, n_grid: int =
         size = max(float(np.max(np.abs(state0.W))), float(np.max(np.abs(state0.H))), 1e-300)
         atol = ATOL * min(1.0, size * size)
     t0 = time.perf_counter()
-    res = solve_ivp(make_rhs(inst, n), (0.0, T), state0.pack(), method="DOP853", rtol=rtol, atol=atol,
-                    dense_output=True)
+    with np.errstate(over="ignore", invalid="ignore"):  # rejected trial steps may overflow; DOP853 retries
+        res = solve_ivp(make_rhs(inst, n), (0.0, T), state0.pack(), method="DOP853", rtol=rtol, atol=atol,
+                        dense_output=True)
     grid = np.linspace(0.0, T, n_grid)
     Ys = res.sol(grid)
     Ys[:, 0] = state0.pack()
@@ -414,7 +415,8 @@ def linear_residual_flow(gamma_inst: th.NTKInstance, R0: np.ndarray, T: float | 
         return (-s * apply_block_kernel(y.reshape(C, -1), C, m, g)).ravel()
 
     t0 = time.perf_counter()
-    res = solve_ivp(rhs, (0.0, T), R0.ravel(), method="DOP853", rtol=RTOL, atol=ATOL, dense_output=True)
+    with np.errstate(over="ignore", invalid="ignore"):
+        res = solve_ivp(rhs, (0.0, T), R0.ravel(), method="DOP853", rtol=RTOL, atol=ATOL, dense_output=True)
 
     def sample(ts):
         Ys = res.sol(ts)
@@ -553,6 +555,59 @@ def final_measures(inst: th.NTKInstance, st: State) -> dict:
         "self_duality_misfit": misfit, "bias": st.b.copy(), "identity_residual": float(np.max(np.abs(ident))),
         "scatter": float(np.sum(D * D)),
     }
+
+
+#: Singular values of D below this fraction of the largest count as numerically zero for rank(D);
+#: their squares are added back to the bound's right-hand side, so the check stays valid.
+RANK_RTOL = 1e-8
+
+
+def nc1_finite_time_bound(inst: th.NTKInstance, W: np.ndarray, H: np.ndarray, E: np.ndarray,
+                          constant: float = 1.0) -> dict:
+    """||D||_F^2 <= (r l0 / 2)(e + sqrt(e^2 + 4 ||W D||_F^2/(r l0))) + tail, valid at every time.
+
+    Derivation: W^T W - E = D D^T/l0 + (PSD) gives ||W D||^2 >= ||D^T D||^2/l0 - e ||D||^2 with
+    e = max(0, -lambda_min(E)), and ||D^T D||_F^2 >= ||D||_F^4 / r (r = rank D). At zero loss
+    (W D = 0) it is the spec's ||D||^2 <= r l0 e. Here D is split into its r numerically nonzero
+    singular directions and a tail (sum of the neglected squared singular values, added back).
+    ``constant`` multiplies l0 (1 is the claim; other values exist to test that a false bound is
+    refuted).
+    """
+    l0 = inst.eigenvalues[0] * constant
+    _, _, D = th.decompose(H, inst.classes, inst.per_class)
+    U, sv_, Vt = np.linalg.svd(D, full_matrices=False)
+    big = sv_ > RANK_RTOL * max(float(sv_[0]) if sv_.size else 0.0, 1e-300)
+    r = int(np.count_nonzero(big))
+    tail = float(np.sum(sv_[~big] ** 2))
+    x = float(np.sum(D * D))
+    lmin = float(np.linalg.eigvalsh((E + E.T) / 2)[0])
+    e = max(0.0, -lmin)
+    if r == 0:
+        return {"scatter": x, "bound": tail, "rank": 0, "e": e, "WD": 0.0, "zero_loss_bound": 0.0}
+    Dbig = (U[:, big] * sv_[big]) @ Vt[big]
+    wd2 = float(np.sum((W @ Dbig) ** 2))
+    bound = 0.5 * r * l0 * (e + math.sqrt(e * e + 4 * wd2 / (r * l0))) + tail
+    return {"scatter": x, "bound": bound, "rank": r, "e": e, "WD": math.sqrt(wd2), "zero_loss_bound": r * l0 * e}
+
+
+def tight_nc1_instance(inst: th.NTKInstance, delta: float = 0.3) -> State:
+    """A zero-loss (stationary) state where the zero-loss NC1 bound is attained with equality:
+    n = C + 1, class means r J_C (r^4 = lambda_c/m, so E vanishes there), W = [I_C 0]/r, b = 1/C,
+    and a rank-one deviation delta e_n u^T (u zero-sum inside class 0) orthogonal to everything."""
+    C, m, N = inst.classes, inst.per_class, inst.N
+    lc = inst.eigenvalues[1]
+    r = (lc / m) ** 0.25
+    n = C + 1
+    J = np.eye(C) - np.ones((C, C)) / C
+    M = np.zeros((n, C))
+    M[:C] = r * J
+    H = np.repeat(M, m, axis=1)
+    u = np.zeros(N)
+    u[0], u[1] = 1.0, -1.0
+    H[n - 1] += delta * u
+    W = np.zeros((C, n))
+    W[:, :C] = np.eye(C) / r
+    return State(W, np.full(C, 1.0 / C), H)
 
 
 def run_flow(inst: th.NTKInstance, state0: State, T: float, *, n_grid: int = 401, method: str = "") -> FlowReport:
