@@ -383,18 +383,22 @@ def sym_invariant_derivative(C: int = 2, m: int = 2, n: int = 2):
     return distinct(sp.expand(e) for e in dE)
 
 
-def sym_invariant_forms(C: int = 3, m: int = 2, n: int = 2):
-    """The three forms of E agree (symbolic W, H, kappa), each multiplied by l0 lc lg (nonzero):
+def sym_invariant_forms(C: int = 3, m: int = 2, n: int = 2, weights=(1, 1, 1)):
+    """The three forms of E agree (symbolic W, H, kappa):
 
-    - definition: W^T W - H K^{-1} H^T, K^{-1} through the projectors;
-    - decomposition: W^T W - D D^T/l0 - m M M^T/lc - N h_bar h_bar^T/lg;
+    - definition: W^T W - H K^{-1} H^T with K^{-1} = P_0/l0 + P_c/lc + P_g/lg (checked separately);
+    - decomposition: W^T W - w0 D D^T/l0 - wc m M M^T/lc - wg N h_bar h_bar^T/lg, the statement being
+      weights (1, 1, 1) (other values exist to test that a wrong form is refuted);
     - authors' code: W^T W - (m/lc) Hbar Hbar^T - D D^T/l0 + (alpha C^2 m/lc) h_bar h_bar^T, alpha = m kn/lg.
 
+    Since H K^{-1} H^T = sum_i H P_i H^T / l_i, the first equality reduces to H P_0 H^T = D D^T,
+    H P_c H^T = m M M^T, H P_g H^T = N h_bar h_bar^T (no kappa involved) plus the weights; the
+    difference (decomposition - definition) is returned with denominators cleared (times l0 lc lg).
     Returns (entries of decomposition - definition, entries of code - decomposition), expanded.
     """
     sp = _sp()
     kd, kc, kn = kappa_symbols()
-    W, H, _ = _sym_state(C, m, n)
+    _, H, _ = _sym_state(C, m, n)
     N = C * m
     P0, Pc, Pg = sym_projectors(C, m)
     l0, lc, lg = sym_eigenvalues(C, m, kd, kc, kn)
@@ -402,32 +406,57 @@ def sym_invariant_forms(C: int = 3, m: int = 2, n: int = 2):
     hbar = sp.Matrix(n, 1, lambda i, _: sum(mu[i, c] for c in range(C)) / C)
     M = mu - hbar * sp.ones(1, C)
     D = H - sp.Matrix(n, N, lambda i, j: mu[i, j // m])
-    prod = l0 * lc * lg
-    WtW = W.T * W
-    E_def = prod * WtW - H * (lc * lg * P0 + l0 * lg * Pc + l0 * lc * Pg) * H.T
-    E_dec = prod * WtW - lc * lg * D * D.T - m * l0 * lg * M * M.T - N * l0 * lc * hbar * hbar.T
-    # alpha C^2 m / lc * prod = (m kn / lg) C^2 m l0 lg = C^2 m^2 kn l0
-    E_code = prod * WtW - m * l0 * lg * mu * mu.T - lc * lg * D * D.T + C * C * m * m * kn * l0 * hbar * hbar.T
-    return (distinct(sp.expand(e) for e in (E_dec - E_def)), distinct(sp.expand(e) for e in (E_code - E_dec)))
+    parts = [(P0, D * D.T), (Pc, m * M * M.T), (Pg, N * hbar * hbar.T)]
+    comps = []
+    for P, form in parts:
+        comps.extend(sp.expand(e) for e in (H * P * H.T - form))
+    w = [sp.nsimplify(x) for x in weights]
+    cleared = [lc * lg, l0 * lg, l0 * lc]  # l0 lc lg / l_i
+    # (decomposition - definition) * l0 lc lg = sum_i (1 - w_i) (l0 lc lg / l_i) form_i
+    diff = sp.zeros(n, n)
+    for wi, ci, (_, form) in zip(w, cleared, parts):
+        if wi != 1:
+            diff += (1 - wi) * ci * form
+    dec = comps + [sp.expand(e) for e in diff]
+    # (code - decomposition) * lc lg: the W^T W and D D^T terms cancel identically
+    code = (-m * lg * mu * mu.T + C * C * m * m * kn * hbar * hbar.T + lg * m * M * M.T + N * lc * hbar * hbar.T)
+    return distinct(dec), distinct(sp.expand(e) for e in code)
 
 
-def sym_deviation_ode(C: int = 2, m: int = 2, n: int = 2):
+def sym_deviation_ode(C: int = 2, m: int = 2, n: int = 2, eigen_index: int = 0):
     """dD/dt + s lambda_0 W^T W D (entries, must be 0) and d/dt tr(D D^T) + 2 s lambda_0 ||W D||_F^2
-    (must be 0); also returns the latter right-hand side -2 s lambda_0 ||WD||^2 for a sign check."""
+    (must be 0); also returns the latter right-hand side -2 s lambda_0 ||WD||^2 for a sign check.
+    ``eigen_index`` picks the eigenvalue in the ODE (0: lambda_0, the statement)."""
     sp = _sp()
     kd, kc, kn = kappa_symbols()
     f = _sym_flow(C, m, n)
     P0, _, _ = sym_projectors(C, m)
     l0 = kd - kc
+    lam = sym_eigenvalues(C, m, kd, kc, kn)[eigen_index]
     W, H, dH, s = f["W"], f["H"], f["dH"], f["s"]
     D = H * P0
     dD = dH * P0
-    ode = [sp.expand(e) for e in (dD + s * l0 * W.T * W * D)]
+    ode = [sp.expand(e) for e in (dD + s * lam * W.T * W * D)]
     WD = W * D
     dtr = 2 * sum((D.multiply_elementwise(dD))[i] for i in range(D.rows * D.cols))
     rhs = -2 * s * sp.Symbol("lambda_0", positive=True) * sum(x ** 2 for x in WD)
     scatter = sp.expand(dtr + 2 * s * l0 * sum(x ** 2 for x in WD))
-    return ode, scatter, rhs
+    return distinct(ode), scatter, rhs
+
+
+def numeric_substitutions(exprs, count: int = 2, seed: int = 0) -> list[dict]:
+    """Deterministic numeric values for every free symbol of ``exprs`` (kappa's kept positive definite),
+    used as witnesses when an expression does not simplify to 0."""
+    sp = _sp()
+    syms = sorted(set().union(*[sp.sympify(e).free_symbols for e in exprs]), key=str)
+    kd, kc, kn = kappa_symbols()
+    rng = np.random.default_rng(seed)
+    out = []
+    for _ in range(count):
+        sub = {x: float(rng.uniform(0.2, 1.2)) for x in syms}
+        sub.update({kd: 1.3, kc: 0.55, kn: 0.2})
+        out.append({x: v for x, v in sub.items() if x in syms})
+    return out
 
 
 def sym_limit_identities():
