@@ -21,7 +21,7 @@ from proofs_check.core import (Check, Claim, Provenance, RunContext, Verdict, cl
                                geometry_is, hypothesis_fails, symbolic_true, symbolic_zero, worst)
 from solvers import ntk as sv
 from theory import ntk as th
-from theory.geometry import GEOMETRY_TOL, centering_matrix, classify_gram, nc_metrics
+from theory.geometry import GEOMETRY_TOL, centering_matrix, classify_gram, distance_to_etf, nc_metrics
 
 FAMILY = "ntk"
 SOURCE = ("Seleznova et al., Neural (Tangent Kernel) Collapse, NeurIPS 2023: block NTK model and invariant "
@@ -428,7 +428,11 @@ def small_init_checks(inst: th.NTKInstance, rep, esc: dict, late: dict, eps: flo
                      evidence={"hbar_norm": fm["hbar_norm"]}))
     out.append(close(f"J_C W = sqrt(m/lambda_c) M^T {tag}", lim["self_duality"], fm["self_duality_ratio"], rtol=rtol,
                      what="self-duality ratio", evidence={"misfit": fm["self_duality_misfit"]}))
-    out.append(close(f"bias = 1/C {tag}", np.full(C, lim["bias"]), fm["bias"], rtol=rtol, what="bias"))
+    # b = 1/C - W h_bar (h_bar stays O(eps), so b itself is 1/C only up to O(eps))
+    hbar = th.decompose(st.H, C, m)[0]
+    out.append(close(f"b = 1/C - W h_bar {tag}", np.full(C, lim["bias"]), fm["bias"] + st.W @ hbar, rtol=rtol,
+                     what="b + W h_bar", evidence={"hbar_norm": fm["hbar_norm"],
+                                                   "bias_minus_1_over_C": float(np.max(np.abs(fm["bias"] - lim["bias"])))}))
     geo = classify_gram(fm["gram"])
     out.append(geometry_is(f"class means form a simplex ETF {tag}", "simplex-etf", geo))
     met = nc_metrics(st.H, inst.labels, st.W, st.b, center_w=True)
@@ -599,6 +603,12 @@ def e_zero_checks(inst: th.NTKInstance, rep, predict_etf: bool = False) -> list[
     except ValueError as exc:
         out.append(Check(f"G from g ({tag})", Verdict.INCONCLUSIVE, str(exc), {}))
     geo = classify_gram(G)
+    try:
+        pred_dist = distance_to_etf(th.nonetf_gram(inst, g))
+    except ValueError:
+        pred_dist = None
+    out.append(close(f"distance to an ETF = the one predicted from g ({tag})", pred_dist, geo.distance_etf,
+                     rtol=0.0, atol=EZERO_GRAM_RTOL, what="NC2 distance", evidence={"g_norm": fm["g_norm"]}))
     if predict_etf:
         out.append(geometry_is(f"E = 0 gives a simplex ETF ({tag})", "simplex-etf", geo,
                                evidence={"g_norm": fm["g_norm"]}))
@@ -606,12 +616,16 @@ def e_zero_checks(inst: th.NTKInstance, rep, predict_etf: bool = False) -> list[
         out.append(geometry_is(f"C = 2: the two centred means always form an ETF ({tag})", "simplex-etf", geo))
         out.append(hypothesis_fails(f"not-an-ETF ({tag})", "C = 2: two centred class means always form a simplex "
                                     "ETF, so a counterexample needs C >= 3"))
+    elif pred_dist is None or pred_dist <= NONETF_MIN_DISTANCE:
+        out.append(hypothesis_fails(f"not-an-ETF ({tag})", f"M^T h_bar = {fmt(fm['g_norm'], 3)} is too small: the "
+                                    f"predicted Gram is within {fmt(pred_dist, 3)} of an ETF (needs > "
+                                    f"{NONETF_MIN_DISTANCE:g} to tell them apart)", {"g_norm": fm["g_norm"]}))
     else:
         dist = geo.distance_etf
         out.append(condition(f"E = 0 with M^T h_bar != 0 is not an ETF ({tag})",
-                             fm["g_norm"] > 0 and dist is not None and dist > NONETF_MIN_DISTANCE,
+                             geo.classification != "simplex-etf",
                              verified=f"|M^T h_bar| = {fmt(fm['g_norm'], 4)} and the Gram is {fmt(dist, 4)} from an ETF "
-                                      f"(> {NONETF_MIN_DISTANCE:g})",
+                                      f"(predicted {fmt(pred_dist, 4)})",
                              refuted=f"the Gram is an ETF (distance {fmt(dist, 4)}) although |g| = {fmt(fm['g_norm'], 4)}",
                              evidence={"distance_etf": dist, "g_norm": fm["g_norm"]}))
     return out
