@@ -220,7 +220,8 @@ def nonetf_gram(inst: NTKInstance, g: np.ndarray) -> np.ndarray:
     if w.min() < -1e-12:
         raise InstanceError(f"g: (N/lambda_g) g g^T must not exceed J_C (need (N/lambda_g)|g|^2 <= 1), "
                             f"smallest eigenvalue {w.min():.3g}")
-    return math.sqrt(lc / m) * (V * np.sqrt(np.clip(w, 0, None))) @ V.T
+    w = np.where(w > 1e-12, w, 0.0)  # the zero eigenvalue (direction 1) must stay exactly 0 under sqrt
+    return math.sqrt(lc / m) * (V * np.sqrt(w)) @ V.T
 
 
 # --------------------------------------------------------------------------------------
