@@ -150,7 +150,7 @@ def rhs_state(inst: th.NTKInstance, st: State) -> State:
 # --------------------------------------------------------------------------------------
 
 def _check_flow_args(n, eps, seed):
-    n = as_int("feature_dim", n, minimum=1)
+    n = as_int("n (feature dimension)", n, minimum=1)
     eps = as_float("init_scale", eps, positive=True)
     seed = as_int("seed", seed, minimum=0)
     return n, eps, seed
@@ -217,12 +217,12 @@ def init_lazy(inst: th.NTKInstance, n: int, scale: float, seed: int = 0, a=None,
     the initial outputs O(output_scale). The output kernel at t = 0 is then block with
     gamma = L^2 kappa + L^2 a + 1 (spec: gamma = omega kappa + a + 1). Needs n >= N + C.
     """
-    n = as_int("feature_dim", n, minimum=1)
+    n = as_int("n (feature dimension)", n, minimum=1)
     L = as_float("init_scale", scale, positive=True)
     seed = as_int("seed", seed, minimum=0)
     C, m, N = inst.classes, inst.per_class, inst.N
     if n < N + C:
-        raise InstanceError(f"feature_dim must be >= N + C = {N + C} for the lazy construction, got {n}")
+        raise InstanceError(f"n (feature dimension) must be >= N + C = {N + C} for the lazy construction, got {n}")
     a = tuple(inst.kappa) if a is None else tuple(as_float(f"a[{i}]", x) for i, x in enumerate(a))
     th.check_positive_definite("a", C, m, a)
     rng = np.random.default_rng(seed)

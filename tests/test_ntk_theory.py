@@ -223,13 +223,13 @@ def test_not_positive_definite_names_eigenvalue(kappa, which):
 
 
 @pytest.mark.parametrize("kwargs,needle", [
-    (dict(classes=3, per_class=1, kappa=(1, 0.5, 0)), "per_class must be >= 2"),
-    (dict(classes=1, per_class=3, kappa=(1, 0.5, 0)), "classes must be >= 2"),
+    (dict(classes=3, per_class=1, kappa=(1, 0.5, 0)), "m (samples per class) must be >= 2"),
+    (dict(classes=1, per_class=3, kappa=(1, 0.5, 0)), "C (classes) must be >= 2"),
     (dict(classes=3, per_class=3, kappa=(1, 0.5)), "kappa must have"),
     (dict(classes=3, per_class=3, kappa=(1, 0.5, 0, 0)), "exactly 3"),
     (dict(classes=3, per_class=3, kappa=(1, float("nan"), 0)), "kappa[1]"),
     (dict(classes=3, per_class=3, kappa=(1, 0.5, 0), s=0), "s must be > 0"),
-    (dict(classes=2.5, per_class=3, kappa=(1, 0.5, 0)), "classes must be an integer"),
+    (dict(classes=2.5, per_class=3, kappa=(1, 0.5, 0)), "C (classes) must be an integer"),
 ])
 def test_bad_instances(kwargs, needle):
     with pytest.raises(InstanceError) as exc:

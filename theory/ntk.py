@@ -71,8 +71,8 @@ class NTKInstance:
     s: float = 1.0
 
     def __post_init__(self):
-        C = as_int("classes", self.classes, minimum=2)
-        m = as_int("per_class", self.per_class, minimum=2)
+        C = as_int("C (classes)", self.classes, minimum=2)
+        m = as_int("m (samples per class)", self.per_class, minimum=2)
         kappa = as_float_tuple("kappa", self.kappa, min_len=3)
         if len(kappa) != 3:
             raise InstanceError(f"kappa must have exactly 3 entries (kappa_d, kappa_c, kappa_n), got {len(kappa)}")

@@ -71,6 +71,8 @@ def run_solve(args: argparse.Namespace) -> dict:
 
     inst = th.NTKInstance(args.classes, args.per_class, _triple("kappa", args.kappa), args.s)
     gamma = _triple("gamma", args.gamma)
+    if gamma is not None:  # validated under its own name so the message says which kernel is not PD
+        th.check_positive_definite("gamma", inst.classes, inst.per_class, gamma)
     gi = th.NTKInstance(inst.classes, inst.per_class, gamma, args.s) if gamma is not None else None
     T = as_float("time", args.time, nonnegative=True)
     if T <= 0:
@@ -96,7 +98,7 @@ def run_solve(args: argparse.Namespace) -> dict:
     K = th.block_kernel(C, m, inst.kappa)
     numeric = np.linalg.eigvalsh(K)
     pred_spec = np.sort(np.repeat(np.array(inst.eigenvalues), th.multiplicities(C, m)))
-    claims.append(_claim_entry("ntk.spectrum", [close("spectrum", pred_spec, numeric, rtol=0.0, atol=cl.EIG_ATOL,
+    claims.append(_claim_entry("ntk-spectrum", [close("spectrum", pred_spec, numeric, rtol=0.0, atol=cl.EIG_ATOL,
                                                       what="sorted eigenvalues")]))
     rates: dict = {}
     # linear residual flow (gamma)
@@ -104,7 +106,7 @@ def run_solve(args: argparse.Namespace) -> dict:
         R0 = np.random.default_rng(args.seed).standard_normal((C, N)) - sv.targets(C, m)
         lin = sv.linear_residual_flow(gi, R0)
         rates["linear_residual"] = {k: _rate_entry(lin.predicted[k], lin.rates[k]) for k in ("global", "class", "within")}
-        claims.append(_claim_entry("ntk.rates", [
+        claims.append(_claim_entry("ntk-rates", [
             close(f"{k} rate", lin.predicted[k], lin.rates[k].get("rate"), rtol=cl.LINEAR_RATE_RTOL, what=f"{k} rate")
             for k in ("global", "class", "within")]))
     # invariant
@@ -112,10 +114,10 @@ def run_solve(args: argparse.Namespace) -> dict:
     Kinv = th.kernel_inverse(inst)
     scale = max(1.0, max(float(np.linalg.norm(s.W.T @ s.W)) + float(np.linalg.norm(s.H @ Kinv @ s.H.T))
                          for s in traj.states))
-    claims.append(_claim_entry("ntk.invariant", [close("max_t ||E(t) - E(0)||_F", 0.0, d["max_invariant_drift"],
+    claims.append(_claim_entry("ntk-invariant", [close("max_t ||E(t) - E(0)||_F", 0.0, d["max_invariant_drift"],
                                                        rtol=0.0, atol=cl.INVARIANT_TOL * scale, what="invariant drift")]))
     inc = d["scatter_max_relative_increase"]
-    claims.append(_claim_entry("ntk.scatter", [condition("tr(D D^T) non-increasing", inc <= cl.SCATTER_TOL,
+    claims.append(_claim_entry("ntk-scatter", [condition("tr(D D^T) non-increasing", inc <= cl.SCATTER_TOL,
                                                          verified=f"largest relative increase {fmt(inc, 3)}",
                                                          refuted=f"scatter increased by {fmt(inc, 3)} (relative)")]))
     ratios = []
@@ -123,7 +125,7 @@ def run_solve(args: argparse.Namespace) -> dict:
         b = sv.nc1_finite_time_bound(inst, s_.W, s_.H, rep.E0)
         ratios.append(b["scatter"] / b["bound"] if b["bound"] > 0 else 0.0)
     bend = sv.nc1_finite_time_bound(inst, st.W, st.H, rep.E0)
-    claims.append(_claim_entry("ntk.nc1-bound", [condition(
+    claims.append(_claim_entry("ntk-nc1-bound", [condition(
         "finite-time NC1 bound at every grid time", max(ratios) <= 1 + 1e-9,
         verified=f"max ||D||^2/bound = {fmt(max(ratios), 5)}; zero-loss bound r l0 max(0,-lmin E) = "
                  f"{fmt(bend['zero_loss_bound'], 5)}",
@@ -146,7 +148,7 @@ def run_solve(args: argparse.Namespace) -> dict:
         "late_within_rate": {"predicted": lim["late_within_rate"], "measured": late.get("rate")},
     }
     if args.init == "random":
-        claims.append(_claim_entry("ntk.small-init-limit", cl.small_init_checks(inst, rep, esc, late, eps, n)))
+        claims.append(_claim_entry("ntk-small-init-limit", cl.small_init_checks(inst, rep, esc, late, eps, n)))
         predicted_geometry = "simplex-etf"
     else:  # the small-initialisation limit is not a statement about this initialisation: not checked
         predicted_geometry = None
@@ -161,10 +163,10 @@ def run_solve(args: argparse.Namespace) -> dict:
         fr = sv.fit_decay_rates(sample, T)
         rates["lazy_feature_model"] = {k: _rate_entry(pr[k], fr[k]) for k in ("global", "class", "within")}
         rates["lazy_feature_model"]["gamma"] = lz.gamma
-        claims.append(_claim_entry("ntk.lazy-no-collapse", cl.lazy_checks(inst, lz, pr, rep, fr)))
+        claims.append(_claim_entry("ntk-lazy-no-collapse", cl.lazy_checks(inst, lz, pr, rep, fr)))
         predicted_geometry = "no collapse (NC1 stays O(1))"
     if args.init == "e-zero":
-        claims.append(_claim_entry("ntk.e-zero", cl.e_zero_checks(inst, rep)))
+        claims.append(_claim_entry("ntk-e-zero", cl.e_zero_checks(inst, rep)))
         predicted_geometry = "NC1; simplex ETF only if M^T h_bar = 0"
 
     met = nc_metrics(st.H, inst.labels, st.W, st.b, center_w=True)
