@@ -50,6 +50,12 @@ LATE_EFOLDS = 10.0
 #: ``Solution.converged``: the integration reached T and the output-centred residual ||J_C R||_F fell
 #: below this fraction of its initial value (the all-ones output direction is excluded: slow mode).
 CONVERGED_CENTRED_RESIDUAL = 1e-6
+#: The late window ends where ||J W D|| reaches this multiple of max|H| (rounding noise of D = H - means
+#: is ~1e-15 max|H|; measured).
+LATE_NOISE_FLOOR = 1e-12
+#: The late window needs ||J W D|| still above this fraction of its peak when it starts (otherwise the
+#: within-class phase ended before the class means were fitted and the fit would see coupling or noise).
+LATE_MIN_REMAINING = 1e-4
 #: A fitted rate needs a window of at least this many e-folds (otherwise: None).
 MIN_WINDOW_EFOLDS = 1.5
 
@@ -485,7 +491,13 @@ def fit_late_within_rate(traj: Trajectory, scan_points: int = 4001) -> dict:
     w0 = wd[ia]
     if not w0 > 0:
         return {"rate": None, "reason": "within-class residual is zero"}
-    below = np.flatnonzero(wd[ia:] <= w0 * math.exp(-LATE_EFOLDS))
+    if w0 < LATE_MIN_REMAINING * float(wd.max()):
+        return {"rate": None, "reason": f"the within-class residual had already fallen to {w0 / wd.max():.1e} of its "
+                f"peak when the class means were fitted: no separate late within-class phase"}
+    # D = H - class means is a small difference of O(|H|) numbers: below ~1e-15 |H| it is rounding noise.
+    _, _, Hs = traj.batch(ts[ia:ia + 1])
+    floor = LATE_NOISE_FLOOR * max(1.0, float(np.max(np.abs(Hs))))
+    below = np.flatnonzero(wd[ia:] <= max(w0 * math.exp(-LATE_EFOLDS), floor))
     ib = ia + below[0] if below.size else scan_points - 1
     if ib <= ia + 1:
         return {"rate": None, "reason": "late window too short (run longer)"}
