@@ -485,11 +485,14 @@ def small_init_claim(limits_fn: Callable | None = None, id_: str = "small-init-l
         fit, E, G = th.sym_etf_configuration(3)
         yield _matrix_zero("ETF configuration: W M + b 1^T = I, E = 0, M^T M = sqrt(lc/m) J (C=3, symbolic m, lc)",
                            th.distinct(fit + E + G))
-        insts = list(REFERENCE) + ([th.NTKInstance(2, 3, (1.0, 0.3, 0.1)), th.NTKInstance(5, 2, (2.0, 0.5, -0.1))]
-                                   if ctx.full else [])
+        insts = list(REFERENCE)
+        if ctx.full:  # random PD kernels where the phases are separated (lambda_0 <= lambda_c)
+            insts += [i for i in _instances(ctx, extra=4)[len(REFERENCE):] if i.eigenvalues[0] <= i.eigenvalues[1]]
         for inst in insts:
             n = inst.classes + 1
-            rep, esc, late = small_init_run(inst, n=n, seed=ctx.seed + 1)
+            lim = th.small_init_limits(inst)
+            T = max(SMALL_T, 20 / lim["late_within_rate"] + 15 / lim["escape_rate"])
+            rep, esc, late = small_init_run(inst, n=n, T=T, seed=ctx.seed + 1)
             yield from small_init_checks(inst, rep, esc, late, SMALL_EPS, n, limits_fn(inst))
 
     return _claim(id_, "Small initialisation (eps -> 0): the flow converges to a simplex ETF with "
@@ -549,7 +552,7 @@ def lazy_checks(inst, lz, pred, rep, rates, collapses: bool = False) -> list[Che
 
 def lazy_claim(collapses: bool = False, id_: str = "lazy-no-collapse") -> Claim:
     def check(ctx: RunContext) -> Iterable[Check]:
-        insts = list(REFERENCE[:1]) + ([REFERENCE[1]] if ctx.full else [])
+        insts = list(REFERENCE[:1]) + (_instances(ctx, extra=2)[1:] if ctx.full else [])
         for inst in insts:
             yield from lazy_checks(inst, *lazy_run(inst, seed=ctx.seed), collapses=collapses)
 
