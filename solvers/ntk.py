@@ -379,15 +379,18 @@ def fit_decay_rates(sample, T: float, names=("global", "class", "within"), *, ef
         if vals[0] <= 1e-12 * max(scale, max(float(np.max(np.asarray(scan[k]))) for k in names)):
             out[name] = {"rate": None, "reason": "component is zero at t = 0"}
             continue
-        win = _decay_window(scan_t, vals, efolds)
+        # zoom in while the component decays within a few scan steps (fast components of long runs)
+        grid, gv = scan_t, vals
+        for _ in range(6):
+            gone = np.flatnonzero(gv <= gv[0] * math.exp(-efolds))
+            if gone.size == 0 or gone[0] >= 40:
+                break
+            grid = np.linspace(0.0, grid[min(gone[0] + 1, grid.size - 1)], scan_points)
+            gv = np.asarray(sample(grid)[name])
+        win = _decay_window(grid, gv, efolds)
         if win is None:
             out[name] = {"rate": None, "reason": "component does not decay on [0, T]"}
             continue
-        # refine: the fastest component may decay within a few scan steps
-        if np.count_nonzero((scan_t >= win[0]) & (scan_t <= win[1])) < 20:
-            fine_t = np.linspace(0.0, min(T, win[1] + (scan_t[1] - scan_t[0])), scan_points)
-            fine = np.asarray(sample(fine_t)[name])
-            win = _decay_window(fine_t, fine, efolds) or win
         ts = np.linspace(win[0], win[1], WINDOW_POINTS)
         fit = fit_log_slope(ts, np.asarray(sample(ts)[name]))
         if fit is None or fit["efolds"] < MIN_WINDOW_EFOLDS:

@@ -43,10 +43,16 @@ def test_solve_reference_instance_json(capsys):
 
 
 def test_solve_text_output_and_lazy(capsys):
-    assert main(["solve", "ntk", "--init", "lazy", "--init-scale", "10", "--time", "0.2"]) == 0
+    assert main(["solve", "ntk", "--init", "lazy", "--init-scale", "10"]) == 0  # T: 12 e-folds of the slowest part
     text = capsys.readouterr().out
     assert "[VERIFIED] ntk-lazy-no-collapse" in text and "lazy_feature_model.within" in text
     assert "small-init-limit" not in text  # not a statement about this initialisation
+
+
+def test_lazy_with_small_scale_is_inconclusive(capsys):
+    rc, out = _solve_json(capsys, "--init", "lazy", "--init-scale", "1", "--time", "5")
+    lazy = next(c for c in out["claims"] if c["id"] == "ntk-lazy-no-collapse")
+    assert lazy["verdict"] == "INCONCLUSIVE" and "not large" in lazy["reason"]
 
 
 def test_solve_e_zero_c3(capsys):

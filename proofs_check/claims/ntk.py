@@ -63,8 +63,11 @@ NC_EPS_FACTOR = 1e4
 #: ~5e-4 of the gamma rates. Tolerance 1e-2.
 LAZY_SCALE = 10.0
 LAZY_RATE_RTOL = 1e-2
-#: "No collapse": NC1 keeps at least this fraction of its initial value (measured 0.9999 at L = 10).
+#: "No collapse": NC1 keeps at least this fraction of its initial value at L = LAZY_SCALE (measured
+#: 0.9995-0.9999 on random kernels at L = 10); both tolerances scale like (LAZY_SCALE/L)^2.
 LAZY_NC1_KEEP = 0.9
+#: Below this scale the initialisation is not "large": the lazy claim's hypothesis fails.
+LAZY_MIN_SCALE = 5.0
 #: "Collapse" as a (false) prediction means NC1 drops below this fraction of its initial value.
 COLLAPSE_FRACTION = 1e-3
 #: E = 0 runs: E(0) is zero to rounding.
@@ -524,11 +527,18 @@ def lazy_run(inst: th.NTKInstance, L: float = LAZY_SCALE, seed: int = 0, efolds:
 
 
 def lazy_checks(inst, lz, pred, rep, rates, collapses: bool = False) -> list[Check]:
-    tag = f"C={inst.classes}, m={inst.per_class}, L={math.sqrt(lz.omega):g}"
+    L = math.sqrt(lz.omega)
+    tag = f"C={inst.classes}, m={inst.per_class}, L={L:g}"
+    if L < LAZY_MIN_SCALE:
+        return [hypothesis_fails(f"lazy regime ({tag})", f"init scale L = {L:g} < {LAZY_MIN_SCALE:g} is not large "
+                                 "(the lazy regime is a large-initialisation statement)")]
+    # the output kernel moves by O(1/L^2) relative: tolerances scale like 1/L^2
+    rtol = max(LAZY_RATE_RTOL * (LAZY_SCALE / L) ** 2, 1e-4)
+    keep_min = 1 - (1 - LAZY_NC1_KEEP) * (LAZY_SCALE / L) ** 2
     out = []
     for comp in ("global", "class", "within"):
         out.append(close(f"{comp} residual rate = s lambda^gamma ({tag})", pred[comp], rates[comp].get("rate"),
-                         rtol=LAZY_RATE_RTOL, what=f"{comp} rate", evidence={"gamma": lz.gamma}))
+                         rtol=rtol, what=f"{comp} rate", evidence={"gamma": lz.gamma}))
     nc0 = nc_metrics(rep.trajectory.states[0].H, inst.labels).NC1
     nc1 = nc_metrics(rep.trajectory.final.H, inst.labels).NC1
     keep = None if (nc0 is None or nc1 is None) else nc1 / nc0
@@ -543,8 +553,8 @@ def lazy_checks(inst, lz, pred, rep, rates, collapses: bool = False) -> list[Che
                                      f"{COLLAPSE_FRACTION:g}) while the loss fell {fmt(ev['loss_initial'], 3)} -> "
                                      f"{fmt(ev['loss_final'], 3)}", evidence=ev))
     else:
-        out.append(condition(f"within-class variability stays O(1) ({tag})", keep >= LAZY_NC1_KEEP,
-                             verified=f"NC1 {fmt(nc0, 5)} -> {fmt(nc1, 5)} (kept {fmt(keep, 5)} >= {LAZY_NC1_KEEP:g}) "
+        out.append(condition(f"within-class variability stays O(1) ({tag})", keep >= keep_min,
+                             verified=f"NC1 {fmt(nc0, 5)} -> {fmt(nc1, 5)} (kept {fmt(keep, 5)} >= {fmt(keep_min, 4)}) "
                                       f"while the loss fell {fmt(ev['loss_initial'], 3)} -> {fmt(ev['loss_final'], 3)}",
                              refuted=f"NC1 fell to {fmt(keep, 5)} of its initial value", evidence=ev))
     return out

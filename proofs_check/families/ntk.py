@@ -44,7 +44,9 @@ def _solve_args(p: argparse.ArgumentParser) -> None:
                    help="feature dimension n (default C+1; N+C for --init lazy)")
     p.add_argument("--init-scale", type=float, default=1e-6, metavar="EPS",
                    help="initialisation scale (default 1e-6; for --init lazy the scale L of W and H)")
-    p.add_argument("--time", type=float, default=30.0, metavar="T", help="integration time (default 30)")
+    p.add_argument("--time", type=float, default=None, metavar="T",
+                   help="integration time (default 30; 60 for --init e-zero; 12/(s lambda_0^gamma) for --init lazy, "
+                        "i.e. 12 e-folds of the slowest residual part: the lazy flow is stiff, its rates grow like L^2)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--s", type=float, default=1.0, help="loss scale s (rescales time; default 1)")
     p.add_argument("--init", choices=("random", "e-zero", "lazy"), default="random",
@@ -74,20 +76,25 @@ def run_solve(args: argparse.Namespace) -> dict:
     if gamma is not None:  # validated under its own name so the message says which kernel is not PD
         th.check_positive_definite("gamma", inst.classes, inst.per_class, gamma)
     gi = th.NTKInstance(inst.classes, inst.per_class, gamma, args.s) if gamma is not None else None
-    T = as_float("time", args.time, nonnegative=True)
-    if T <= 0:
-        raise InstanceError(f"time must be > 0, got {T:g}")
     eps = as_float("init_scale", args.init_scale, positive=True)
+    if args.time is not None:
+        T = as_float("time", args.time, nonnegative=True)
+        if T <= 0:
+            raise InstanceError(f"time must be > 0, got {T:g}")
     C, m, N = inst.classes, inst.per_class, inst.N
     n = args.feature_dim if args.feature_dim is not None else (N + C if args.init == "lazy" else C + 1)
     lz = None
     if args.init == "random":
         st0 = sv.init_random(inst, n, eps, args.seed)
+        T = 30.0 if args.time is None else T
     elif args.init == "e-zero":
         st0 = sv.init_e_zero(inst, n, eps, args.seed, args.mean_weight)
+        T = 60.0 if args.time is None else T
     else:
         lz = sv.init_lazy(inst, n, eps, args.seed)
         st0 = lz.state
+        if args.time is None:
+            T = 12.0 / min(th.residual_rates(th.NTKInstance(C, m, lz.gamma, inst.s)).values())
     t0 = time.perf_counter()
     rep = sv.run_flow(inst, st0, T, n_grid=401)
     traj = rep.trajectory
