@@ -1,13 +1,11 @@
 """Claims of the block-NTK family: provenance, true claims VERIFIED, false claims REFUTED,
 failed hypotheses INCONCLUSIVE."""
 
-import numpy as np
 import pytest
 
 from proofs_check.claims import ntk as cl
 from proofs_check.core import Provenance, RunContext, Verdict
 from proofs_check.registry import all_claims
-from solvers import ntk as sv
 from theory import ntk as th
 
 QUICK = RunContext("quick")

@@ -367,11 +367,14 @@ def _sym_flow(C: int, m: int, n: int):
 
 def sym_invariant_derivative(C: int = 2, m: int = 2, n: int = 2):
     """Entries of dE/dt for E = W^T W - H K^{-1} H^T along the flow, with K^{-1} written through the
-    projectors (symbolic W, H, b, kappa, s). Must all simplify to 0."""
+    projectors (symbolic W, H, b, kappa, s). Must all simplify to 0.
+
+    dH K^{-1} is evaluated as (-s W^T R)(K K^{-1}) (associativity of dH = -s W^T R K), with
+    K K^{-1} formed from the projector formula and reduced exactly by rational cancellation.
+    """
     sp = _sp()
     f = _sym_flow(C, m, n)
-    _, Kinv = sym_inverse_residual(C, m)
-    W, H, dW, dH, K = f["W"], f["H"], f["dW"], f["dH"], f["K"]
+    W, H, dW, K = f["W"], f["H"], f["dW"], f["K"]
     # dH K^{-1} = -s W^T R (K K^{-1}); K K^{-1} is formed and reduced exactly (rational cancel)
     # first, so the remaining expression is a polynomial in W, H, b, s.
     kd, kc, kn = kappa_symbols()

@@ -18,7 +18,7 @@ from typing import Callable, Iterable
 import numpy as np
 
 from proofs_check.core import (Check, Claim, Provenance, RunContext, Verdict, close, condition, fmt,
-                               geometry_is, hypothesis_fails, symbolic_true, symbolic_zero, worst)
+                               geometry_is, hypothesis_fails, symbolic_zero)
 from solvers import ntk as sv
 from theory import ntk as th
 from theory.geometry import GEOMETRY_TOL, centering_matrix, classify_gram, distance_to_etf, nc_metrics

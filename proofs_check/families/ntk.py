@@ -4,13 +4,12 @@ from __future__ import annotations
 
 import argparse
 import itertools
-import math
 import time
 
 import numpy as np
 
-from proofs_check.commands import SolveCommand, TableCommand, UsageError, float_list, int_list
-from proofs_check.core import Check, Verdict, close, condition, fmt, hypothesis_fails, worst
+from proofs_check.commands import SolveCommand, TableCommand, float_list, int_list
+from proofs_check.core import Check, Verdict, close, condition, fmt, worst
 from proofs_check.tables import Table
 from solvers import ntk as sv
 from theory import ntk as th
