@@ -1,0 +1,529 @@
+"""Block-structured NTK dynamics under MSE (neural tangent kernel collapse).
+
+Model (spec/ntk_collapse.md; Seleznova, Weitzner, Giryes, Kutyniok, Chou, "Neural (Tangent
+Kernel) Collapse", NeurIPS 2023): C balanced classes of m samples, ordered class by class,
+N = C m. Features H (n x N), classifier W (C x n), bias b (C), outputs F = W H + b 1^T,
+one-hot targets Y = I_C (x) 1_m^T, residual R = F - Y, loss (s/2)||R||_F^2. The "feature model"
+gradient flow holds the block feature kernel K fixed:
+
+    dW/dt = -s R H^T,   db/dt = -s R 1,   dH/dt = -s W^T R K,
+
+K_ij = kappa_d (i = j), kappa_c (same class), kappa_n (otherwise).
+
+Everything here is a pure function of the instance: closed forms with numpy, and symbolic
+derivations with sympy returning expressions that must simplify to zero. The paper's theorem
+wording was not available; the statements are derived here (provenance "derived") and the paper
+is the source of the model and the invariant.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from functools import lru_cache
+
+import numpy as np
+
+from theory._validate import InstanceError, as_float, as_float_tuple, as_int
+
+SOURCE = "Seleznova et al., Neural (Tangent Kernel) Collapse, NeurIPS 2023 (arXiv 2305.16427)"
+
+EIGEN_NAMES = ("lambda_0", "lambda_c", "lambda_g")
+
+
+# --------------------------------------------------------------------------------------
+# Instance
+# --------------------------------------------------------------------------------------
+
+def block_eigenvalues(C: int, m: int, kd: float, kc: float, kn: float) -> tuple[float, float, float]:
+    """(lambda_0, lambda_c, lambda_g) of the block kernel (spec table "Spectrum")."""
+    return (kd - kc, kd + (m - 1) * kc - m * kn, kd + (m - 1) * kc + m * (C - 1) * kn)
+
+
+def check_positive_definite(name: str, C: int, m: int, consts) -> tuple[float, float, float]:
+    """Raise InstanceError naming the first eigenvalue <= 0 (with its formula and multiplicity)."""
+    kd, kc, kn = consts
+    lam = block_eigenvalues(C, m, kd, kc, kn)
+    what = (
+        ("lambda_0", f"{name}_d - {name}_c", "within-class", C * (m - 1)),
+        ("lambda_c", f"{name}_d + (m-1) {name}_c - m {name}_n", "class-mean", C - 1),
+        ("lambda_g", f"{name}_d + (m-1) {name}_c + m(C-1) {name}_n", "global-mean", 1),
+    )
+    for value, (lname, formula, kind, mult) in zip(lam, what):
+        if not value > 0:
+            raise InstanceError(
+                f"{name}: block kernel is not positive definite: {lname} = {formula} = {value:.6g} <= 0 "
+                f"({kind} eigenvalue, multiplicity {mult}, for C = {C}, m = {m})")
+    return lam
+
+
+@dataclass(frozen=True)
+class NTKInstance:
+    """C classes of m samples each with block kernel constants kappa = (kappa_d, kappa_c, kappa_n).
+
+    ``s`` rescales time only (rates scale by s; limits and the invariant do not change).
+    The kernel must be positive definite (every eigenvalue > 0); the error names the eigenvalue.
+    """
+
+    classes: int
+    per_class: int
+    kappa: tuple[float, float, float]
+    s: float = 1.0
+
+    def __post_init__(self):
+        C = as_int("C (classes)", self.classes, minimum=2)
+        m = as_int("m (samples per class)", self.per_class, minimum=2)
+        kappa = as_float_tuple("kappa", self.kappa, min_len=3)
+        if len(kappa) != 3:
+            raise InstanceError(f"kappa must have exactly 3 entries (kappa_d, kappa_c, kappa_n), got {len(kappa)}")
+        s = as_float("s", self.s, positive=True)
+        check_positive_definite("kappa", C, m, kappa)
+        object.__setattr__(self, "classes", C)
+        object.__setattr__(self, "per_class", m)
+        object.__setattr__(self, "kappa", kappa)
+        object.__setattr__(self, "s", s)
+
+    @property
+    def N(self) -> int:
+        return self.classes * self.per_class
+
+    @property
+    def eigenvalues(self) -> tuple[float, float, float]:
+        return block_eigenvalues(self.classes, self.per_class, *self.kappa)
+
+    @property
+    def labels(self) -> np.ndarray:
+        return np.repeat(np.arange(self.classes), self.per_class)
+
+    def to_dict(self) -> dict:
+        return {"classes": self.classes, "per_class": self.per_class, "kappa": list(self.kappa), "s": self.s}
+
+
+# --------------------------------------------------------------------------------------
+# Closed forms (numpy)
+# --------------------------------------------------------------------------------------
+
+def block_kernel(C: int, m: int, consts) -> np.ndarray:
+    """K = (kd - kc) I_N + (kc - kn) (I_C (x) 1_m 1_m^T) + kn 1_N 1_N^T."""
+    kd, kc, kn = consts
+    N = C * m
+    return (kd - kc) * np.eye(N) + (kc - kn) * np.kron(np.eye(C), np.ones((m, m))) + kn * np.ones((N, N))
+
+
+def projectors(C: int, m: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Orthogonal projectors (P_0, P_c, P_g) onto within-class, centred class-mean, global-mean spaces."""
+    N = C * m
+    Pg = np.ones((N, N)) / N
+    Pclass = np.kron(np.eye(C), np.ones((m, m)) / m)
+    return np.eye(N) - Pclass, Pclass - Pg, Pg
+
+
+def multiplicities(C: int, m: int) -> tuple[int, int, int]:
+    return (C * (m - 1), C - 1, 1)
+
+
+def spectrum(inst: NTKInstance) -> list[dict]:
+    """Predicted eigenvalues with multiplicities, in the order (lambda_0, lambda_c, lambda_g)."""
+    return [{"name": n, "value": v, "multiplicity": k}
+            for n, v, k in zip(EIGEN_NAMES, inst.eigenvalues, multiplicities(inst.classes, inst.per_class))]
+
+
+def kernel_inverse(inst: NTKInstance) -> np.ndarray:
+    """K^{-1} = P_0/lambda_0 + P_c/lambda_c + P_g/lambda_g."""
+    P = projectors(inst.classes, inst.per_class)
+    return sum(p / lam for p, lam in zip(P, inst.eigenvalues))
+
+
+def alpha(inst: NTKInstance) -> float:
+    """alpha = m kappa_n / lambda_g (the authors' code constant); 1 - alpha C = lambda_c/lambda_g."""
+    return inst.per_class * inst.kappa[2] / inst.eigenvalues[2]
+
+
+def residual_rates(inst: NTKInstance) -> dict:
+    """Decay rates of the residual under dR/dt = -s R K (K = the output kernel, gamma block).
+
+    global mean: s lambda_g, centred class means: s lambda_c, within class: s lambda_0.
+    """
+    l0, lc, lg = inst.eigenvalues
+    return {"global": inst.s * lg, "class": inst.s * lc, "within": inst.s * l0}
+
+
+def output_kernel_constants(kappa, omega: float, a) -> tuple[float, float, float]:
+    """gamma = omega kappa + a + 1 when W W^T = omega I and h_i.h_j has block values a."""
+    return tuple(omega * k + ai + 1.0 for k, ai in zip(kappa, a))
+
+
+def small_init_limits(inst: NTKInstance) -> dict:
+    """Predicted small-initialisation limit (E -> 0, M^T h_bar = 0, h_bar -> 0, zero loss).
+
+    mean_sq_norm = ||mu_c - h_bar||^2 = sqrt(lambda_c/m)(1 - 1/C) (simplex ETF),
+    W_fro_sq = ||W||_F^2 = sqrt(m/lambda_c)(C - 1),
+    escape_rate = s sqrt(m lambda_c), late_within_rate = s lambda_0 sqrt(m/lambda_c).
+    """
+    C, m, s = inst.classes, inst.per_class, inst.s
+    l0, lc, lg = inst.eigenvalues
+    r = math.sqrt(lc / m)
+    return {
+        "gram_scale": r,  # M^T M = sqrt(lambda_c/m) J_C
+        "mean_sq_norm": r * (1 - 1 / C),
+        "W_fro_sq": (C - 1) / r,
+        "escape_rate": s * math.sqrt(m * lc),
+        "late_within_rate": s * l0 / r,
+        "self_duality": 1 / r,  # J_C W = sqrt(m/lambda_c) M^T
+        "bias": 1 / C,
+    }
+
+
+def decompose(H: np.ndarray, C: int, m: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """H = h_bar 1^T + M (I_C (x) 1_m^T) + D: global mean (n,), centred means M (n x C), deviations D (n x N)."""
+    n = H.shape[0]
+    mu = H.reshape(n, C, m).mean(axis=2)
+    hbar = mu.mean(axis=1)
+    M = mu - hbar[:, None]
+    D = H - np.repeat(mu, m, axis=1)
+    return hbar, M, D
+
+
+def invariant(W: np.ndarray, H: np.ndarray, inst: NTKInstance) -> np.ndarray:
+    """E = W^T W - D D^T/lambda_0 - m M M^T/lambda_c - N h_bar h_bar^T/lambda_g (= W^T W - H K^-1 H^T)."""
+    C, m = inst.classes, inst.per_class
+    l0, lc, lg = inst.eigenvalues
+    hbar, M, D = decompose(H, C, m)
+    return W.T @ W - D @ D.T / l0 - m * M @ M.T / lc - inst.N * np.outer(hbar, hbar) / lg
+
+
+def invariant_code_form(W: np.ndarray, H: np.ndarray, inst: NTKInstance) -> np.ndarray:
+    """The authors' code form: W^T W - (m/lc) Hbar Hbar^T - D D^T/l0 + (alpha C^2 m/lc) h_bar h_bar^T,
+    Hbar = uncentred class means (n x C)."""
+    C, m = inst.classes, inst.per_class
+    l0, lc, lg = inst.eigenvalues
+    hbar, M, D = decompose(H, C, m)
+    Hbar = M + hbar[:, None]
+    a = alpha(inst)
+    return W.T @ W - (m / lc) * Hbar @ Hbar.T - D @ D.T / l0 + (a * C * C * m / lc) * np.outer(hbar, hbar)
+
+
+def nc1_zero_loss_bound(inst: NTKInstance, E: np.ndarray, rank: int) -> float:
+    """||D||_F^2 <= rank(D) lambda_0 max(0, -lambda_min(E)) at zero loss."""
+    lmin = float(np.linalg.eigvalsh((E + E.T) / 2)[0])
+    return rank * inst.eigenvalues[0] * max(0.0, -lmin)
+
+
+def nonetf_gram(inst: NTKInstance, g: np.ndarray) -> np.ndarray:
+    """The Gram G = M^T M forced by E = 0, D = 0, zero loss when g = M^T h_bar (C-vector, g ⟂ 1):
+    (m/lambda_c) G^2 + (N/lambda_g) g g^T = J_C, G PSD with G 1 = 0."""
+    C, m = inst.classes, inst.per_class
+    l0, lc, lg = inst.eigenvalues
+    J = np.eye(C) - np.ones((C, C)) / C
+    A = J - inst.N / lg * np.outer(g, g)
+    w, V = np.linalg.eigh((A + A.T) / 2)
+    if w.min() < -1e-12:
+        raise InstanceError(f"g: (N/lambda_g) g g^T must not exceed J_C (need (N/lambda_g)|g|^2 <= 1), "
+                            f"smallest eigenvalue {w.min():.3g}")
+    w = np.where(w > 1e-12, w, 0.0)  # the zero eigenvalue (direction 1) must stay exactly 0 under sqrt
+    return math.sqrt(lc / m) * (V * np.sqrt(w)) @ V.T
+
+
+# --------------------------------------------------------------------------------------
+# Symbolic derivations (sympy). Each returns expressions that must simplify to 0.
+# --------------------------------------------------------------------------------------
+
+def _sp():
+    import sympy as sp
+
+    return sp
+
+
+@lru_cache(maxsize=None)
+def kappa_symbols():
+    sp = _sp()
+    return sp.symbols("kappa_d kappa_c kappa_n", real=True)
+
+
+def rational_normal(expr):
+    """Exact normal form of a rational function: numerator and denominator expanded, common factors
+    cancelled. An expression is identically zero iff this returns 0."""
+    sp = _sp()
+    return sp.cancel(sp.together(expr))
+
+
+def distinct(exprs) -> list:
+    """Distinct expressions (matrices built from block patterns repeat entries)."""
+    out, seen = [], set()
+    for e in exprs:
+        if e not in seen:
+            seen.add(e)
+            out.append(e)
+    return out
+
+
+def sym_eigenvalues(C, m, kd, kc, kn):
+    """Symbolic (lambda_0, lambda_c, lambda_g); C and m may be symbols."""
+    return (kd - kc, kd + (m - 1) * kc - m * kn, kd + (m - 1) * kc + m * (C - 1) * kn)
+
+
+def sym_block_kernel(C: int, m: int, consts=None):
+    sp = _sp()
+    kd, kc, kn = consts or kappa_symbols()
+    N = C * m
+    return sp.Matrix(N, N, lambda i, j: kd if i == j else (kc if i // m == j // m else kn))
+
+
+def sym_eigenbasis(C: int, m: int):
+    """Explicit eigenvectors (rational): within-class e_{c,0} - e_{c,j}; class e_{0-block} - e_{c-block};
+    global all-ones. Returned as three lists of column vectors."""
+    sp = _sp()
+    N = C * m
+    within, cls = [], []
+    for c in range(C):
+        for j in range(1, m):
+            v = sp.zeros(N, 1)
+            v[c * m, 0], v[c * m + j, 0] = 1, -1
+            within.append(v)
+    for c in range(1, C):
+        v = sp.zeros(N, 1)
+        for i in range(m):
+            v[i, 0], v[c * m + i, 0] = 1, -1
+        cls.append(v)
+    return within, cls, [sp.ones(N, 1)]
+
+
+def sym_spectrum_residuals(C: int, m: int, eigen=None):
+    """Expressions K v - lambda v (entries) for each eigenvector of the explicit basis, and the
+    rank deficit of the basis (must be 0: then the multiplicities are complete).
+
+    ``eigen`` = function (C, m, kd, kc, kn) -> (l0, lc, lg); default the spec's formulas. Returns
+    (list of expressions, rank deficit int).
+    """
+    sp = _sp()
+    kd, kc, kn = kappa_symbols()
+    K = sym_block_kernel(C, m)
+    lams = (eigen or sym_eigenvalues)(C, m, kd, kc, kn)
+    exprs = []
+    basis = sym_eigenbasis(C, m)
+    for vecs, lam in zip(basis, lams):
+        for v in vecs:
+            exprs.extend(list(K * v - lam * v))
+    V = sp.Matrix.hstack(*[v for vecs in basis for v in vecs])
+    return exprs, C * m - V.rank()
+
+
+def sym_projectors(C: int, m: int):
+    sp = _sp()
+    N = C * m
+    Pg = sp.ones(N, N) / N
+    Pclass = sp.Matrix(N, N, lambda i, j: sp.Rational(1, m) if i // m == j // m else 0)
+    return sp.eye(N) - Pclass, Pclass - Pg, Pg
+
+
+def sym_inverse_residual(C: int, m: int):
+    """Entries of K (P_0/l0 + P_c/lc + P_g/lg) - I with the (nonzero) denominators cleared, i.e.
+    K (lc lg P_0 + l0 lg P_c + l0 lc P_g) - l0 lc lg I, expanded (must all be 0).
+
+    Returns (distinct residual entries, K^{-1} as a sympy matrix of rational functions).
+    """
+    sp = _sp()
+    kd, kc, kn = kappa_symbols()
+    K = sym_block_kernel(C, m)
+    P0, Pc, Pg = sym_projectors(C, m)
+    l0, lc, lg = sym_eigenvalues(C, m, kd, kc, kn)
+    num = lc * lg * P0 + l0 * lg * Pc + l0 * lc * Pg
+    resid = (K * num).applyfunc(sp.expand) - sp.expand(l0 * lc * lg) * sp.eye(C * m)
+    Kinv = P0 / l0 + Pc / lc + Pg / lg
+    return distinct(sp.expand(e) for e in resid), Kinv
+
+
+def sym_alpha_identities():
+    """alpha (code form) - m kappa_n/lambda_g, and 1 - alpha C - lambda_c/lambda_g, for symbolic C, m."""
+    sp = _sp()
+    kd, kc, kn = kappa_symbols()
+    C, m = sp.symbols("C m", positive=True, integer=True)
+    l0, lc, lg = sym_eigenvalues(C, m, kd, kc, kn)
+    a_code = kn / (l0 / m + kc + (C - 1) * kn)
+    return [a_code - m * kn / lg, 1 - a_code * C - lc / lg]
+
+
+def _sym_state(C: int, m: int, n: int):
+    sp = _sp()
+    W = sp.Matrix(C, n, lambda i, j: sp.Symbol(f"w{i}{j}", real=True))
+    H = sp.Matrix(n, C * m, lambda i, j: sp.Symbol(f"h{i}_{j}", real=True))
+    b = sp.Matrix(C, 1, lambda i, j: sp.Symbol(f"b{i}", real=True))
+    return W, H, b
+
+
+def _sym_flow(C: int, m: int, n: int):
+    sp = _sp()
+    s = sp.Symbol("s", positive=True)
+    W, H, b = _sym_state(C, m, n)
+    N = C * m
+    Y = sp.Matrix(C, N, lambda i, j: 1 if j // m == i else 0)
+    K = sym_block_kernel(C, m)
+    R = W * H + b * sp.ones(1, N) - Y
+    dW = -s * R * H.T
+    db = -s * R * sp.ones(N, 1)
+    dH = -s * W.T * R * K
+    return dict(s=s, W=W, H=H, b=b, Y=Y, K=K, R=R, dW=dW, db=db, dH=dH)
+
+
+def sym_invariant_derivative(C: int = 2, m: int = 2, n: int = 2):
+    """Entries of dE/dt for E = W^T W - H K^{-1} H^T along the flow, with K^{-1} written through the
+    projectors (symbolic W, H, b, kappa, s). Must all simplify to 0.
+
+    dH K^{-1} is evaluated as (-s W^T R)(K K^{-1}) (associativity of dH = -s W^T R K), with
+    K K^{-1} formed from the projector formula and reduced exactly by rational cancellation.
+    """
+    sp = _sp()
+    f = _sym_flow(C, m, n)
+    W, H, dW, K = f["W"], f["H"], f["dW"], f["K"]
+    # dH K^{-1} = -s W^T R (K K^{-1}); K K^{-1} is formed and reduced exactly (rational cancel)
+    # first, so the remaining expression is a polynomial in W, H, b, s.
+    kd, kc, kn = kappa_symbols()
+    l0, lc, lg = sym_eigenvalues(C, m, kd, kc, kn)
+    P0, Pc, Pg = sym_projectors(C, m)
+    prod = sp.expand(l0 * lc * lg)
+    KKinv = (K * (lc * lg * P0 + l0 * lg * Pc + l0 * lc * Pg)).applyfunc(lambda e: sp.cancel(sp.expand(e) / prod))
+    dHKinv = -f["s"] * W.T * f["R"] * KKinv
+    dE = dW.T * W + W.T * dW - dHKinv * H.T - H * dHKinv.T
+    return distinct(sp.expand(e) for e in dE)
+
+
+def sym_invariant_forms(C: int = 3, m: int = 2, n: int = 2, weights=(1, 1, 1)):
+    """The three forms of E agree (symbolic W, H, kappa):
+
+    - definition: W^T W - H K^{-1} H^T with K^{-1} = P_0/l0 + P_c/lc + P_g/lg (checked separately);
+    - decomposition: W^T W - w0 D D^T/l0 - wc m M M^T/lc - wg N h_bar h_bar^T/lg, the statement being
+      weights (1, 1, 1) (other values exist to test that a wrong form is refuted);
+    - authors' code: W^T W - (m/lc) Hbar Hbar^T - D D^T/l0 + (alpha C^2 m/lc) h_bar h_bar^T, alpha = m kn/lg.
+
+    Since H K^{-1} H^T = sum_i H P_i H^T / l_i, the first equality reduces to H P_0 H^T = D D^T,
+    H P_c H^T = m M M^T, H P_g H^T = N h_bar h_bar^T (no kappa involved) plus the weights; the
+    difference (decomposition - definition) is returned with denominators cleared (times l0 lc lg).
+    Returns (entries of decomposition - definition, entries of code - decomposition), expanded.
+    """
+    sp = _sp()
+    kd, kc, kn = kappa_symbols()
+    _, H, _ = _sym_state(C, m, n)
+    N = C * m
+    P0, Pc, Pg = sym_projectors(C, m)
+    l0, lc, lg = sym_eigenvalues(C, m, kd, kc, kn)
+    mu = sp.Matrix(n, C, lambda i, c: sum(H[i, c * m + j] for j in range(m)) / m)
+    hbar = sp.Matrix(n, 1, lambda i, _: sum(mu[i, c] for c in range(C)) / C)
+    M = mu - hbar * sp.ones(1, C)
+    D = H - sp.Matrix(n, N, lambda i, j: mu[i, j // m])
+    parts = [(P0, D * D.T), (Pc, m * M * M.T), (Pg, N * hbar * hbar.T)]
+    comps = []
+    for P, form in parts:
+        comps.extend(sp.expand(e) for e in (H * P * H.T - form))
+    w = [sp.nsimplify(x) for x in weights]
+    cleared = [lc * lg, l0 * lg, l0 * lc]  # l0 lc lg / l_i
+    # (decomposition - definition) * l0 lc lg = sum_i (1 - w_i) (l0 lc lg / l_i) form_i
+    diff = sp.zeros(n, n)
+    for wi, ci, (_, form) in zip(w, cleared, parts):
+        if wi != 1:
+            diff += (1 - wi) * ci * form
+    dec = comps + [sp.expand(e) for e in diff]
+    # (code - decomposition) * lc lg: the W^T W and D D^T terms cancel identically
+    code = (-m * lg * mu * mu.T + C * C * m * m * kn * hbar * hbar.T + lg * m * M * M.T + N * lc * hbar * hbar.T)
+    return distinct(dec), distinct(sp.expand(e) for e in code)
+
+
+def sym_deviation_ode(C: int = 2, m: int = 2, n: int = 2, eigen_index: int = 0):
+    """dD/dt + s lambda_0 W^T W D (entries, must be 0) and d/dt tr(D D^T) + 2 s lambda_0 ||W D||_F^2
+    (must be 0); also returns the latter right-hand side -2 s lambda_0 ||WD||^2 for a sign check.
+    ``eigen_index`` picks the eigenvalue in the ODE (0: lambda_0, the statement)."""
+    sp = _sp()
+    kd, kc, kn = kappa_symbols()
+    f = _sym_flow(C, m, n)
+    P0, _, _ = sym_projectors(C, m)
+    l0 = kd - kc
+    lam = sym_eigenvalues(C, m, kd, kc, kn)[eigen_index]
+    W, H, dH, s = f["W"], f["H"], f["dH"], f["s"]
+    D = H * P0
+    dD = dH * P0
+    ode = [sp.expand(e) for e in (dD + s * lam * W.T * W * D)]
+    WD = W * D
+    dtr = 2 * sum((D.multiply_elementwise(dD))[i] for i in range(D.rows * D.cols))
+    rhs = -2 * s * sp.Symbol("lambda_0", positive=True) * sum(x ** 2 for x in WD)
+    scatter = sp.expand(dtr + 2 * s * l0 * sum(x ** 2 for x in WD))
+    return distinct(ode), scatter, rhs
+
+
+def numeric_substitutions(exprs, count: int = 2, seed: int = 0) -> list[dict]:
+    """Deterministic numeric values for every free symbol of ``exprs`` (kappa's kept positive definite),
+    used as witnesses when an expression does not simplify to 0."""
+    sp = _sp()
+    syms = sorted(set().union(*[sp.sympify(e).free_symbols for e in exprs]), key=str)
+    kd, kc, kn = kappa_symbols()
+    rng = np.random.default_rng(seed)
+    out = []
+    for _ in range(count):
+        sub = {x: float(rng.uniform(0.2, 1.2)) for x in syms}
+        sub.update({kd: 1.3, kc: 0.55, kn: 0.2})
+        out.append({x: v for x, v in sub.items() if x in syms})
+    return out
+
+
+def sym_limit_identities():
+    """Closed-form limit identities with symbolic C, m, lambda_c, lambda_0 (each must simplify to 0):
+
+    - G = sqrt(lc/m) J solves (m/lc) G^2 = J (J idempotent), so ||mu_c - h_bar||^2 = sqrt(lc/m)(1-1/C);
+    - ||W||_F^2 = (m/lc) tr G = sqrt(m/lc)(C-1) when h_bar = 0;
+    - escape: [[0, m],[lc, 0]] has eigenvalue sqrt(m lc) with eigenvector (sqrt(m/lc), 1), i.e. J W = sqrt(m/lc) M^T;
+    - late within-class rate: lambda_0 times the nonzero eigenvalue of (m/lc) M M^T = lambda_0 sqrt(m/lc).
+    """
+    sp = _sp()
+    C, m, lc, l0 = sp.symbols("C m lambda_c lambda_0", positive=True)
+    r = sp.sqrt(lc / m)
+    out = {}
+    # (m/lc) G^2 = J with G = r J and J^2 = J: coefficient identity (m/lc) r^2 - 1 = 0
+    out["gram_square"] = (m / lc) * r ** 2 - 1
+    # diagonal of r J is r (1 - 1/C)
+    out["mean_sq_norm"] = r * (1 - 1 / C) - sp.sqrt(lc / m) * (C - 1) / C
+    # tr(W^T W) = (m/lc) tr(M M^T) = (m/lc) r (C - 1)
+    out["W_fro_sq"] = (m / lc) * r * (C - 1) - sp.sqrt(m / lc) * (C - 1)
+    A = sp.Matrix([[0, m], [lc, 0]])
+    v = sp.Matrix([sp.sqrt(m / lc), 1])
+    ev = A * v - sp.sqrt(m * lc) * v
+    out["escape_eigvec_0"], out["escape_eigvec_1"] = ev[0], ev[1]
+    out["escape_charpoly"] = sp.expand((A - sp.sqrt(m * lc) * sp.eye(2)).det())
+    out["late_within_rate"] = l0 * (m / lc) * r - l0 * sp.sqrt(m / lc)
+    return out
+
+
+def sym_etf_configuration(C: int = 3):
+    """An explicit limit configuration for C classes (features in R^C, h_bar = 0, D = 0):
+    M = sqrt(r) J_C (Gram r J_C with r = sqrt(lc/m)), W = sqrt(m/lc) M^T, b = 1/C.
+    Returns entries of W M - J (zero loss at class means), of E restricted (W^T W - (m/lc) M M^T),
+    and of M^T M - r J (ETF Gram)."""
+    sp = _sp()
+    m, lc = sp.symbols("m lambda_c", positive=True)
+    r = sp.sqrt(lc / m)
+    J = sp.eye(C) - sp.ones(C, C) / C
+    M = sp.sqrt(r) * J
+    W = sp.sqrt(m / lc) * M.T
+    b = sp.ones(C, 1) / C
+    fit = W * M + b * sp.ones(1, C) - sp.eye(C)
+    E = W.T * W - (m / lc) * M * M.T
+    G = M.T * M - r * J
+    return [sp.simplify(x) for x in fit], [sp.simplify(x) for x in E], [sp.simplify(x) for x in G]
+
+
+def sym_nonetf_identity(C: int = 3):
+    """With g = M^T h_bar = t u (u = (1,-1,0,..)/sqrt 2), G = sqrt(lc/m)(J - (1 - sqrt(1 - beta t^2)) u u^T),
+    beta = N/lg, solves (m/lc) G^2 + beta g g^T = J; its normalised distance to J is positive for t != 0.
+
+    Returns (entries of the identity residual, the ratio of G's eigenvalue along u to the one on
+    the rest of 1^perp, which equals 1 only for t = 0 (an ETF needs ratio 1)).
+    """
+    sp = _sp()
+    m, lc, beta, t = sp.symbols("m lambda_c beta t", positive=True)
+    r = sp.sqrt(lc / m)
+    J = sp.eye(C) - sp.ones(C, C) / C
+    u = sp.zeros(C, 1)
+    u[0, 0], u[1, 0] = 1 / sp.sqrt(2), -1 / sp.sqrt(2)
+    q = sp.sqrt(1 - beta * t ** 2)
+    G = r * (J - (1 - q) * u * u.T)
+    g = t * u
+    ident = [sp.simplify(x) for x in ((m / lc) * G * G + beta * g * g.T - J)]
+    ratio = sp.simplify((u.T * G * u)[0] / r)
+    return ident, ratio
