@@ -401,8 +401,11 @@ def _act_grad_from(h, z, activation):
     return 1.0 - h * h if activation == "tanh" else (z > 0).astype(z.dtype)
 
 
-def forward_backward(Ws: list[np.ndarray], X: np.ndarray, Y: np.ndarray, activation: str = "tanh"):
-    """Per-sample quantities of an MLP f = W_L s(W_{L-1} ... s(W_1 x)), loss l = ||f - y||^2 / 2.
+def forward_backward(Ws: list[np.ndarray], X: np.ndarray, Y: np.ndarray, activation: str = "tanh",
+                     loss_matrix: np.ndarray | None = None):
+    """Per-sample quantities of an MLP f = W_L s(W_{L-1} ... s(W_1 x)), loss l = ||T f - y||^2 / 2
+    with T = ``loss_matrix`` (default identity; T = Q^{-1} is the loss that compensates an output
+    reparametrisation f' = Q f).
 
     ``Ws[l]`` has shape (d_out, d_in) or (R, d_out, d_in) (R independent runs; then every output
     has a leading run axis, hs[0] included). Returns (hs, gbs, loss): hs[l] = input of layer l
@@ -410,7 +413,7 @@ def forward_backward(Ws: list[np.ndarray], X: np.ndarray, Y: np.ndarray, activat
     per-sample loss (per run).
     """
     if Ws[0].ndim == 3:  # loop over runs: 2-D products go to BLAS
-        per = [forward_backward([W[r] for W in Ws], X, Y, activation) for r in range(Ws[0].shape[0])]
+        per = [forward_backward([W[r] for W in Ws], X, Y, activation, loss_matrix) for r in range(Ws[0].shape[0])]
         hs = [np.stack([p[0][l] for p in per]) for l in range(len(Ws))]
         gbs = [np.stack([p[1][l] for p in per]) for l in range(len(Ws))]
         return hs, gbs, np.array([p[2] for p in per])
@@ -422,15 +425,39 @@ def forward_backward(Ws: list[np.ndarray], X: np.ndarray, Y: np.ndarray, activat
         if l < L - 1:
             hs.append(_act(z, activation))
     f = zs[-1]
-    r = Y - f
+    if loss_matrix is None:
+        r = Y - f
+        g = r
+    else:
+        T = np.asarray(loss_matrix, dtype=np.float64)
+        r = Y - f @ T.T
+        g = r @ T  # -dl/df = T^T (y - T f)
     loss = 0.5 * np.mean(np.sum(r * r, axis=-1), axis=-1)
     gbs = [None] * L
-    g = r
     for l in range(L - 1, -1, -1):
         gbs[l] = g
         if l > 0:
             g = _rows_matmul(g, Ws[l]) * _act_grad_from(hs[l], zs[l - 1], activation)
     return hs, gbs, loss
+
+
+def input_jacobians(Ws: list[np.ndarray], X: np.ndarray, layer: int, activation: str = "tanh") -> np.ndarray:
+    """Per-sample Jacobians J = df/dh_a of the network output with respect to the input h_a of
+    ``layer`` (0-based): shape (n, d_out, d_a). Used for the neural-feature-ansatz statistic
+    (AGOP = E[J^T J])."""
+    hs, zs = [X], []
+    for l, W in enumerate(Ws):
+        z = hs[-1] @ W.T
+        zs.append(z)
+        if l < len(Ws) - 1:
+            hs.append(_act(z, activation))
+    n, d_out = X.shape[0], Ws[-1].shape[0]
+    J = np.broadcast_to(np.eye(d_out), (n, d_out, d_out))
+    for l in range(len(Ws) - 1, layer - 1, -1):
+        J = J @ Ws[l]  # df/dh_{l} (input of layer l)
+        if l > layer:
+            J = J * _act_grad_from(hs[l], zs[l - 1], activation)[:, None, :]
+    return J
 
 
 def pack(Ws: list[np.ndarray]) -> np.ndarray:

@@ -390,3 +390,27 @@ def psd_power(A, p: float, *, rel_floor: float = 0.0) -> np.ndarray:
         zero = lam <= rel_floor * top if rel_floor > 0 else lam <= 0
         f = np.where(zero, 0.0, np.power(np.where(zero, 1.0, lam), p))
     return (V * f) @ V.T
+
+
+# --------------------------------------------------------------------------------------------
+# Neural collapse at the last layer: closed-form alignments (derived)
+# --------------------------------------------------------------------------------------------
+
+def nc_imbalanced_cosine(counts) -> sp.Expr:
+    """Exact alpha_cos of the four non-RGA relations at an exact NC geometry (simplex-ETF class
+    means M, classifier W proportional to M^T, label-only gradients g_b proportional to J e_y) when
+    class c has counts[c] samples.
+
+    With D = diag(pi), pi_c = n_c / N: Z_b ~ J, H_b ~ J D J, G_b ~ J D J, and on side a the same
+    numbers through M^T M ~ J, so every one of the four equals
+    cos(J D J, J) = tr(J D) / (sqrt(tr(J D J D)) sqrt(k - 1)) (J idempotent, ||J||_F^2 = k - 1).
+    The two RGA relations stay exactly 1 (W^T g_c ~ mu_c). Balanced classes give 1.
+    """
+    counts = as_int_tuple("counts", counts, minimum=1, min_len=2)
+    k = len(counts)
+    N = sum(counts)
+    D = sp.diag(*[sp.Rational(n, N) for n in counts])
+    J = sp.eye(k) - sp.ones(k, k) / k
+    num = (J * D).trace()
+    den = sp.sqrt((J * D * J * D).trace()) * sp.sqrt(k - 1)
+    return sp.nsimplify(sp.simplify(num / den))
