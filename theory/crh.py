@@ -114,13 +114,20 @@ def _vec(name: str, n: int) -> sp.Matrix:
     return sp.Matrix(n, 1, lambda i, _: sp.Symbol(f"{name}_{i}", real=True))
 
 
-def _rot(theta) -> sp.Matrix:
-    return sp.Matrix([[sp.cos(theta), -sp.sin(theta)], [sp.sin(theta), sp.cos(theta)]])
+def _cs(t):
+    """(cos, sin) of a rotation in the rational (Cayley) parametrisation t = tan(angle/2): every
+    rotation except by pi, and expressions stay rational functions (fast exact cancellation)."""
+    return (1 - t ** 2) / (1 + t ** 2), 2 * t / (1 + t ** 2)
 
 
-def _psd_power_2x2(V: sp.Matrix, s2: tuple, p) -> sp.Matrix:
-    """V diag(s2_i^p) V^T: the PSD power of V diag(s2) V^T (0^p = 0 for p > 0)."""
-    return V * sp.diag(*[sp.Integer(0) if e == 0 else e ** p for e in s2]) * V.T
+def _rot(t) -> sp.Matrix:
+    c, s = _cs(t)
+    return sp.Matrix([[c, -s], [s, c]])
+
+
+def _canon(e):
+    """Fast exact normal form for the rational expressions (with symbolic powers) built here."""
+    return sp.cancel(sp.powsimp(sp.expand(e), force=True))
 
 
 # --------------------------------------------------------------------------------------------
@@ -161,33 +168,38 @@ def sym_backprop(m: int = 2, n: int = 3, n_samples: int = 2, *, predict_H_b=None
 def sym_transfer(*, shift=1) -> dict:
     """Transfer: W (W^T W)^p W^T = (W W^T)^(p + shift), true for shift = 1, real p >= 0.
 
-    W = U S V^T with U, V rotations by symbolic angles and S = diag(s1, s2) (s_i > 0), plus a
-    rank-one W (S = diag(s1, 0), p > 0). Also H_a = V phi(S^2) V^T gives
-    H_b = U S^2 phi(S^2) U^T for an arbitrary function phi. Returns {name: Matrix that must be 0}.
+    With the SVD W = U S V^T (U, V orthogonal) and the PSD power (Q A Q^T)^p = Q A^p Q^T, both
+    sides are conjugates by U of diagonal matrices, so the identity reduces to
+    S (S^T S)^p S^T = (S S^T)^(p + shift) for the rectangular diagonal S; checked here for S of
+    shape 2 x 3 and 3 x 2, full rank and rank one (0^p = 0 for p > 0). Also H_a = V phi(S^T S) V^T
+    gives H_b = U S S^T phi(S S^T) U^T for an arbitrary function phi. Returns {name: Matrix == 0}.
+    (The general-W statement is checked numerically in the claim.)
     """
-    th, ph = sp.symbols("theta phi", real=True)
     s1, s2 = sp.symbols("s1 s2", positive=True)
     p = sp.Symbol("p", positive=True)
-    U, V = _rot(th), _rot(ph)
+    phi = sp.Function("phi")
+
+    def dpow(D, q):  # power of a diagonal PSD matrix, 0^q = 0 for q > 0
+        return sp.diag(*[sp.Integer(0) if D[i, i] == 0 else D[i, i] ** q for i in range(D.shape[0])])
+
+    def dfun(D):
+        return sp.diag(*[phi(D[i, i]) for i in range(D.shape[0])])
+
     out = {}
     for label, svals in (("full rank", (s1, s2)), ("rank one", (s1, sp.Integer(0)))):
-        S = sp.diag(*svals)
-        W = U * S * V.T
-        sq = tuple(s ** 2 for s in svals)
-        # The SVD diagonalises both Gram matrices (this is what makes the PSD powers below the
-        # unique PSD powers of W^T W and W W^T).
-        out[f"W^T W = V S^2 V^T ({label})"] = sp.simplify(W.T * W - V * sp.diag(*sq) * V.T)
-        out[f"W W^T = U S^2 U^T ({label})"] = sp.simplify(W * W.T - U * sp.diag(*sq) * U.T)
-        lhs = W * _psd_power_2x2(V, sq, p) * W.T
-        rhs = _psd_power_2x2(U, sq, p + shift)
-        out[f"W (W^T W)^p W^T = (W W^T)^(p+{shift}) ({label})"] = (lhs - rhs).applyfunc(
-            lambda e: sp.simplify(sp.powsimp(sp.expand(e), force=True)))
-    phi = sp.Function("phi")
-    S = sp.diag(s1, s2)
-    W = U * S * V.T
-    H_a = V * sp.diag(phi(s1 ** 2), phi(s2 ** 2)) * V.T
-    H_b_pred = U * sp.diag(s1 ** 2 * phi(s1 ** 2), s2 ** 2 * phi(s2 ** 2)) * U.T
-    out["H_a = V phi(S^2) V^T => H_b = U S^2 phi(S^2) U^T"] = sp.simplify(W * H_a * W.T - H_b_pred)
+        for shape in ((2, 3), (3, 2)):
+            Sm = sp.zeros(*shape)
+            for i, v in enumerate(svals):
+                Sm[i, i] = v
+            lhs = Sm * dpow(Sm.T * Sm, p) * Sm.T
+            rhs = dpow(Sm * Sm.T, p + shift)
+            out[f"S (S^T S)^p S^T = (S S^T)^(p+{shift}) ({label}, {shape[0]}x{shape[1]})"] = \
+                (lhs - rhs).applyfunc(lambda e: sp.powsimp(sp.expand(e), force=True))
+            phi_lhs = Sm * dfun(Sm.T * Sm) * Sm.T
+            phi_rhs = Sm * Sm.T * dfun(Sm * Sm.T)
+            # phi(0) on the null directions is killed by S: compare on the range only.
+            out[f"S phi(S^T S) S^T = S S^T phi(S S^T) ({label}, {shape[0]}x{shape[1]})"] = \
+                (phi_lhs - phi_rhs).applyfunc(sp.expand)
     return out
 
 
@@ -199,13 +211,13 @@ def sym_scaled_projector() -> dict:
     Returns {name: (kind, object)} with kind "zero" (must simplify to 0) or "true" (relation).
     """
     lam, c = sp.symbols("lambda c", real=True)
-    th = sp.Symbol("theta", real=True)
+    th = sp.Symbol("t", real=True)
     l1, l2 = sp.symbols("l1 l2", real=True)
     Q = _rot(th)
     A = Q * sp.diag(l1, l2) * Q.T
     out = {
-        "A^2 - cA = Q diag(l^2 - c l) Q^T": ("zero", sp.simplify(A * A - c * A - Q * sp.diag(l1 ** 2 - c * l1,
-                                                                                      l2 ** 2 - c * l2) * Q.T)),
+        "A^2 - cA = Q diag(l^2 - c l) Q^T": ("zero", (A * A - c * A - Q * sp.diag(l1 ** 2 - c * l1,
+                                                                            l2 ** 2 - c * l2) * Q.T).applyfunc(_canon)),
         "roots of l^2 - c l are {0, c}": ("true", sp.Eq(sp.solveset(lam ** 2 - c * lam, lam, sp.S.Reals),
                                                          sp.FiniteSet(0, c))),
     }
@@ -219,24 +231,21 @@ def sym_scaled_projector() -> dict:
 
 
 def sym_isotropy_on_range() -> dict:
-    """W X W^T = U S (V^T X V) S U^T for W = U S V^T (compact SVD, S invertible): so
-    W (H_a - cI) W^T = 0 iff V^T H_a V = c I_r, i.e. H_a compressed to row(W) is c times the identity.
-    Checked for W of shape 2 x 3 with V^T the first two rows of a 3-d rotation."""
-    th, ph, ps = sp.symbols("theta phi psi", real=True)
-    s1, s2, c = sp.symbols("s1 s2 c", positive=True)
-    U = _rot(th)
-    Rz = sp.Matrix([[sp.cos(ph), -sp.sin(ph), 0], [sp.sin(ph), sp.cos(ph), 0], [0, 0, 1]])
-    Rx = sp.Matrix([[1, 0, 0], [0, sp.cos(ps), -sp.sin(ps)], [0, sp.sin(ps), sp.cos(ps)]])
-    V = (Rz * Rx)[:, :2]  # 3 x 2, orthonormal columns
+    """W X W^T = U S (V^T X V) S U^T for W = U S V^T (compact SVD: S invertible r x r, U
+    orthogonal, V with orthonormal columns), and with V^T V = I: V^T (H - cI) V = V^T H V - c I_r.
+    Since U S is invertible, W (H_a - cI) W^T = 0 iff V^T H_a V = c I_r, i.e. H_a compressed to
+    row(W) is c times the identity. Checked for W of shape 2 x 3 with generic symbol matrices
+    (the orthonormality of V enters only through V^T V = I, substituted as a symbol-free identity)."""
+    c = sp.Symbol("c", positive=True)
+    s1, s2 = sp.symbols("s1 s2", positive=True)
+    U = _mat("u", 2, 2)
+    Vt = _mat("v", 2, 3)
     S = sp.diag(s1, s2)
-    W = U * S * V.T
+    W = U * S * Vt
     X = sp.Matrix(3, 3, lambda i, j: sp.Symbol(f"x_{min(i, j)}{max(i, j)}", real=True))
-    H = X  # symmetric
-    lhs = W * (H - c * sp.eye(3)) * W.T
-    rhs = U * S * (V.T * H * V - c * sp.eye(2)) * S * U.T
-    return {"V^T V = I": ("zero", sp.simplify(V.T * V - sp.eye(2))),
-            "W (H - cI) W^T = U S (V^T H V - c I) S U^T": ("zero", (lhs - rhs).applyfunc(
-                lambda e: sp.simplify(sp.expand(e))))}
+    lhs = W * (X - c * sp.eye(3)) * W.T
+    rhs = U * S * (Vt * X * Vt.T - c * Vt * Vt.T) * S * U.T
+    return {"W (H - cI) W^T = U S (V^T H V - c V^T V) S U^T": ("zero", (lhs - rhs).applyfunc(sp.expand))}
 
 
 def sym_stationarity(m: int = 2, n: int = 2, n_samples: int = 2, *, predict_b=None, predict_a=None) -> dict:
