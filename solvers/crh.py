@@ -269,12 +269,23 @@ def _check_mode(mode: str) -> str:
     return mode
 
 
-def validate_layer(W, h_a, g_b, *, mode: str = "raw"):
-    """Validated float64 (W, h_a, g_b); errors name the parameter and the constraint."""
+def validate_layer(W, h_a, g_b, *, mode: str = "raw", bias=None):
+    """Validated float64 (W, h_a, g_b); errors name the parameter and the constraint. With a
+    ``bias`` (shape (d_b,)) the bias becomes an extra column of W and a constant 1 is appended to
+    every h_a, which keeps the identities exact (spec/crh.md)."""
     mode = _check_mode(mode)
     W = as_finite_array("W", W, ndim=2)
-    d_b, d_a = W.shape
     h_a = as_finite_array("h_a", h_a, ndim=2)
+    if bias is not None:
+        b = as_finite_array("bias", bias, ndim=1)
+        if b.shape[0] != W.shape[0]:
+            raise InstanceError(f"bias must have shape ({W.shape[0]},) to match W of shape {W.shape}, got {b.shape}")
+        if h_a.shape[1] != W.shape[1]:
+            raise InstanceError(f"h_a must have shape (n_samples, {W.shape[1]}) to match W of shape {W.shape}, "
+                                f"got {h_a.shape}")
+        W = np.concatenate([W, b[:, None]], axis=1)
+        h_a = np.concatenate([h_a, np.ones((h_a.shape[0], 1))], axis=1)
+    d_b, d_a = W.shape
     if h_a.shape[1] != d_a:
         raise InstanceError(f"h_a must have shape (n_samples, {d_a}) to match W of shape {W.shape}, "
                             f"got {h_a.shape}")
@@ -292,7 +303,7 @@ def validate_layer(W, h_a, g_b, *, mode: str = "raw"):
     return W, h_a, g_b
 
 
-def layer_matrices(W, h_a, g_b, *, mode: str = "raw") -> LayerMatrices:
+def layer_matrices(W, h_a, g_b, *, mode: str = "raw", bias=None) -> LayerMatrices:
     """Second-moment matrices of one layer from samples (rows) of its input h_a and of the
     negative loss gradient g_b at its output.
 
@@ -300,7 +311,7 @@ def layer_matrices(W, h_a, g_b, *, mode: str = "raw") -> LayerMatrices:
     ``mode="normalized"``: each sample of h_a, h_b = W h_a, g_a = W^T g_b, g_b is divided by its
     norm, then centred covariances (1/(n-1)) are taken (the experiments' convention).
     """
-    W, h_a, g_b = validate_layer(W, h_a, g_b, mode=mode)
+    W, h_a, g_b = validate_layer(W, h_a, g_b, mode=mode, bias=bias)
     h_b = _rows_matmul(h_a, W.T)
     g_a = _rows_matmul(g_b, W)
     return LayerMatrices(_second_moment(h_a, mode), _second_moment(h_b, mode), _second_moment(g_a, mode),
@@ -375,7 +386,7 @@ def report_from_matrices(M: LayerMatrices, *, null_draws: int = NULL_DRAWS, seed
 
 
 def alignment_report(W, h_a, g_b, *, mode: str = "raw", null_draws: int = NULL_DRAWS, seed: int = 0,
-                     pah_threshold: float = PAH_REL_THRESHOLD) -> AlignmentReport:
+                     pah_threshold: float = PAH_REL_THRESHOLD, bias=None) -> AlignmentReport:
     """One call: the six alignments of a layer, their Haar null baselines and PAH exponents.
 
     ``W`` (d_b, d_a); ``h_a`` (n, d_a) samples of the layer input; ``g_b`` (n, d_b) samples of
@@ -384,8 +395,86 @@ def alignment_report(W, h_a, g_b, *, mode: str = "raw", null_draws: int = NULL_D
     null_draws = as_int("null_draws", null_draws, minimum=0)
     if null_draws == 1:
         raise InstanceError("null_draws must be 0 (no baseline) or >= 2, got 1")
-    return report_from_matrices(layer_matrices(W, h_a, g_b, mode=mode), null_draws=null_draws, seed=seed,
-                                pah_threshold=pah_threshold)
+    return report_from_matrices(layer_matrices(W, h_a, g_b, mode=mode, bias=bias), null_draws=null_draws,
+                                seed=seed, pah_threshold=pah_threshold)
+
+
+# --------------------------------------------------------------------------------------------
+# Optional torch path: record h_a and g_b of an nn.Linear through hooks
+# --------------------------------------------------------------------------------------------
+
+class LinearRecorder:
+    """Record the input h_a and the per-sample output gradient g_b = -dl/dh_b of a torch
+    ``nn.Linear`` through hooks (torch is imported lazily; a clear error when it is missing).
+
+    ``loss_reduction``: "mean" if the loss that is back-propagated is the batch mean of the
+    per-sample losses (torch's default; the recorded gradient is then multiplied by the batch size
+    to get the per-sample gradient), "sum" if it is their sum. Leading dimensions beyond the batch
+    (tokens) count as samples. Usage::
+
+        with LinearRecorder(model.fc2) as rec:
+            for x, y in loader:
+                loss_fn(model(x), y).backward()
+        print(rec.report())
+    """
+
+    def __init__(self, layer, *, loss_reduction: str = "mean"):
+        try:
+            import torch  # noqa: F401
+        except ImportError:  # pragma: no cover - depends on the environment
+            raise ImportError("LinearRecorder needs torch (pip install 'ncproofs[torch]')") from None
+        if loss_reduction not in ("mean", "sum"):
+            raise InstanceError(f"loss_reduction must be 'mean' or 'sum', got {loss_reduction!r}")
+        if not hasattr(layer, "weight") or getattr(layer.weight, "ndim", 0) != 2:
+            raise InstanceError("layer must be a torch nn.Linear (a module with a 2-D weight)")
+        self.layer, self.loss_reduction = layer, loss_reduction
+        self._h, self._g, self._handle = [], [], None
+
+    def _forward_hook(self, module, inputs, output):
+        import torch
+
+        x = inputs[0].detach()
+        batch = x.shape[0] if x.ndim > 1 else 1
+        scale = float(batch) if self.loss_reduction == "mean" else 1.0
+        self._h.append(x.reshape(-1, x.shape[-1]).to("cpu", dtype=torch.float64).numpy())
+        if output.requires_grad:
+            def grad_hook(grad):
+                self._g.append((-scale * grad.detach()).reshape(-1, grad.shape[-1])
+                               .to("cpu", dtype=torch.float64).numpy())
+            output.register_hook(grad_hook)
+
+    def __enter__(self):
+        self._handle = self.layer.register_forward_hook(self._forward_hook)
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+        return False
+
+    def close(self):
+        if self._handle is not None:
+            self._handle.remove()
+            self._handle = None
+
+    def samples(self):
+        """(W, bias, h_a, g_b) as float64 numpy arrays; only forward passes followed by a backward pass count."""
+        if len(self._g) != len(self._h):
+            raise InstanceError(f"recorded {len(self._h)} forward passes but {len(self._g)} backward passes: "
+                                "call backward() once after every forward pass while recording")
+        if not self._h:
+            raise InstanceError("nothing recorded: run forward and backward passes inside the recorder")
+        import torch
+
+        with torch.no_grad():
+            W = self.layer.weight.detach().to("cpu", dtype=torch.float64).numpy()
+            b = None if getattr(self.layer, "bias", None) is None else \
+                self.layer.bias.detach().to("cpu", dtype=torch.float64).numpy()
+        return W, b, np.concatenate(self._h), np.concatenate(self._g)
+
+    def report(self, **kwargs) -> AlignmentReport:
+        """alignment_report on the recorded samples (bias folded into W as an extra column)."""
+        W, b, h, g = self.samples()
+        return alignment_report(W, h, g, bias=b, **kwargs)
 
 
 # --------------------------------------------------------------------------------------------

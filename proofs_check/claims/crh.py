@@ -134,7 +134,9 @@ def backprop_claim(predict_H_b=None, predict_G_a=None, *, id="crh.identity.backp
     pG = predict_G_a or (lambda W, G: W.T @ G @ W)
 
     def check(ctx):
-        yield from symbolic_checks(T.sym_backprop(predict_H_b=pH, predict_G_a=pG), ctx.seed)
+        for m, n in ((2, 3), (2, 2)):
+            out = T.sym_backprop(m, n, predict_H_b=pH, predict_G_a=pG)
+            yield from symbolic_checks({f"{k} (W {m}x{n})": v for k, v in out.items()}, ctx.seed)
         rng = _rng(ctx, 1)
         shapes = _shapes(ctx)
         worst_h = worst_g = 0.0
