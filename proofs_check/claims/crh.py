@@ -528,10 +528,10 @@ def reparam_claim(invariant=("a-GWA", "b-GWA"), *, layers="hidden", id="crh.repa
                 diffs[f"layer {l + 1} {rel}"] = abs(a[1] - a[0])
                 values[f"layer {l + 1} {rel}"] = a
         worst = max(diffs.values())
-        yield close("loss unchanged by the reparametrisation", float(loss1), float(loss2), rtol=IDENTITY_RTOL,
-                    what="loss")
         yield close(f"{', '.join(invariant)} unchanged ({layers} layers)", 0.0, worst, rtol=0.0, atol=IDENTITY_RTOL,
                     what="max |change of alignment|", evidence={"before_after": values, "Q": Q})
+        yield close("loss unchanged by the reparametrisation", float(loss1), float(loss2), rtol=IDENTITY_RTOL,
+                    what="loss")
 
     return _claim(id, statement or "Gradient-weight alignment (both sides) of every hidden layer is unchanged when "
                   "the output is reparametrised f' = Qf (Q invertible) with the compensating loss; the neural "
@@ -544,7 +544,7 @@ def nfa_changes_claim(*, id="crh.reparam.nfa_changes") -> Claim:
 
     def check(ctx):
         res = list(reparam_claim(("NFA",)).check(ctx))
-        c = res[-1]
+        c = res[0]
         change = c.evidence.get("measured")
         ok = change is not None and change > 1e-3
         yield condition("NFA statistic changes under f' = Qf", ok,
