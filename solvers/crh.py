@@ -17,9 +17,9 @@ from solvers.common import Solution
 from theory._validate import InstanceError, as_finite_array, as_float, as_int
 from theory.crh import RELATIONS, CRHExperiment
 
-#: Below this Frobenius norm (relative to 1, matrices are O(1) here) or entry standard deviation a
-#: matrix counts as zero / constant and its alignment is undefined (None). Float64 rounding of
-#: O(1) second moments is ~1e-16, so 1e-12 is far above noise and far below any real signal.
+#: A matrix whose centred entries have norm below DEGENERATE_TOL * (largest |entry|) * sqrt(size)
+#: counts as constant (Pearson undefined, None); a zero matrix makes the cosine undefined. Float64
+#: rounding is ~1e-16 relative, so 1e-12 is far above noise and far below any real signal.
 DEGENERATE_TOL = 1e-12
 
 #: PAH fits use eigen-directions of Z whose eigenvalue exceeds this fraction of the largest one:
@@ -48,13 +48,18 @@ def _sym_pair(A, B, name_a="A", name_b="B"):
     return A, B
 
 
+def _constant(centred_norm: float, M: np.ndarray) -> bool:
+    """Entries constant up to rounding: centred norm <= DEGENERATE_TOL * (largest entry) * sqrt(size)."""
+    scale = float(np.abs(M).max(initial=0.0))
+    return scale == 0.0 or centred_norm <= DEGENERATE_TOL * scale * np.sqrt(M.size)
+
+
 def alpha_pearson(A, B) -> float | None:
     """Pearson correlation of the flattened entries of A and B; None when either is constant."""
     A, B = _sym_pair(A, B)
     a, b = A.ravel() - A.mean(), B.ravel() - B.mean()
     na, nb = np.linalg.norm(a), np.linalg.norm(b)
-    scale_a, scale_b = max(1.0, np.abs(A).max()), max(1.0, np.abs(B).max())
-    if na <= DEGENERATE_TOL * scale_a or nb <= DEGENERATE_TOL * scale_b:
+    if _constant(na, A) or _constant(nb, B):
         return None
     return float(np.clip(a @ b / (na * nb), -1.0, 1.0))
 
@@ -63,9 +68,9 @@ def alpha_cosine(A, B) -> float | None:
     """tr(A B)/(||A||_F ||B||_F) for symmetric A, B (Frobenius cosine); None when either is zero."""
     A, B = _sym_pair(A, B)
     na, nb = np.linalg.norm(A), np.linalg.norm(B)
-    if na <= DEGENERATE_TOL or nb <= DEGENERATE_TOL:
+    if na == 0.0 or nb == 0.0:
         return None
-    return float(np.clip(np.sum(A * B.T) / (na * nb), -1.0, 1.0))
+    return float(np.clip(np.sum(A * B) / (na * nb), -1.0, 1.0))
 
 
 def alpha(A, B, metric: str = "pearson") -> float | None:
@@ -113,7 +118,11 @@ def _batch_alpha(A: np.ndarray, Bs: np.ndarray, metric: str) -> np.ndarray:
     na, nb = np.linalg.norm(a), np.linalg.norm(b, axis=1)
     with np.errstate(invalid="ignore", divide="ignore"):
         out = (b @ a) / (na * nb)
-    out[(nb <= DEGENERATE_TOL) | (na <= DEGENERATE_TOL)] = np.nan
+    if metric == "pearson":
+        bad = np.array([_constant(x, Bs[i]) for i, x in enumerate(nb)]) | _constant(na, A)
+    else:
+        bad = (nb == 0.0) | (na == 0.0)
+    out[bad] = np.nan
     return np.clip(out, -1.0, 1.0)
 
 
