@@ -65,7 +65,7 @@ def alpha_pearson(A, B) -> float | None:
 
 
 def alpha_cosine(A, B) -> float | None:
-    """tr(A B)/(||A||_F ||B||_F) for symmetric A, B (Frobenius cosine); None when either is zero."""
+    """Frobenius cosine tr(A^T B)/(||A||_F ||B||_F) (= tr(AB)/... for symmetric A, B); None when either is zero."""
     A, B = _sym_pair(A, B)
     na, nb = np.linalg.norm(A), np.linalg.norm(B)
     if na == 0.0 or nb == 0.0:
