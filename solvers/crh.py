@@ -628,27 +628,9 @@ class ExperimentResult:
         return float(np.linalg.norm(self.S[run][layer] - gW) / den)
 
 
-def run_experiment(cfg: CRHExperiment) -> ExperimentResult:
-    """SGD with weight decay on the experiment's MLP, one run per weight decay, all runs advanced
-    together (weights stacked along a leading run axis, batched matmuls). Statistics are formed on
-    the full data set at ``n_records`` evenly spaced checkpoints of the second half and averaged.
-    """
-    t0 = time.perf_counter()
-    X, Y, W0, rng = make_task(cfg)
+def _sgd_loop(cfg, X, Y, Ws, gam, eta, rng, record_set, acc_raw, acc_nrm, acc_S, acc_W, acc_loss) -> None:
+    """The SGD loop of :func:`run_experiment` (updates Ws and the accumulators in place)."""
     R, L, N, B = len(cfg.weight_decays), cfg.n_layers, cfg.n_samples, cfg.batch_size
-    gam = np.asarray(cfg.weight_decays, dtype=np.float64)[:, None, None]
-    eta = cfg.lr
-    Ws = [np.repeat(W[None], R, axis=0) for W in W0]
-    record_at = np.unique(np.linspace(cfg.steps // 2, cfg.steps - 1, cfg.n_records).round().astype(int))
-    record_set = set(record_at.tolist())
-    n_rec = len(record_at)
-    dims = cfg.widths
-    acc_raw = [{k: np.zeros((R, dims[l + (k[-1] == "b")], dims[l + (k[-1] == "b")])) for k in ("H_a", "H_b", "G_a", "G_b", "Z_a", "Z_b")}
-               for l in range(L)]
-    acc_nrm = [{k: np.zeros_like(v) for k, v in d.items()} for d in acc_raw]
-    acc_S = [np.zeros_like(W) for W in Ws]
-    acc_W = [np.zeros_like(W) for W in Ws]
-    acc_loss = np.zeros(R)
     batches_per_epoch = max(1, N // B)
     perm = None
     act = cfg.activation
@@ -695,6 +677,32 @@ def run_experiment(cfg: CRHExperiment) -> ExperimentResult:
                     acc["Z_b"] += ZB
                 acc_S[l] += np.stack([_tmatmul(gb[r], ha[r]) for r in range(R)]) / N
                 acc_W[l] += Ws[l]
+
+
+
+def run_experiment(cfg: CRHExperiment) -> ExperimentResult:
+    """SGD with weight decay on the experiment's MLP, one run per weight decay, all runs advanced
+    together (weights stacked along a leading run axis, batched matmuls). Statistics are formed on
+    the full data set at ``n_records`` evenly spaced checkpoints of the second half and averaged.
+    """
+    t0 = time.perf_counter()
+    X, Y, W0, rng = make_task(cfg)
+    R, L, N = len(cfg.weight_decays), cfg.n_layers, cfg.n_samples
+    gam = np.asarray(cfg.weight_decays, dtype=np.float64)[:, None, None]
+    eta = cfg.lr
+    Ws = [np.repeat(W[None], R, axis=0) for W in W0]
+    record_at = np.unique(np.linspace(cfg.steps // 2, cfg.steps - 1, cfg.n_records).round().astype(int))
+    record_set = set(record_at.tolist())
+    n_rec = len(record_at)
+    dims = cfg.widths
+    acc_raw = [{k: np.zeros((R, dims[l + (k[-1] == "b")], dims[l + (k[-1] == "b")])) for k in ("H_a", "H_b", "G_a", "G_b", "Z_a", "Z_b")}
+               for l in range(L)]
+    acc_nrm = [{k: np.zeros_like(v) for k, v in d.items()} for d in acc_raw]
+    acc_S = [np.zeros_like(W) for W in Ws]
+    acc_W = [np.zeros_like(W) for W in Ws]
+    acc_loss = np.zeros(R)
+    with np.errstate(over="ignore", invalid="ignore", divide="ignore"):  # a diverging run is reported, not warned about
+        _sgd_loop(cfg, X, Y, Ws, gam, eta, rng, record_set, acc_raw, acc_nrm, acc_S, acc_W, acc_loss)
     diverged = [not all(np.all(np.isfinite(W[r])) for W in Ws) for r in range(R)]
 
     def mats(acc, mode, r):

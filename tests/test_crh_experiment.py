@@ -214,3 +214,15 @@ def test_torch_linear_recorder_matches_numpy():
     ref = S.alignment_report(W, Xn, Yn - (Xn @ W.T + b), bias=b, null_draws=0)
     for r in T.RELATION_NAMES:
         assert rep.alignments[r]["cosine"] == pytest.approx(ref.alignments[r]["cosine"], abs=1e-12)
+
+
+def test_diverged_run_is_inconclusive_not_error():
+    cfg = T.CRHExperiment(weight_decays=(0.0, 0.01), steps=300, lr=5.0, n_records=5, n_samples=64,
+                          widths=(4, 8, 8, 2), task_rank=2)
+    res = C.experiment(cfg)
+    assert any(res.diverged)
+    for claim in (C.alignment_wd_claim(cfg=cfg, id="a"), C.rank_claim(cfg=cfg, id="b"),
+                  C.stationarity_sgd_claim(cfg=cfg, id="c"), C.magnitude_claim(cfg=cfg, id="d")):
+        r = claim.run(CTX)
+        assert r.verdict == Verdict.INCONCLUSIVE, (claim.id, r.reason)
+        assert "hypothesis fails" in r.reason

@@ -685,6 +685,9 @@ def rank_claim(rank: int | None = None, gamma: float = 1e-2, *, cfg: T.CRHExperi
         want = c.task_rank if rank is None else rank
         res = experiment(c)
         ri = _run_index(c, gamma)
+        if res.diverged[ri]:
+            yield hypothesis_fails("training", f"the run with weight decay {fmt(gamma)} diverged (non-finite weights)")
+            return
         ranks, ratios = {}, {}
         ambiguous = []
         for l in range(1, c.n_layers - 1):
@@ -728,6 +731,9 @@ def magnitude_claim(gamma: float = 1e-2, *, cfg: T.CRHExperiment | None = None, 
         c = _cfg(ctx, cfg)
         res = experiment(c)
         ri = _run_index(c, gamma)
+        if res.diverged[ri]:
+            yield hypothesis_fails("training", f"the run with weight decay {fmt(gamma)} diverged (non-finite weights)")
+            return
         ratios = {f"layer {l + 1}": magnitude_ratio(res, ri, l) for l in range(c.n_layers)}
         stat = {f"layer {l + 1}": res.stationarity_residual(ri, l) for l in range(c.n_layers)}
         li = _layer_index(c, -2)
@@ -757,7 +763,12 @@ def stationarity_sgd_claim(gamma: float = 1e-2, *, cfg: T.CRHExperiment | None =
         res = experiment(c)
         ri = _run_index(c, gamma)
         stat = {f"layer {l + 1}": res.stationarity_residual(ri, l) for l in range(c.n_layers)}
-        worst = max(v for v in stat.values() if v is not None)
+        vals = [v for v in stat.values() if v is not None]
+        if not vals:
+            yield hypothesis_fails("stationarity residual", "undefined (weight decay 0 or a diverged run)",
+                                   {"residuals": stat, "gamma": gamma})
+            return
+        worst = max(vals)
         yield condition("stationarity residual", worst <= STATIONARY_TOL,
                         verified=f"max residual {fmt(worst, 3)} <= {STATIONARY_TOL}",
                         refuted=f"max residual {fmt(worst, 3)} > {STATIONARY_TOL}: weights not stationary "
