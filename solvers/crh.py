@@ -409,6 +409,29 @@ def alignment_report(W, h_a, g_b, *, mode: str = "raw", null_draws: int = NULL_D
 
 
 # --------------------------------------------------------------------------------------------
+# Neural-collapse geometry at the last layer
+# --------------------------------------------------------------------------------------------
+
+def nc_layer(counts, d: int | None = None, scale: float = 1.0):
+    """Exact NC geometry at the last layer: features h_i = mu_{y_i} (simplex ETF), W = scale M^T,
+    g_b = e_y - softmax(W h) (cross-entropy). Returns (W, h_a, g_b) with samples as rows."""
+    from theory.geometry import simplex_etf
+
+    counts = [as_int(f"counts[{i}]", c, minimum=1) for i, c in enumerate(counts)]
+    if len(counts) < 2:
+        raise InstanceError(f"counts must have at least 2 classes, got {len(counts)}")
+    k = len(counts)
+    M = simplex_etf(k, d or k)
+    y = np.repeat(np.arange(k), counts)
+    H = M[:, y].T
+    W = scale * M.T
+    logits = H @ W.T
+    p = np.exp(logits - logits.max(axis=1, keepdims=True))
+    p /= p.sum(axis=1, keepdims=True)
+    return W, H, np.eye(k)[y] - p
+
+
+# --------------------------------------------------------------------------------------------
 # Optional torch path: record h_a and g_b of an nn.Linear through hooks
 # --------------------------------------------------------------------------------------------
 

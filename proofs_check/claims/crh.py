@@ -449,20 +449,7 @@ def exponent_table_claim(reference=None, *, id="crh.pah.exponent_table", stateme
 # Neural collapse <-> CRH at the last layer; reparametrisation invariance (reconstructed)
 # --------------------------------------------------------------------------------------------
 
-def nc_layer(counts, d: int | None = None, scale: float = 1.0):
-    """Exact NC geometry at the last layer: features h_i = mu_{y_i} (simplex ETF), W = scale M^T,
-    g_b = e_y - softmax(W h) (cross-entropy). Returns (W, h_a, g_b) with samples as rows."""
-    from theory.geometry import simplex_etf
-
-    k = len(counts)
-    M = simplex_etf(k, d or k)
-    y = np.repeat(np.arange(k), counts)
-    H = M[:, y].T
-    W = scale * M.T
-    logits = H @ W.T
-    p = np.exp(logits - logits.max(axis=1, keepdims=True))
-    p /= p.sum(axis=1, keepdims=True)
-    return W, H, np.eye(k)[y] - p
+nc_layer = S.nc_layer  # exact NC geometry at the last layer (solvers.crh)
 
 
 def nc_claim(counts=(150, 20, 20, 20), predicted=None, *, id="crh.nc.last_layer", statement=None) -> Claim:
