@@ -431,6 +431,37 @@ def nc_layer(counts, d: int | None = None, scale: float = 1.0):
     return W, H, np.eye(k)[y] - p
 
 
+def nc_broken_layer(which: str, k: int = 4, d: int = 6, *, strength: float = 0.5, seed: int = 0):
+    """Last layer with one NC property broken (balanced classes, label-only gradients g_b = J e_y):
+    "NC1": isotropic within-class scatter (samples mu_c +- strength sqrt(d) e_i, so the within-class
+    covariance is exactly strength^2 I); "NC2": random centred class means, W = M^T; "NC3": ETF means,
+    W = M^T + E with centred random E; "none": exact collapse. Returns (W, h_a, g_b), samples as rows."""
+    from theory.geometry import simplex_etf
+
+    if which not in ("NC1", "NC2", "NC3", "none"):
+        raise InstanceError(f"which must be one of NC1, NC2, NC3, none, got {which!r}")
+    k = as_int("k", k, minimum=2)
+    d = as_int("d", d, minimum=k)
+    strength = as_float("strength", strength, positive=True)
+    rng = np.random.default_rng(seed)
+    J = np.eye(k) - 1.0 / k
+    M = simplex_etf(k, d)
+    if which == "NC2":
+        M = rng.standard_normal((d, k)) @ J
+    W = M.T.copy()
+    if which == "NC3":
+        W = W + strength * J @ rng.standard_normal((k, d))
+    noise = strength if which == "NC1" else 0.0
+    rows, labels = [], []
+    for c in range(k):
+        for i in range(d):
+            for sign in (1.0, -1.0):
+                rows.append(M[:, c] + sign * noise * np.sqrt(d) * np.eye(d)[i])
+                labels.append(c)
+    y = np.array(labels)
+    return W, np.array(rows), J[y]
+
+
 # --------------------------------------------------------------------------------------------
 # Optional torch path: record h_a and g_b of an nn.Linear through hooks
 # --------------------------------------------------------------------------------------------

@@ -423,3 +423,21 @@ def nc_imbalanced_cosine(counts) -> sp.Expr:
     num = (J * D).trace()
     den = sp.sqrt((J * D * J * D).trace()) * sp.sqrt(k - 1)
     return sp.nsimplify(sp.simplify(num / den))
+
+
+#: Which alignments stay exactly 1 when one neural-collapse property is broken at the last layer,
+#: for balanced classes and label-only gradients g_b = J e_y (the quasi-interpolation hypothesis),
+#: derived here (M = centred class means, W the classifier, J M^T = M^T, J W = W):
+#:
+#: - NC1 broken by isotropic within-class scatter (H_a = M M^T / k + s^2 I, M still an ETF, W ~ M^T):
+#:   G_a = W^T J W / k ~ M M^T ~ Z_a, and H_b = W H_a W^T ~ J^2 + c J ~ J ~ Z_b ~ G_b, so only the
+#:   two relations involving H_a (a-RGA, a-RWA) drop.
+#: - NC2 broken (means M centred but not an ETF, W = M^T): H_a ~ M M^T ~ Z_a ~ M J M^T ~ G_a, so side a
+#:   stays 1; side b compares Z_b = M^T M, H_b ~ (M^T M)^2 and G_b ~ J, which differ: all three drop.
+#: - NC3 broken (M an ETF, W = M^T + E with J E = E): G_a = W^T J W / k = W^T W / k ~ Z_a stays 1;
+#:   the other five drop.
+NC_BREAK_UNAFFECTED: dict[str, frozenset[str]] = {
+    "NC1": frozenset({"a-GWA", "b-RGA", "b-RWA", "b-GWA"}),
+    "NC2": frozenset({"a-RGA", "a-RWA", "a-GWA"}),
+    "NC3": frozenset({"a-GWA"}),
+}

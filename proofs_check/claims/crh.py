@@ -482,6 +482,36 @@ def nc_claim(counts=(150, 20, 20, 20), predicted=None, *, id="crh.nc.last_layer"
                   key=("measured",))
 
 
+#: A relation predicted to drop must be below 1 by more than this (the smallest drop in the
+#: constructions of nc_broken_layer is ~0.005, b-RWA under NC3; rounding is ~1e-15).
+NC_DROP_MIN = 1e-6
+
+
+def nc_breaking_claim(unaffected=None, *, id="crh.nc.breaking", statement=None) -> Claim:
+    """Breaking NC1, NC2 or NC3 (label-only gradients) keeps exactly the relations in
+    ``unaffected[which]`` at 1 and lowers the others (default: theory.crh.NC_BREAK_UNAFFECTED)."""
+    pattern = T.NC_BREAK_UNAFFECTED if unaffected is None else unaffected
+
+    def check(ctx):
+        for which, keep in pattern.items():
+            W, H, G = S.nc_broken_layer(which, seed=ctx.seed)
+            rep = S.alignment_report(W, H, G, null_draws=0)
+            cos = {r: rep.alignments[r]["cosine"] for r in T.RELATION_NAMES}
+            stay_bad = {r: cos[r] for r in keep if abs(cos[r] - 1.0) > UNIT_ALIGNMENT_TOL}
+            drop_bad = {r: cos[r] for r in T.RELATION_NAMES if r not in keep and cos[r] > 1.0 - NC_DROP_MIN}
+            ev = {"cosine": cos, "predicted_at_one": sorted(keep)}
+            if stay_bad or drop_bad:
+                yield Check(f"{which} broken", Verdict.REFUTED,
+                            f"predicted 1 but lower: {stay_bad}; predicted lower but 1: {drop_bad}", ev)
+            else:
+                yield Check(f"{which} broken", Verdict.VERIFIED,
+                            f"exactly {sorted(keep)} stay at 1, the other {6 - len(keep)} drop", ev)
+
+    return _claim(id, statement or "With balanced classes and label-only gradients, breaking NC1 (isotropic scatter) "
+                  "lowers only a-RGA and a-RWA; breaking NC2 lowers the three side-b alignments; breaking NC3 keeps "
+                  "only a-GWA at 1.", "spec/crh.md, NC and CRH (pattern derived here)", Provenance.DERIVED, check)
+
+
 def reparam_claim(invariant=("a-GWA", "b-GWA"), *, layers="hidden", id="crh.reparam.gwa_invariance",
                   statement=None) -> Claim:
     """Under f' = Qf (Q invertible, not orthogonal) with the compensating loss l'(f') = l(Q^{-1} f'),
@@ -778,6 +808,7 @@ CLAIMS: list[Claim] = [
     balance_claim(),
     exponent_table_claim(),
     nc_claim(),
+    nc_breaking_claim(),
     reparam_claim(),
     nfa_changes_claim(),
     alignment_wd_claim(),
