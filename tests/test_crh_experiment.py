@@ -163,6 +163,13 @@ def test_cli_solve_json(capsys):
     assert any(c["id"].startswith("crh.experiment.magnitude") and c["verdict"] == "INCONCLUSIVE" for c in out["claims"])
 
 
+def test_cli_solve_text(capsys):
+    rc = main(["solve", "crh", "--weight-decay", "0.05", "--steps", "200", "--records", "3", "--null-draws", "3"])
+    out = capsys.readouterr().out
+    assert rc in (0, 1)
+    assert "weight decay 0.05" in out and "a-RGA" in out and "verdict:" in out
+
+
 @pytest.mark.parametrize("argv,msg", [
     (["solve", "crh", "--weight-decay", "-0.1", "--steps", "10"], "must be >= 0"),
     (["solve", "crh", "--weight-decay", "nan", "--steps", "10"], "finite"),

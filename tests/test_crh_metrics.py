@@ -241,3 +241,18 @@ def test_nc_breaking_claim_and_false_pattern():
     wrong = dict(T.NC_BREAK_UNAFFECTED)
     wrong["NC1"] = frozenset({"a-RWA"})  # "breaking NC1 keeps H_a ~ Z_a": false
     assert C.nc_breaking_claim(unaffected=wrong, id="x").run(RunContext()).verdict == Verdict.REFUTED
+
+
+@given(st.lists(st.integers(1, 60), min_size=2, max_size=6), st.integers(0, 3))
+def test_imbalanced_nc_closed_form_over_class_counts(counts, extra_d):
+    k = len(counts)
+    W, H, G = C.nc_layer(counts, k + extra_d)
+    rep = S.alignment_report(W, H, G, null_draws=0)
+    pi = np.array(counts) / sum(counts)
+    J = np.eye(k) - 1 / k
+    JDJ = J @ np.diag(pi) @ J
+    ref = np.sum(JDJ * J) / (np.linalg.norm(JDJ) * np.linalg.norm(J))
+    assert float(T.nc_imbalanced_cosine(counts)) == pytest.approx(ref, abs=1e-12)
+    for r in T.RELATION_NAMES:
+        want = 1.0 if r.endswith("RGA") else ref
+        assert rep.alignments[r]["cosine"] == pytest.approx(want, abs=1e-9), r

@@ -752,10 +752,14 @@ def magnitude_claim(gamma: float = 1e-2, *, cfg: T.CRHExperiment | None = None, 
             yield hypothesis_fails("training", f"the run with weight decay {fmt(gamma)} diverged (non-finite weights)")
             return
         ratios = {f"layer {l + 1}": magnitude_ratio(res, ri, l) for l in range(c.n_layers)}
+        hz = {}
+        for l in range(c.n_layers):
+            M = res.layer(ri, l, "raw")
+            hz[f"layer {l + 1}"] = float(np.trace(M.H_b) / np.trace(M.Z_b)) if np.trace(M.Z_b) > 0 else None
         stat = {f"layer {l + 1}": res.stationarity_residual(ri, l) for l in range(c.n_layers)}
         li = _layer_index(c, -2)
-        ev = {"ratio_trG_b_over_gamma2_trH_b": ratios, "stationarity_residual": stat, "gamma": gamma,
-              "last_hidden_ratio": ratios[f"layer {li + 1}"]}
+        ev = {"ratio_trG_b_over_gamma2_trH_b": ratios, "ratio_trH_b_over_trZ_b": hz, "stationarity_residual": stat,
+              "gamma": gamma, "last_hidden_ratio": ratios[f"layer {li + 1}"]}
         r = ratios[f"layer {li + 1}"]
         if r is None:
             yield hypothesis_fails("magnitude ratio", "gamma = 0: the ratio is undefined", ev)
