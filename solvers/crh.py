@@ -482,10 +482,10 @@ class LinearRecorder:
     """
 
     def __init__(self, layer, *, loss_reduction: str = "mean"):
-        try:
-            import torch  # noqa: F401
-        except ImportError:  # pragma: no cover - depends on the environment
-            raise ImportError("LinearRecorder needs torch (pip install 'ncproofs[torch]')") from None
+        import importlib.util
+
+        if importlib.util.find_spec("torch") is None:  # pragma: no cover - depends on the environment
+            raise ImportError("LinearRecorder needs torch (pip install 'ncproofs[torch]')")
         if loss_reduction not in ("mean", "sum"):
             raise InstanceError(f"loss_reduction must be 'mean' or 'sum', got {loss_reduction!r}")
         if not hasattr(layer, "weight") or getattr(layer.weight, "ndim", 0) != 2:
