@@ -1,0 +1,235 @@
+"""The MLP experiment, gradients, exact critical points, reparametrisation, measured claims, CLI, torch."""
+
+import json
+
+import numpy as np
+import pytest
+
+from proofs_check.claims import crh as C
+from proofs_check.cli import main
+from proofs_check.core import RunContext, Verdict
+from solvers import crh as S
+from theory import crh as T
+
+CTX = RunContext()
+
+
+@pytest.mark.parametrize("activation", ["tanh", "relu"])
+def test_gradient_matches_finite_differences(activation):
+    cfg = T.CRHExperiment(n_samples=20, widths=(3, 5, 4, 2), task_rank=2, steps=2, n_records=1, activation=activation)
+    X, Y, W0, _ = S.make_task(cfg)
+    rng = np.random.default_rng(0)
+    th = S.pack(W0)
+    f0, g = S.objective(th, X, Y, cfg.widths, 0.03, activation)
+    for _ in range(5):
+        v = rng.standard_normal(th.size)
+        h = 1e-6
+        fd = (S.objective(th + h * v, X, Y, cfg.widths, 0.03, activation)[0] -
+              S.objective(th - h * v, X, Y, cfg.widths, 0.03, activation)[0]) / (2 * h)
+        assert fd == pytest.approx(g @ v, rel=1e-6, abs=1e-9)
+
+
+def test_per_sample_gradients_match_chain_rule():
+    # g_b of layer l is -dl/dz_l: compare with a finite difference on one sample's loss
+    cfg = T.CRHExperiment(n_samples=4, batch_size=2, widths=(3, 4, 2), task_rank=1, steps=2, n_records=1)
+    X, Y, Ws, _ = S.make_task(cfg)
+    hs, gbs, _ = S.forward_backward(Ws, X, Y)
+    x, y = X[:1], Y[:1]
+    z1 = x @ Ws[0].T
+    e = np.array([[0.0, 1.0, 0.0, 0.0]]) * 1e-6
+    loss = lambda z: 0.5 * np.sum((np.tanh(z) @ Ws[1].T - y) ** 2)  # noqa: E731
+    fd = (loss(z1 + e) - loss(z1 - e)) / 2e-6
+    assert -fd == pytest.approx(gbs[0][0, 1], rel=1e-6)
+
+
+def test_sgd_matches_unvectorised_reference():
+    # the vectorised run (two weight decays at once) equals a plain per-run loop
+    cfg = T.CRHExperiment(weight_decays=(0.0, 0.05), steps=30, n_samples=16, batch_size=4,
+                          widths=(3, 4, 2), task_rank=1, n_records=1)
+    res = S.run_experiment(cfg)
+    X, Y, W0, rng = S.make_task(cfg)
+    perms = []
+    for t in range(cfg.steps):
+        if t % 4 == 0:
+            perms.append(rng.permutation(16))
+    for r, gam in enumerate(cfg.weight_decays):
+        Ws = [W.copy() for W in W0]
+        for t in range(cfg.steps):
+            idx = perms[t // 4][(t % 4) * 4:(t % 4 + 1) * 4]
+            hs, gbs, _ = S.forward_backward(Ws, X[idx], Y[idx])
+            Ws = [W + cfg.lr * (gb.T @ h / 4 - gam * W) for W, h, gb in zip(Ws, hs, gbs)]
+        for l in range(2):
+            assert np.allclose(res.W_final[r][l], Ws[l], atol=1e-12)
+
+
+def test_critical_point_stationarity():
+    sol = C._critical(C.CRIT_QUICK, C.CRIT_GAMMA)  # shared with the stationarity claim (cached)
+    assert sol.diagnostics["grad_max"] < C.CRIT_GRAD_ACCEPT
+    X, Y, _, _ = S.make_task(C.CRIT_QUICK)
+    Ws = [sol.variables[f"W{l}"] for l in range(3)]
+    hs, gbs, _ = S.forward_backward(Ws, X, Y)
+    for l, W in enumerate(Ws):
+        Sx = gbs[l].T @ hs[l] / X.shape[0]
+        assert np.max(np.abs(Sx - C.CRIT_GAMMA * W)) < 1e-6
+        hb = hs[l] @ W.T
+        assert np.max(np.abs(gbs[l].T @ hb / X.shape[0] - C.CRIT_GAMMA * W @ W.T)) < 1e-6
+
+
+def test_stationarity_claim_and_false_version():
+    assert C.stationarity_claim().run(CTX).verdict == Verdict.VERIFIED
+    false = C.stationarity_claim(predict_b=lambda W, g: 2 * g * W @ W.T, id="x")
+    assert false.run(CTX).verdict == Verdict.REFUTED
+
+
+def test_reparametrisation_claims():
+    assert C.reparam_claim().run(CTX).verdict == Verdict.VERIFIED
+    assert C.nfa_changes_claim().run(CTX).verdict == Verdict.VERIFIED
+    # false: the NFA statistic claimed invariant; last-layer GWA claimed invariant for non-orthogonal Q
+    assert C.reparam_claim(("a-GWA", "b-GWA", "NFA"), id="x").run(CTX).verdict == Verdict.REFUTED
+    assert C.reparam_claim(("b-GWA",), layers="all", id="y").run(CTX).verdict == Verdict.REFUTED
+
+
+# ---- the measured experiment claims (quick profile, one shared 2e4-step run, ~10 s) -------------------
+
+def test_quick_experiment_shows_the_effect():
+    res = C.experiment(C.EXP_QUICK)
+    assert not any(res.diverged)
+    lo, hi = (C.experiment_report(C.EXP_QUICK, r, 2) for r in (0, 1))
+    a_lo = np.array([lo.alignments[r]["pearson"] for r in T.RELATION_NAMES])
+    a_hi = np.array([hi.alignments[r]["pearson"] for r in T.RELATION_NAMES])
+    # spec: last hidden layer at gamma = 1e-2 about 0.86-0.99; at gamma = 0 most below about 0.6
+    assert np.all(a_hi > a_lo)
+    assert a_hi.min() > 0.8
+    assert np.sum(a_lo < 0.6) >= 4
+    null = np.array([hi.null[r]["pearson"].mean for r in T.RELATION_NAMES])
+    assert np.all(a_hi > null + 0.5)
+
+
+def test_measured_claims_quick():
+    for claim in (C.alignment_wd_claim(), C.rank_claim(), C.stationarity_sgd_claim()):
+        r = claim.run(CTX)
+        assert r.verdict == Verdict.VERIFIED, (claim.id, r.reason)
+    m = C.magnitude_claim().run(CTX)
+    assert m.verdict == Verdict.INCONCLUSIVE
+    ratio = m.key_numbers()["last_hidden_ratio"]
+    assert 10 < ratio < 1e6  # spec: 70 to 3.5e5, never 1
+    assert "open discrepancy" in m.reason
+
+
+def test_false_measured_claims_refuted():
+    # alignment claimed at gamma = 0 above the gamma = 1e-2 level; decreasing with weight decay; rank 2
+    assert C.alignment_level_claim(0.0, 0.86, id="a").run(CTX).verdict == Verdict.REFUTED
+    assert C.alignment_wd_claim(direction="decreases", id="b").run(CTX).verdict == Verdict.REFUTED
+    assert C.rank_claim(rank=2, id="c").run(CTX).verdict == Verdict.REFUTED
+    assert C.rank_claim(gamma=0.0, id="d").run(CTX).verdict != Verdict.VERIFIED  # no rank drop without decay
+
+
+def test_magnitude_claim_never_verified_or_refuted_even_at_gamma_zero():
+    v = C.magnitude_claim(gamma=0.0, id="m0").run(CTX).verdict
+    assert v == Verdict.INCONCLUSIVE
+
+
+@pytest.mark.slow
+def test_full_spec_experiment():
+    # spec: 2e5 steps; layer 3 at gamma = 1e-2: six alignments about 0.86-0.99, hidden weights rank 4
+    ctx = RunContext("full")
+    for claim in (C.alignment_wd_claim(), C.rank_claim(), C.stationarity_sgd_claim(),
+                  C.alignment_level_claim(1e-2, 0.86, id="lvl")):
+        r = claim.run(ctx)
+        assert r.verdict == Verdict.VERIFIED, (claim.id, r.reason)
+    assert C.magnitude_claim().run(ctx).verdict == Verdict.INCONCLUSIVE
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("seed", [1, 2])
+def test_quick_effect_other_seeds(seed):
+    cfg = T.CRHExperiment(weight_decays=(0.0, 1e-2), steps=20_000, n_records=50, seed=seed)
+    assert C.alignment_wd_claim(cfg=cfg, id="s").run(CTX).verdict == Verdict.VERIFIED
+
+
+# ---- CLI -------------------------------------------------------------------------------------------
+
+def test_cli_solve_json(capsys):
+    rc = main(["solve", "crh", "--weight-decay", "0.05", "--steps", "400", "--records", "5", "--null-draws", "5",
+               "--json"])
+    out = json.loads(capsys.readouterr().out)
+    assert rc in (0, 1)
+    assert out["family"] == "crh" and out["instance"]["steps"] == 400
+    assert [r["weight_decay"] for r in out["runs"]] == [0.0, 0.05]
+    layer = out["runs"][1]["layers"][2]
+    assert set(layer["alignments"]) == set(T.RELATION_NAMES)
+    assert layer["stationarity_residual"] is not None and out["runs"][0]["layers"][2]["stationarity_residual"] is None
+    assert out["verdict"] in ("VERIFIED", "INCONCLUSIVE", "REFUTED")
+    assert any(c["id"].startswith("crh.experiment.magnitude") and c["verdict"] == "INCONCLUSIVE" for c in out["claims"])
+
+
+def test_cli_solve_text(capsys):
+    rc = main(["solve", "crh", "--weight-decay", "0.05", "--steps", "200", "--records", "3", "--null-draws", "3"])
+    out = capsys.readouterr().out
+    assert rc in (0, 1)
+    assert "weight decay 0.05" in out and "a-RGA" in out and "verdict:" in out
+
+
+@pytest.mark.parametrize("argv,msg", [
+    (["solve", "crh", "--weight-decay", "-0.1", "--steps", "10"], "must be >= 0"),
+    (["solve", "crh", "--weight-decay", "nan", "--steps", "10"], "finite"),
+    (["solve", "crh", "--lr", "0", "--steps", "10"], "--lr must be > 0"),
+    (["solve", "crh", "--steps", "1"], "--steps must be >= 2"),
+    (["table", "crh", "--weight-decays", "0,-1", "--steps", "10"], "must be >= 0"),
+])
+def test_cli_bad_input(argv, msg, capsys):
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("ncproofs: error:") and msg in err and err.count("\n") == 1
+
+
+def test_cli_table(capsys):
+    rc = main(["table", "crh", "--weight-decays", "0,0.05", "--steps", "300", "--records", "3", "--null-draws", "4",
+               "--format", "csv"])
+    assert rc == 0
+    lines = capsys.readouterr().out.strip().splitlines()
+    assert lines[0].startswith("weight_decay,layer,a-RGA")
+    assert len(lines) == 1 + 2 * 4
+
+
+def test_quick_preset_steps():
+    from proofs_check.families.crh import _config
+    import argparse
+    ns = argparse.Namespace(steps=None, quick=True, lr=0.05, seed=0, records=None)
+    assert _config(ns, [0.0, 1e-2]).steps == 20_000
+    assert _config(ns, [0.0, 1e-3]).steps == 200_000  # gamma * lr * steps >= 10, capped at the spec's 2e5
+
+
+# ---- optional torch path ---------------------------------------------------------------------------
+
+def test_torch_linear_recorder_matches_numpy():
+    torch = pytest.importorskip("torch")
+    torch.manual_seed(0)
+    lin = torch.nn.Linear(5, 3, bias=True, dtype=torch.float64)
+    x = torch.randn(40, 5, dtype=torch.float64)
+    y = torch.randn(40, 3, dtype=torch.float64)
+    with S.LinearRecorder(lin) as rec:
+        for i in range(0, 40, 10):
+            out = lin(x[i:i + 10])
+            loss = 0.5 * ((out - y[i:i + 10]) ** 2).sum(dim=1).mean()
+            loss.backward()
+    W, b, h, g = rec.samples()
+    Xn, Yn = x.numpy(), y.numpy()
+    assert np.allclose(h, Xn)
+    assert np.allclose(g, Yn - (Xn @ W.T + b), atol=1e-12)  # -dl/dh_b per sample
+    rep = rec.report(null_draws=0)
+    ref = S.alignment_report(W, Xn, Yn - (Xn @ W.T + b), bias=b, null_draws=0)
+    for r in T.RELATION_NAMES:
+        assert rep.alignments[r]["cosine"] == pytest.approx(ref.alignments[r]["cosine"], abs=1e-12)
+
+
+def test_diverged_run_is_inconclusive_not_error():
+    cfg = T.CRHExperiment(weight_decays=(0.0, 0.01), steps=300, lr=5.0, n_records=5, n_samples=64,
+                          widths=(4, 8, 8, 2), task_rank=2)
+    res = C.experiment(cfg)
+    assert any(res.diverged)
+    for claim in (C.alignment_wd_claim(cfg=cfg, id="a"), C.rank_claim(cfg=cfg, id="b"),
+                  C.stationarity_sgd_claim(cfg=cfg, id="c"), C.magnitude_claim(cfg=cfg, id="d")):
+        r = claim.run(CTX)
+        assert r.verdict == Verdict.INCONCLUSIVE, (claim.id, r.reason)
+        assert "hypothesis fails" in r.reason

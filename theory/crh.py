@@ -1,0 +1,443 @@
+"""Canonical representation hypothesis (CRH) and polynomial alignment (PAH): exact identities.
+
+Spec: ``spec/crh.md``. Source of the hypotheses: Ziyin, Chuang, Galanti, Poggio, "Formation of
+Representations in Neural Networks", ICLR 2025 (arXiv 2410.03006). The identities and lemmas in
+this module are *derived* in this project (they are not quoted from the paper); the paper's
+theorems are reconstructed statements and live as measured claims in ``proofs_check.claims.crh``.
+
+Setting: one fully connected layer without bias, ``h_b = W h_a`` with ``W`` of shape (d_b, d_a);
+``g_a = -dl/dh_a``, ``g_b = -dl/dh_b``; second moments ``H_a = E[h_a h_a^T]``, ``H_b``, ``G_a``,
+``G_b`` and ``Z_a = W^T W``, ``Z_b = W W^T``.
+
+Every ``sym_*`` function returns sympy objects (matrices or scalars) that must simplify to zero
+(or relations that must simplify to True); they are pure functions of their arguments. The
+numeric counterparts (machine-precision checks on random matrices) live in ``solvers.crh``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from fractions import Fraction
+
+import numpy as np
+import sympy as sp
+
+from theory._validate import InstanceError, as_float, as_float_tuple, as_int, as_int_tuple
+
+# --------------------------------------------------------------------------------------------
+# The six relations
+# --------------------------------------------------------------------------------------------
+
+#: relation name -> (first matrix, second matrix). "~" is proportionality with a positive constant.
+#: Sides are labelled a (Z_a = W^T W, input side) and b (Z_b = W W^T, output side) because the
+#: paper's "forward/backward" naming is not pinned down (spec/crh.md).
+RELATIONS: dict[str, tuple[str, str]] = {
+    "a-RGA": ("H_a", "G_a"),
+    "a-RWA": ("H_a", "Z_a"),
+    "a-GWA": ("G_a", "Z_a"),
+    "b-RGA": ("H_b", "G_b"),
+    "b-RWA": ("H_b", "Z_b"),
+    "b-GWA": ("G_b", "Z_b"),
+}
+RELATION_NAMES: tuple[str, ...] = tuple(RELATIONS)
+
+
+# --------------------------------------------------------------------------------------------
+# Experiment instance (shared by solvers and claims)
+# --------------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class CRHExperiment:
+    """The small MLP experiment of spec/crh.md ("Small experiment that shows the effect").
+
+    Inputs x ~ N(0, I_{widths[0]}), ``n_samples`` of them; targets
+    y = A tanh(2 B x) + ``noise`` * eps with B of shape (task_rank, d_in) and A of shape
+    (d_out, task_rank); MLP with the given widths, ``activation`` (tanh or relu) between layers,
+    no biases, per-sample loss l = ||f(x) - y||^2 / 2; SGD with batch ``batch_size``, step ``lr``
+    and weight decay gamma (one independent run per entry of ``weight_decays``, all runs share
+    data, initialisation and minibatch order); matrices averaged over ``n_records`` evenly spaced
+    checkpoints in the second half of training.
+    """
+
+    weight_decays: tuple[float, ...] = (0.0, 1e-2)
+    steps: int = 200_000
+    lr: float = 0.05
+    batch_size: int = 8
+    n_samples: int = 512
+    widths: tuple[int, ...] = (16, 32, 32, 32, 4)
+    task_rank: int = 4
+    noise: float = 0.1
+    seed: int = 0
+    n_records: int = 200
+    activation: str = "tanh"
+
+    def __post_init__(self):
+        wd = as_float_tuple("weight_decays", self.weight_decays, min_len=1)
+        for i, g in enumerate(wd):
+            if g < 0:
+                raise InstanceError(f"weight_decays[{i}] (weight decay) must be >= 0, got {g}")
+        object.__setattr__(self, "weight_decays", wd)
+        object.__setattr__(self, "steps", as_int("steps", self.steps, minimum=2))
+        object.__setattr__(self, "lr", as_float("lr", self.lr, positive=True))
+        object.__setattr__(self, "n_samples", as_int("n_samples", self.n_samples, minimum=2))
+        object.__setattr__(self, "batch_size", as_int("batch_size", self.batch_size, minimum=1,
+                                                      maximum=self.n_samples))
+        object.__setattr__(self, "widths", as_int_tuple("widths", self.widths, minimum=1, min_len=2))
+        object.__setattr__(self, "task_rank", as_int("task_rank", self.task_rank, minimum=1))
+        object.__setattr__(self, "noise", as_float("noise", self.noise, nonnegative=True))
+        object.__setattr__(self, "seed", as_int("seed", self.seed, minimum=0))
+        object.__setattr__(self, "n_records", as_int("n_records", self.n_records, minimum=1,
+                                                     maximum=max(1, self.steps - self.steps // 2)))
+        if self.activation not in ("tanh", "relu"):
+            raise InstanceError(f"activation must be 'tanh' or 'relu', got {self.activation!r}")
+
+    @property
+    def n_layers(self) -> int:
+        return len(self.widths) - 1
+
+    def to_dict(self) -> dict:
+        return {"weight_decays": list(self.weight_decays), "steps": self.steps, "lr": self.lr,
+                "batch_size": self.batch_size, "n_samples": self.n_samples, "widths": list(self.widths),
+                "task_rank": self.task_rank, "noise": self.noise, "seed": self.seed,
+                "n_records": self.n_records, "activation": self.activation}
+
+
+# --------------------------------------------------------------------------------------------
+# Symbolic helpers
+# --------------------------------------------------------------------------------------------
+
+def _mat(name: str, rows: int, cols: int) -> sp.Matrix:
+    return sp.Matrix(rows, cols, lambda i, j: sp.Symbol(f"{name}_{i}{j}", real=True))
+
+
+def _vec(name: str, n: int) -> sp.Matrix:
+    return sp.Matrix(n, 1, lambda i, _: sp.Symbol(f"{name}_{i}", real=True))
+
+
+def _cs(t):
+    """(cos, sin) of a rotation in the rational (Cayley) parametrisation t = tan(angle/2): every
+    rotation except by pi, and expressions stay rational functions (fast exact cancellation)."""
+    return (1 - t ** 2) / (1 + t ** 2), 2 * t / (1 + t ** 2)
+
+
+def _rot(t) -> sp.Matrix:
+    c, s = _cs(t)
+    return sp.Matrix([[c, -s], [s, c]])
+
+
+def _canon(e):
+    """Fast exact normal form for the rational expressions (with symbolic powers) built here."""
+    return sp.cancel(sp.powsimp(sp.expand(e), force=True))
+
+
+# --------------------------------------------------------------------------------------------
+# Exact identities (derived): functions returning expressions that must simplify to 0
+# --------------------------------------------------------------------------------------------
+
+def sym_backprop(m: int = 2, n: int = 3, n_samples: int = 2, *, predict_H_b=None, predict_G_a=None) -> dict:
+    """g_a = W^T g_b (chain rule), H_b = W H_a W^T, G_a = W^T G_b W.
+
+    Returns {name: sympy Matrix that must be zero}. ``predict_H_b(W, H_a)`` and
+    ``predict_G_a(W, G_b)`` are the statements under test (defaults: the true identities); they
+    must accept sympy matrices (use ``@`` or ``*``).
+    """
+    predict_H_b = predict_H_b or (lambda W, H: W @ H @ W.T)
+    predict_G_a = predict_G_a or (lambda W, G: W.T @ G @ W)
+    W = _mat("w", m, n)
+    # Chain rule with a generic smooth per-sample loss l(h_b).
+    h = _vec("h", n)
+    u = _vec("u", m)
+    ell = sp.Function("l")(*u)
+    hb = W * h
+    loss_of_h = ell.subs(dict(zip(u, hb)), simultaneous=True)
+    g_a = sp.Matrix([-sp.diff(loss_of_h, h[i]) for i in range(n)])
+    g_b = sp.Matrix([-sp.diff(ell, u[j]) for j in range(m)]).subs(dict(zip(u, hb)), simultaneous=True)
+    chain = (g_a - W.T * g_b).applyfunc(lambda e: sp.simplify(e.doit()))
+    # Second moments over n_samples explicit samples.
+    hs = [_vec(f"x{k}", n) for k in range(n_samples)]
+    gs = [_vec(f"y{k}", m) for k in range(n_samples)]
+    H_a = sum((x * x.T for x in hs), sp.zeros(n, n)) / n_samples
+    H_b = sum(((W * x) * (W * x).T for x in hs), sp.zeros(m, m)) / n_samples
+    G_b = sum((y * y.T for y in gs), sp.zeros(m, m)) / n_samples
+    G_a = sum(((W.T * y) * (W.T * y).T for y in gs), sp.zeros(n, n)) / n_samples
+    return {"g_a = W^T g_b": chain,
+            "H_b = W H_a W^T": (H_b - sp.Matrix(predict_H_b(W, H_a))).expand(),
+            "G_a = W^T G_b W": (G_a - sp.Matrix(predict_G_a(W, G_b))).expand()}
+
+
+def sym_transfer(*, shift=1) -> dict:
+    """Transfer: W (W^T W)^p W^T = (W W^T)^(p + shift), true for shift = 1, real p >= 0.
+
+    With the SVD W = U S V^T (U, V orthogonal) and the PSD power (Q A Q^T)^p = Q A^p Q^T, both
+    sides are conjugates by U of diagonal matrices, so the identity reduces to
+    S (S^T S)^p S^T = (S S^T)^(p + shift) for the rectangular diagonal S; checked here for S of
+    shape 2 x 3 and 3 x 2, full rank and rank one (0^p = 0 for p > 0). Also H_a = V phi(S^T S) V^T
+    gives H_b = U S S^T phi(S S^T) U^T for an arbitrary function phi. Returns {name: Matrix == 0}.
+    (The general-W statement is checked numerically in the claim.)
+    """
+    s1, s2 = sp.symbols("s1 s2", positive=True)
+    p = sp.Symbol("p", positive=True)
+    phi = sp.Function("phi")
+
+    def dpow(D, q):  # power of a diagonal PSD matrix, 0^q = 0 for q > 0
+        return sp.diag(*[sp.Integer(0) if D[i, i] == 0 else D[i, i] ** q for i in range(D.shape[0])])
+
+    def dfun(D):
+        return sp.diag(*[phi(D[i, i]) for i in range(D.shape[0])])
+
+    out = {}
+    for label, svals in (("full rank", (s1, s2)), ("rank one", (s1, sp.Integer(0)))):
+        for shape in ((2, 3), (3, 2)):
+            Sm = sp.zeros(*shape)
+            for i, v in enumerate(svals):
+                Sm[i, i] = v
+            lhs = Sm * dpow(Sm.T * Sm, p) * Sm.T
+            rhs = dpow(Sm * Sm.T, p + shift)
+            out[f"S (S^T S)^p S^T = (S S^T)^(p+{shift}) ({label}, {shape[0]}x{shape[1]})"] = \
+                (lhs - rhs).applyfunc(lambda e: sp.powsimp(sp.expand(e), force=True))
+            phi_lhs = Sm * dfun(Sm.T * Sm) * Sm.T
+            phi_rhs = Sm * Sm.T * dfun(Sm * Sm.T)
+            # phi(0) on the null directions is killed by S: compare on the range only.
+            out[f"S phi(S^T S) S^T = S S^T phi(S S^T) ({label}, {shape[0]}x{shape[1]})"] = \
+                (phi_lhs - phi_rhs).applyfunc(sp.expand)
+    return out
+
+
+def sym_scaled_projector() -> dict:
+    """Scaled projector: for symmetric A = Q diag(lambda) Q^T, A^2 - cA = Q diag(lambda^2 - c lambda) Q^T,
+    so A^2 = cA iff every eigenvalue is 0 or c; full CRH (H_a ~ Z_a and H_b ~ Z_b) forces Z_b^2 ~ Z_b,
+    i.e. equal nonzero singular values.
+
+    Returns {name: (kind, object)} with kind "zero" (must simplify to 0) or "true" (relation).
+    """
+    lam, c = sp.symbols("lambda c", real=True)
+    th = sp.Symbol("t", real=True)
+    l1, l2 = sp.symbols("l1 l2", real=True)
+    Q = _rot(th)
+    A = Q * sp.diag(l1, l2) * Q.T
+    out = {
+        "A^2 - cA = Q diag(l^2 - c l) Q^T": ("zero", (A * A - c * A - Q * sp.diag(l1 ** 2 - c * l1,
+                                                                            l2 ** 2 - c * l2) * Q.T).applyfunc(_canon)),
+        "roots of l^2 - c l are {0, c}": ("true", sp.Eq(sp.solveset(lam ** 2 - c * lam, lam, sp.S.Reals),
+                                                         sp.FiniteSet(0, c))),
+    }
+    # Full CRH: H_a = k1 Z_a => H_b = W H_a W^T = k1 Z_b^2; with H_b = k2 Z_b this is
+    # k1 s^4 = k2 s^2 in each singular direction: every nonzero s^2 equals k2/k1.
+    s, k1, k2 = sp.symbols("s k1 k2", positive=True)
+    out["full CRH: k1 s^4 = k2 s^2 (s > 0) iff s^2 = k2/k1"] = (
+        "true", sp.Eq(sp.solveset(k1 * s ** 4 - k2 * s ** 2, s, sp.Interval.open(0, sp.oo)),
+                      sp.FiniteSet(sp.sqrt(k2 / k1))))
+    return out
+
+
+def sym_isotropy_on_range() -> dict:
+    """W X W^T = U S (V^T X V) S U^T for W = U S V^T (compact SVD: S invertible r x r, U
+    orthogonal, V with orthonormal columns), and with V^T V = I: V^T (H - cI) V = V^T H V - c I_r.
+    Since U S is invertible, W (H_a - cI) W^T = 0 iff V^T H_a V = c I_r, i.e. H_a compressed to
+    row(W) is c times the identity. Checked for W of shape 2 x 3 with generic symbol matrices
+    (the orthonormality of V enters only through V^T V = I, substituted as a symbol-free identity)."""
+    c = sp.Symbol("c", positive=True)
+    s1, s2 = sp.symbols("s1 s2", positive=True)
+    U = _mat("u", 2, 2)
+    Vt = _mat("v", 2, 3)
+    S = sp.diag(s1, s2)
+    W = U * S * Vt
+    X = sp.Matrix(3, 3, lambda i, j: sp.Symbol(f"x_{min(i, j)}{max(i, j)}", real=True))
+    lhs = W * (X - c * sp.eye(3)) * W.T
+    rhs = U * S * (Vt * X * Vt.T - c * Vt * Vt.T) * S * U.T
+    return {"W (H - cI) W^T = U S (V^T H V - c V^T V) S U^T": ("zero", (lhs - rhs).applyfunc(sp.expand))}
+
+
+def sym_stationarity(m: int = 2, n: int = 2, n_samples: int = 2, *, predict_b=None, predict_a=None) -> dict:
+    """Mean stationarity: E[g_b h_a^T] = gamma W implies E[g_b h_b^T] = gamma Z_b and
+    E[g_a h_a^T] = gamma Z_a. ``predict_b(W, gamma)`` / ``predict_a(W, gamma)`` are the
+    statements under test (defaults gamma W W^T and gamma W^T W).
+
+    The stationarity constraint is imposed by solving it for W (W = E[g_b h_a^T] / gamma) and
+    substituting, so the check uses nothing else. Also the ReLU per-neuron balance:
+    relu(a x) = a relu(x) for a > 0, and d/dt at t = 0 of (gamma/2)(e^{2t}|w_in|^2 + e^{-2t}|w_out|^2)
+    is gamma(|w_in|^2 - |w_out|^2): at a critical point of loss + weight decay the loss part of
+    that derivative is 0, so |w_in|^2 = |w_out|^2, i.e. diag(Z_b of layer l) = diag(Z_a of layer l+1).
+    """
+    predict_b = predict_b or (lambda W, g: g * W * W.T)
+    predict_a = predict_a or (lambda W, g: g * W.T * W)
+    gam = sp.Symbol("gamma", positive=True)
+    hs = [_vec(f"x{k}", n) for k in range(n_samples)]
+    gs = [_vec(f"y{k}", m) for k in range(n_samples)]
+    S = sum((y * x.T for y, x in zip(gs, hs)), sp.zeros(m, n)) / n_samples
+    W = S / gam  # the unique W with E[g_b h_a^T] = gamma W
+    E_gb_hb = sum((y * (W * x).T for y, x in zip(gs, hs)), sp.zeros(m, m)) / n_samples
+    E_ga_ha = sum(((W.T * y) * x.T for y, x in zip(gs, hs)), sp.zeros(n, n)) / n_samples
+    out = {"E[g_b h_b^T] = gamma Z_b": ("zero", (E_gb_hb - sp.Matrix(predict_b(W, gam))).applyfunc(sp.simplify)),
+           "E[g_a h_a^T] = gamma Z_a": ("zero", (E_ga_ha - sp.Matrix(predict_a(W, gam))).applyfunc(sp.simplify))}
+    a = sp.Symbol("a", positive=True)
+    xp, xn = sp.Symbol("x", positive=True), sp.Symbol("x", negative=True)
+    out["relu(a x) = a relu(x), a > 0, x > 0"] = ("zero", sp.Max(0, a * xp) - a * sp.Max(0, xp))
+    out["relu(a x) = a relu(x), a > 0, x < 0"] = ("zero", sp.Max(0, a * xn) - a * sp.Max(0, xn))
+    t = sp.Symbol("t", real=True)
+    win, wout = sp.symbols("win2 wout2", nonnegative=True)
+    pen = gam / 2 * (sp.exp(2 * t) * win + sp.exp(-2 * t) * wout)
+    out["d/dt penalty at t=0 = gamma(|w_in|^2 - |w_out|^2)"] = (
+        "zero", sp.diff(pen, t).subs(t, 0) - gam * (win - wout))
+    return out
+
+
+def sym_one_step(m: int = 2, n: int = 3, *, eta2_coefficient=None) -> dict:
+    """One SGD step Delta W = eta (S - gamma W):
+    Delta Z_b = eta (S W^T + W S^T - 2 gamma Z_b) + eta^2 (S - gamma W)(S - gamma W)^T and
+    Delta Z_a = eta (S^T W + W^T S - 2 gamma Z_a) + eta^2 (S - gamma W)^T (S - gamma W), exactly.
+    ``eta2_coefficient(S, W, gamma)`` replaces the second-order term of Delta Z_b (for false statements).
+    """
+    eta, gam = sp.symbols("eta gamma", real=True)
+    W, S = _mat("w", m, n), _mat("s", m, n)
+    D = S - gam * W
+    second = eta2_coefficient(S, W, gam) if eta2_coefficient is not None else D * D.T
+    Wn = W + eta * D
+    dZb = Wn * Wn.T - W * W.T
+    dZa = Wn.T * Wn - W.T * W
+    pred_b = eta * (S * W.T + W * S.T - 2 * gam * W * W.T) + eta ** 2 * sp.Matrix(second)
+    pred_a = eta * (S.T * W + W.T * S - 2 * gam * W.T * W) + eta ** 2 * D.T * D
+    return {"Delta Z_b": (dZb - pred_b).expand(), "Delta Z_a": (dZa - pred_a).expand()}
+
+
+# --------------------------------------------------------------------------------------------
+# Exponent bookkeeping (PAH): nine pairs of relations, one per side
+# --------------------------------------------------------------------------------------------
+
+#: Exponents in the exponent table are stated in the form "first ~ second^e" for each relation:
+#: a-RGA: H_a ~ G_a^e, a-RWA: H_a ~ Z_a^e, a-GWA: G_a ~ Z_a^e, and the same on side b.
+#: With H_a ~ Z_a^x and G_b ~ Z_b^y, the transfer lemma gives H_b ~ Z_b^(x+1), G_a ~ Z_a^(y+1).
+SIDE_A = ("a-RGA", "a-RWA", "a-GWA")
+SIDE_B = ("b-RGA", "b-RWA", "b-GWA")
+
+#: The value reported for an RGA exponent when both matrices are isotropic (0/0): any exponent fits.
+ANY = "any"
+
+
+def _relation_equation(rel: str, x, y):
+    """Exponent equation of a relation in terms of x (H_a ~ Z_a^x) and y (G_b ~ Z_b^y)."""
+    ha, ga, hb, gb = x, y + 1, x + 1, y  # Z-exponents of H_a, G_a, H_b, G_b
+    return {"a-RGA": sp.Eq(ha, ga), "a-RWA": sp.Eq(ha, 1), "a-GWA": sp.Eq(ga, 1),
+            "b-RGA": sp.Eq(hb, gb), "b-RWA": sp.Eq(hb, 1), "b-GWA": sp.Eq(gb, 1)}[rel]
+
+
+def _ratio(num, den):
+    if den == 0:
+        return ANY if num == 0 else None
+    return sp.Rational(num) / sp.Rational(den)
+
+
+def exponent_table() -> dict:
+    """For each of the nine pairs (one relation on side a, one on side b): solve for the exponents.
+
+    Returns {(rel_a, rel_b): entry}; entry is {"degenerate": True} when the two relations are
+    inconsistent for a Z with distinct nonzero eigenvalues (then Z must be a scaled projector),
+    else {"degenerate": False, "x": x, "y": y, "exponents": {relation: e}} with e a sympy Rational,
+    ``ANY`` (both sides isotropic) or None (no power law of this form).
+    """
+    x, y = sp.symbols("x y", real=True)
+    out = {}
+    for ra in SIDE_A:
+        for rb in SIDE_B:
+            sol = sp.linsolve([_relation_equation(ra, x, y), _relation_equation(rb, x, y)], [x, y])
+            if sol == sp.EmptySet:
+                out[(ra, rb)] = {"degenerate": True}
+                continue
+            (xv, yv), = tuple(sol)
+            ha, ga, hb, gb = xv, yv + 1, xv + 1, yv
+            exps = {"a-RGA": _ratio(ha, ga), "a-RWA": sp.Rational(ha), "a-GWA": sp.Rational(ga),
+                    "b-RGA": _ratio(hb, gb), "b-RWA": sp.Rational(hb), "b-GWA": sp.Rational(gb)}
+            out[(ra, rb)] = {"degenerate": False, "x": sp.Rational(xv), "y": sp.Rational(yv), "exponents": exps}
+    return out
+
+
+#: The exponent table written out by hand (spec/crh.md, "Exponent bookkeeping"): the reference the
+#: sympy solution of :func:`exponent_table` is compared with. (x, y) per finite pair.
+REFERENCE_PAIRS: dict[tuple[str, str], tuple[Fraction, Fraction] | None] = {
+    ("a-RGA", "b-RGA"): None, ("a-RWA", "b-RWA"): None, ("a-GWA", "b-GWA"): None,
+    ("a-RGA", "b-RWA"): (Fraction(0), Fraction(-1)),
+    ("a-RGA", "b-GWA"): (Fraction(2), Fraction(1)),
+    ("a-RWA", "b-RGA"): (Fraction(1), Fraction(2)),
+    ("a-RWA", "b-GWA"): (Fraction(1), Fraction(1)),
+    ("a-GWA", "b-RGA"): (Fraction(-1), Fraction(0)),
+    ("a-GWA", "b-RWA"): (Fraction(0), Fraction(0)),
+}
+
+#: Every finite exponent of the table lies in this set (spec/crh.md).
+REFERENCE_EXPONENT_SET = frozenset({Fraction(-1), Fraction(0), Fraction(1, 3), Fraction(1, 2),
+                                    Fraction(1), Fraction(2), Fraction(3)})
+
+
+def exponent_values(table: dict | None = None) -> set[Fraction]:
+    """All finite exponents (excluding ``ANY`` and None) in an exponent table."""
+    table = exponent_table() if table is None else table
+    vals = set()
+    for entry in table.values():
+        if entry["degenerate"]:
+            continue
+        for e in entry["exponents"].values():
+            if e is not None and e != ANY:
+                vals.add(Fraction(int(sp.numer(e)), int(sp.denom(e))))
+    return vals
+
+
+def z_exponents(x, y) -> dict[str, float]:
+    """Z-exponents implied by H_a ~ Z_a^x, G_b ~ Z_b^y: H_b ~ Z_b^(x+1), G_a ~ Z_a^(y+1)."""
+    return {"H_a": float(x), "G_a": float(y) + 1.0, "H_b": float(x) + 1.0, "G_b": float(y)}
+
+
+def psd_power(A, p: float, *, rel_floor: float = 0.0) -> np.ndarray:
+    """PSD matrix power via eigh (eigenvalues clipped at 0; 0^0 = 1, 0^p = 0 for p > 0; negative
+    p inverts on the range only, eigenvalues <= rel_floor * max treated as 0)."""
+    A = np.asarray(A, dtype=np.float64)
+    lam, V = np.linalg.eigh((A + A.T) / 2)
+    lam = np.clip(lam, 0.0, None)
+    top = lam.max(initial=0.0)
+    if p == 0:
+        f = np.ones_like(lam)
+    else:
+        zero = lam <= rel_floor * top if rel_floor > 0 else lam <= 0
+        f = np.where(zero, 0.0, np.power(np.where(zero, 1.0, lam), p))
+    return (V * f) @ V.T
+
+
+# --------------------------------------------------------------------------------------------
+# Neural collapse at the last layer: closed-form alignments (derived)
+# --------------------------------------------------------------------------------------------
+
+def nc_imbalanced_cosine(counts) -> sp.Expr:
+    """Exact alpha_cos of the four non-RGA relations at an exact NC geometry (simplex-ETF class
+    means M, classifier W proportional to M^T, label-only gradients g_b proportional to J e_y) when
+    class c has counts[c] samples.
+
+    With D = diag(pi), pi_c = n_c / N: Z_b ~ J, H_b ~ J D J, G_b ~ J D J, and on side a the same
+    numbers through M^T M ~ J, so every one of the four equals
+    cos(J D J, J) = tr(J D) / (sqrt(tr(J D J D)) sqrt(k - 1)) (J idempotent, ||J||_F^2 = k - 1).
+    The two RGA relations stay exactly 1 (W^T g_c ~ mu_c). Balanced classes give 1.
+    """
+    counts = as_int_tuple("counts", counts, minimum=1, min_len=2)
+    k = len(counts)
+    N = sum(counts)
+    D = sp.diag(*[sp.Rational(n, N) for n in counts])
+    J = sp.eye(k) - sp.ones(k, k) / k
+    num = (J * D).trace()
+    den = sp.sqrt((J * D * J * D).trace()) * sp.sqrt(k - 1)
+    return sp.nsimplify(sp.simplify(num / den))
+
+
+#: Which alignments stay exactly 1 when one neural-collapse property is broken at the last layer,
+#: for balanced classes and label-only gradients g_b = J e_y (the quasi-interpolation hypothesis),
+#: derived here (M = centred class means, W the classifier, J M^T = M^T, J W = W):
+#:
+#: - NC1 broken by isotropic within-class scatter (H_a = M M^T / k + s^2 I, M still an ETF, W ~ M^T):
+#:   G_a = W^T J W / k ~ M M^T ~ Z_a, and H_b = W H_a W^T ~ J^2 + c J ~ J ~ Z_b ~ G_b, so only the
+#:   two relations involving H_a (a-RGA, a-RWA) drop.
+#: - NC2 broken (means M centred but not an ETF, W = M^T): H_a ~ M M^T ~ Z_a ~ M J M^T ~ G_a, so side a
+#:   stays 1; side b compares Z_b = M^T M, H_b ~ (M^T M)^2 and G_b ~ J, which differ: all three drop.
+#: - NC3 broken (M an ETF, W = M^T + E with J E = E): G_a = W^T J W / k = W^T W / k ~ Z_a stays 1;
+#:   the other five drop.
+NC_BREAK_UNAFFECTED: dict[str, frozenset[str]] = {
+    "NC1": frozenset({"a-GWA", "b-RGA", "b-RWA", "b-GWA"}),
+    "NC2": frozenset({"a-RGA", "a-RWA", "a-GWA"}),
+    "NC3": frozenset({"a-GWA"}),
+}
