@@ -244,6 +244,9 @@ def solve_factored(inst: SCLInstance, *, starts: int = 6, seed: int = 0, maxiter
         else:
             inits.insert(0, H0.copy())
 
+    if d == 1:
+        return _solve_line(inst, cb, t0)
+
     def fun(x):
         V = x.reshape(d, N)
         H, W, nr = _features_from_params(V, nonneg)
@@ -271,6 +274,38 @@ def solve_factored(inst: SCLInstance, *, starts: int = 6, seed: int = 0, maxiter
         diagnostics={"kkt_residual": kkt, "iterations": nit, "starts": len(inits),
                      "start_values": values, "spread": max(values) - min(values)},
     )
+
+
+#: d = 1 without nonnegativity: the sphere is {-1, +1}, so gradients carry no information; the
+#: problem is enumerated exactly (first sign fixed by symmetry) up to this many samples.
+MAX_EXHAUSTIVE_LINE = 16
+
+
+def _solve_line(inst: SCLInstance, cb: CompiledBatching, t0: float) -> Solution:
+    """d = 1: UFM+ has the single feasible point h = 1; UFM is a sign assignment, enumerated."""
+    N, tau = inst.N, inst.tau
+    if inst.nonneg:
+        H = np.ones((1, N))
+        f = _loss_features(H, cb, tau, False)[0]
+        return Solution(f, "d = 1, UFM+: the only feasible point (all features +1)", True,
+                        time.perf_counter() - t0, {"H": H, "G": H.T @ H},
+                        {"kkt_residual": 0.0, "starts": 1, "start_values": [f], "spread": 0.0})
+    if N > MAX_EXHAUSTIVE_LINE:
+        raise InstanceError(f"d = 1 without nonnegativity is a sign problem; exhaustive search handles "
+                            f"N <= {MAX_EXHAUSTIVE_LINE} samples, got N = {N}")
+    best = None
+    for code in range(2 ** (N - 1)):
+        signs = np.ones(N)
+        bits = (code >> np.arange(N - 1)) & 1
+        signs[1:] = 1.0 - 2.0 * bits
+        f = _loss_features(signs[None, :], cb, tau, False)[0]
+        if best is None or f < best[0]:
+            best = (f, signs)
+    f, signs = best
+    H = signs[None, :]
+    return Solution(f, f"d = 1, UFM: exhaustive over {2 ** (N - 1)} sign patterns", True,
+                    time.perf_counter() - t0, {"H": H, "G": H.T @ H}, {"kkt_residual": 0.0, "starts": 2 ** (N - 1),
+                                                                     "start_values": [f], "spread": 0.0})
 
 
 # --------------------------------------------------------------------------------------
