@@ -180,10 +180,10 @@ def theorem2_bound(counts: Sequence[int], batches, tau: float) -> float:
     total = 0.0
     for b in inst.batch_list():
         nb = batch_class_counts(y, b, inst.k)
-        for n in nb:
+        for n in nb.tolist():
             if n >= 2:
-                total += n * per_anchor_bound(int(n), len(b), inst.tau)
-    return total
+                total += n * per_anchor_bound(n, len(b), inst.tau)
+    return float(total)
 
 
 def theorem1_bound(counts: Sequence[int], tau: float) -> float:
