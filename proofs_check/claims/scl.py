@@ -160,9 +160,10 @@ LOWDIM_SHARED = [((3, 1, 1), 0.5, 2, 2.460226)]  # spec: attained by letting the
 
 
 def make_lowdim_claim(required_dim: Callable[[Sequence[int]], int] = T.required_dim_for_bound,
-                      claim_id: str = "scl.theorem1.low_dim_gap") -> Claim:
+                      strict=None, shared=None, claim_id: str = "scl.theorem1.low_dim_gap") -> Claim:
     def check(ctx: RunContext):
-        for counts, tau, d in LOWDIM_STRICT + (LOWDIM_SHARED_AS_STRICT if ctx.full else []):
+        strict_cases = strict if strict is not None else LOWDIM_STRICT + (LOWDIM_SHARED_AS_STRICT if ctx.full else [])
+        for counts, tau, d in strict_cases:
             lab = _inst_label(counts, tau, d)
             need = required_dim(counts)
             bound = T.theorem1_bound(counts, tau)
@@ -183,7 +184,7 @@ def make_lowdim_claim(required_dim: Callable[[Sequence[int]], int] = T.required_
                             refuted=f"a feasible point at d = {d} comes within {fmt(gap, 3)} of the bound although "
                                     f"{need} directions are predicted necessary",
                             evidence={**ev, "gap": gap, "strict_gap_min": STRICT_GAP_MIN})
-        for counts, tau, d, ref in LOWDIM_SHARED:
+        for counts, tau, d, ref in (shared if shared is not None else LOWDIM_SHARED):
             lab = _inst_label(counts, tau, d)
             bound = T.theorem1_bound(counts, tau)
             yield close(f"spec reference [{lab}]", ref, bound, rtol=0, atol=SPEC_ATOL, what="bound")
@@ -228,11 +229,15 @@ THEOREM2_BATCHINGS = [
 ]
 
 
-def make_theorem2_claim(bound: Callable = T.theorem2_bound, claim_id: str = "scl.theorem2.minibatch_bound") -> Claim:
+def make_theorem2_claim(bound: Callable = T.theorem2_bound, cases=None,
+                        claim_id: str = "scl.theorem2.minibatch_bound") -> Claim:
+    given = cases
+
     def check(ctx: RunContext):
-        cases = list(THEOREM2_BATCHINGS)
-        cases.append(((4, 3, 2), 0.3, _random_batching((4, 3, 2), 4, 5, ctx.seed)))
-        if ctx.full:
+        cases = list(given if given is not None else THEOREM2_BATCHINGS)
+        if given is None:
+            cases.append(((4, 3, 2), 0.3, _random_batching((4, 3, 2), 4, 5, ctx.seed)))
+        if ctx.full and given is None:
             cases += [((3, 3, 2, 2), 0.8, _random_batching((3, 3, 2, 2), 6, 4, ctx.seed + s)) for s in range(1, 4)]
         for counts, tau, batches in cases:
             k = len(counts)
@@ -269,7 +274,8 @@ UNIQUENESS_CASES = [
     ((3, 3, 3), [[0, 1, 3, 4], [1, 2, 6, 7], [4, 5, 6, 8], [0, 2, 5, 8]]),  # C1 and C2 hold
     ((2, 2, 2), [[0, 1, 2], [2, 3, 4, 5], [0, 4, 5]]),  # C1 and C2 hold
     ((3, 1, 1), None),  # two singleton classes: C2 fails
-    ((3, 3, 2), [[0, 1, 2, 3], [3, 4, 5, 6], [0, 6, 7]]),  # C2 fails for classes (0, 2)? see analysis
+    ((3, 3, 2), [[0, 1, 2, 3], [3, 4, 5, 6], [0, 6, 7]]),  # C1 and C2 hold
+    ((2, 2, 2), [[0, 1, 2], [2, 3, 4, 5], [1, 4]]),  # C1 holds, C2 fails for classes (0, 2)
     ((2, 2), [[0, 1], [2, 3], [0, 2, 3], [1, 2, 3]]),  # literal C1 holds, refined C1 fails
 ]
 
@@ -346,10 +352,11 @@ BINDING_CASES = [
 ]
 
 
-def make_binding_claim(binding: Callable = T.batch_binding, claim_id: str = "scl.corollary.batch_binding") -> Claim:
+def make_binding_claim(binding: Callable = T.batch_binding, cases=None,
+                       claim_id: str = "scl.corollary.batch_binding") -> Claim:
     def check(ctx: RunContext):
         tau = 0.5
-        for counts, batches in BINDING_CASES:
+        for counts, batches in (cases or BINDING_CASES):
             bound_b = binding(counts, batches)
             lab = _inst_label(counts, tau, None, batches)
             before = T.analyze_batching(counts, batches)
@@ -382,11 +389,11 @@ def make_binding_claim(binding: Callable = T.batch_binding, claim_id: str = "scl
 GRAF_INSTANCES = [((4, 4, 4), 0.5, 2), ((4, 4, 4), 0.5, 3), ((3, 3), 1.0, 1), ((2, 2, 2, 2), 0.3, 4)]
 
 
-def make_graf_claim(value: Callable = T.etf_value, geometry: str = "simplex-etf",
+def make_graf_claim(value: Callable = T.etf_value, geometry: str = "simplex-etf", instances=None,
                     claim_id: str = "scl.graf.balanced_etf") -> Claim:
     def check(ctx: RunContext):
         yield symbolic_zero("two forms of the ETF value agree", T.sym_etf_two_forms())
-        for counts, tau, d in GRAF_INSTANCES:
+        for counts, tau, d in (instances or GRAF_INSTANCES):
             lab = _inst_label(counts, tau, d)
             if len(set(counts)) != 1:
                 yield hypothesis_fails(f"balanced classes [{lab}]", "the class counts are not balanced")
@@ -419,10 +426,10 @@ def make_graf_claim(value: Callable = T.etf_value, geometry: str = "simplex-etf"
 IMBALANCED_INSTANCES = [((5, 3, 2), 0.5), ((6, 4, 2), 1.0), ((8, 8, 2, 2), 0.5)]
 
 
-def make_imbalanced_ufm_claim(geometry: str = "other", minority_closer: bool = True,
+def make_imbalanced_ufm_claim(geometry: str = "other", minority_closer: bool = True, instances=None,
                               claim_id: str = "scl.ufm.imbalanced_not_etf") -> Claim:
     def check(ctx: RunContext):
-        for counts, tau in IMBALANCED_INSTANCES:
+        for counts, tau in (instances or IMBALANCED_INSTANCES):
             k = len(counts)
             lab = _inst_label(counts, tau, k)
             y = T.labels_from_counts(counts)
@@ -509,10 +516,11 @@ def make_minibatch_ufm_claim(etf_optimal: bool = False, claim_id: str = "scl.ufm
 RELU_COST_INSTANCES = [((4, 4, 4), 0.5), ((3, 3), 1.0), ((2, 2, 2, 2), 0.2)]
 
 
-def make_relu_cost_claim(cost: Callable = T.relu_cost, claim_id: str = "scl.relu_cost_positive") -> Claim:
+def make_relu_cost_claim(cost: Callable = T.relu_cost, instances=None,
+                         claim_id: str = "scl.relu_cost_positive") -> Claim:
     def check(ctx: RunContext):
         yield symbolic_true("k/((k-1) tau) > 1/tau, so e^{-1/tau} > e^{-k/((k-1) tau)}", T.sym_relu_cost_positive())
-        for counts, tau in RELU_COST_INSTANCES:
+        for counts, tau in (instances or RELU_COST_INSTANCES):
             lab = _inst_label(counts, tau)
             pred = cost(counts, tau)
             if pred is None:
@@ -553,13 +561,14 @@ def make_centering_claim(weighted_cosines: Callable = T.weighted_centering_cosin
                  "spec/geometry.md (OF -> ETF by centring)", Provenance.DERIVED, check, tags=("geometry",))
 
 
-def make_tau_limits_claim(claim_id: str = "scl.tau_limits") -> Claim:
+def make_tau_limits_claim(limits: Callable[[int, int], tuple[float, float]] = T.tau_limits,
+                          claim_id: str = "scl.tau_limits") -> Claim:
     def check(ctx: RunContext):
         low, high = T.sym_tau_limits()
         yield symbolic_zero("lim_{tau->0+} bound = log(n-1)", low)
         yield symbolic_zero("lim_{tau->oo} bound = log(N-1)", high)
         for n, N in [(2, 5), (5, 10), (3, 12)]:
-            lo, hi = T.tau_limits(n, N)
+            lo, hi = limits(n, N)
             # at tau = 1e-2 the correction is (N-n) e^{-100}/(n-1) < 1e-40; at tau = 1e8 it is O(1/tau)
             yield close(f"tau = 1e-2, n={n}, N={N}", lo, T.per_anchor_bound(n, N, 1e-2), rtol=0, atol=1e-15)
             yield close(f"tau = 1e8, n={n}, N={N}", hi, T.per_anchor_bound(n, N, 1e8), rtol=0, atol=1e-7)
