@@ -18,6 +18,7 @@ Solvers return data (``solvers.common.Solution`` / ``Certificate``), never verdi
 from __future__ import annotations
 
 import time
+import warnings
 from dataclasses import dataclass, field
 from typing import Sequence
 
@@ -109,21 +110,27 @@ def _as_compiled(labels, batches) -> CompiledBatching:
 # --------------------------------------------------------------------------------------
 
 def _group_terms(GB: np.ndarray, g: BatchGroup, tau: float, want_grad: bool):
-    """Loss of one group from its Gram blocks GB (b, m, m); and dL/dGB (entries independent)."""
-    m = GB.shape[-1]
-    S = GB / tau
-    off = np.where(np.eye(m, dtype=bool)[None], -np.inf, S)
-    mx = off.max(-1, keepdims=True)
-    E = np.exp(off - mx)
-    Z = E.sum(-1, keepdims=True)
-    lse = mx[..., 0] + np.log(Z[..., 0])
+    """Loss of one group from its Gram blocks GB (b, m, m); and dL/dGB (entries independent).
+
+    Works in place on one (b, m, m) buffer (logits -> shifted exponentials -> dL/dGB), so the full
+    batch of N samples costs about two N x N float arrays besides GB and the positive mask."""
+    b, m, _ = GB.shape
+    S = GB / tau  # the one working buffer
     inv = 1.0 / np.maximum(g.npos, 1)
-    pos_mean = np.einsum("bij,bij->bi", S, g.pos) * inv
+    pos_mean = np.einsum("bij,bij->bi", S, g.pos) * inv  # before the diagonal is masked (-inf * 0)
+    S.reshape(b, m * m)[:, :: m + 1] = -np.inf  # l != i
+    mx = S.max(-1, keepdims=True)
+    S -= mx
+    np.exp(S, out=S)
+    Z = S.sum(-1, keepdims=True)
+    lse = mx[..., 0] + np.log(Z[..., 0])
     value = float(np.sum(np.where(g.anchor, lse - pos_mean, 0.0)))
     if not want_grad:
         return value, None
-    A = (E / Z - g.pos * inv[..., None]) * (g.anchor[..., None] / tau)
-    return value, A
+    S /= Z  # softmax over l != i
+    S -= g.pos * inv[..., None]
+    S *= g.anchor[..., None] / tau
+    return value, S
 
 
 def _loss_features(H: np.ndarray, cb: CompiledBatching, tau: float, want_grad: bool = True):
@@ -140,7 +147,7 @@ def _loss_features(H: np.ndarray, cb: CompiledBatching, tau: float, want_grad: b
         v, A = _group_terms(GB, g, tau, want_grad)
         value += v
         if want_grad:
-            dHB = (A + A.transpose(0, 2, 1)) @ HB  # (b, m, d): row i = sum_l (A_il + A_li) h_l
+            dHB = A @ HB + A.transpose(0, 2, 1) @ HB  # (b, m, d): row i = sum_l (A_il + A_li) h_l
             if cb.full:
                 grad += dHB[0].T
             else:
@@ -312,6 +319,9 @@ def _solve_line(inst: SCLInstance, cb: CompiledBatching, t0: float) -> Solution:
 # Convex Gram relaxations (certificates)
 # --------------------------------------------------------------------------------------
 
+_CLARABEL_RETRIES = [{"equilibrate_enable": False}, {"static_regularization_constant": 1e-7}]
+
+
 @dataclass
 class GramRelaxation:
     """Result of :func:`gram_relaxation`: optimal value (a lower bound on the loss for every d),
@@ -326,6 +336,7 @@ class GramRelaxation:
     kind: str  # "doubly-nonnegative" | "sdp"
     seconds: float
     loss_at_G: float | None
+    attempts: list = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
@@ -376,18 +387,29 @@ def gram_relaxation(counts: Sequence[int], batches, tau: float, *, nonneg: bool 
     if nonneg:
         cons.append(G >= 0)
     prob = cp.Problem(cp.Minimize(objective), cons)
-    try:
-        prob.solve(solver=solver)
-        status = str(prob.status)
-    except cp.error.SolverError as exc:  # reported as data; callers turn it into INCONCLUSIVE
-        status = f"solver error: {exc}"
+    # Clarabel occasionally stops at "optimal_inaccurate" when the optimal face is large (samples in
+    # no batch, free directions); turning off its equilibration, or a smaller static
+    # regularisation, then reaches "optimal" at full accuracy. Each attempt is recorded.
+    attempts = [{}] + (_CLARABEL_RETRIES if solver == "CLARABEL" else [])
+    status, tried = "not solved", []
+    for opts in attempts:
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", UserWarning)  # "solution may be inaccurate": in status
+                prob.solve(solver=solver, **opts)
+            status = str(prob.status)
+        except cp.error.SolverError as exc:  # reported as data; callers turn it into INCONCLUSIVE
+            status = f"solver error: {exc}"
+        tried.append({"options": opts, "status": status})
+        if status == "optimal":
+            break
     secs = time.perf_counter() - t0
     Gv = None if G.value is None else 0.5 * (G.value + G.value.T)
     val = None if prob.value is None or not np.isfinite(prob.value) else float(prob.value)
     loss_at = None
     if Gv is not None:
         loss_at = float(_loss_gram(Gv, cb, tau, False)[0])
-    return GramRelaxation(val, Gv, status, solver, "doubly-nonnegative" if nonneg else "sdp", secs, loss_at)
+    return GramRelaxation(val, Gv, status, solver, "doubly-nonnegative" if nonneg else "sdp", secs, loss_at, tried)
 
 
 def certify(solution: Solution, relax: GramRelaxation) -> Certificate | None:

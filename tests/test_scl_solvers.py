@@ -7,7 +7,7 @@ import math
 
 import numpy as np
 import pytest
-from hypothesis import assume, given, settings
+from hypothesis import assume, example, given, settings
 from hypothesis import strategies as st
 
 from solvers import scl as S
@@ -148,7 +148,8 @@ def test_bad_input(call, match):
 # ---- optima: factored solver, certificate and bound agree (UFM+, d >= k) -------------------
 
 @HEAVY
-@given(instances(max_k=4, max_n=5))
+@given(instances(max_k=4, max_n=6))
+@example(((2, 2, 1, 5), 1.0, [[0, 1, 4, 5, 6, 7], [0], [3, 6, 7, 8], [0, 2, 3, 4, 5, 7, 8], [2, 3, 9]], 0))
 def test_ufm_plus_optimum_certificate_bound_agree(inst):
     counts, tau, batches, seed = inst
     k = len(counts)
@@ -161,7 +162,9 @@ def test_ufm_plus_optimum_certificate_bound_agree(inst):
     assert rel.ok
     assert rel.value == pytest.approx(bound, abs=tol)  # relaxation value = bound (spec)
     assert rel.loss_at_G == pytest.approx(rel.value, abs=tol)  # cvxpy objective = the loss
-    sol = S.solve_factored(T.SCLInstance(counts, tau, k, True, batches), starts=3, seed=seed)
+    # d = k has genuine non-global local minima (KKT points; e.g. (2,2,1,5) with 5 batches: 14.64 vs
+    # 14.24 for about 1 start in 3), so the factored route relies on multi-start: 8 starts
+    sol = S.solve_factored(T.SCLInstance(counts, tau, k, True, batches), starts=8, seed=seed)
     assert sol.value >= bound - tol  # no feasible point below the bound
     assert sol.value <= bound + 1e-5 * max(1.0, bound)  # multi-start reaches it
     assert np.all(sol.variables["H"] >= 0)
@@ -183,7 +186,8 @@ def test_ufm_plus_full_batch_geometry_is_of(inst):
 # ---- uniqueness: C1/C2 prediction against the numerics -------------------------------------
 
 @HEAVY
-@given(instances(max_k=3, max_n=4, batched=True))
+@given(instances(max_k=4, max_n=6, batched=True))
+@example(((3, 1, 1, 6), 0.5, [[0, 1, 2, 3, 7, 8, 10], [0, 2, 8, 9]], 0))  # Clarabel needed a retry here
 def test_uniqueness_prediction_matches_numerics(inst):
     counts, tau, batches, _ = inst
     k = len(counts)

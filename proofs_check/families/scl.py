@@ -38,7 +38,7 @@ def _solve_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--batches", default=None, help='mini-batches as "0,1,4,5;2,3,6,7" (default: full batch)')
     p.add_argument("--binding", action="store_true", help="apply batch-binding (one sample of every class in every batch)")
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--starts", type=int, default=4, help="random starts of the factored solver")
+    p.add_argument("--starts", type=int, default=6, help="random starts of the factored solver (d = k has local minima)")
     p.add_argument("--solver", choices=("CLARABEL", "SCS"), default="CLARABEL", help="solver of the convex certificate")
 
 
