@@ -81,7 +81,7 @@ def compile_batching(labels, batches=None) -> CompiledBatching:
         full = True
     else:
         blist = _parse_batches(batches, N)
-        full = len(blist) == 1 and len(blist[0]) == N
+        full = len(blist) == 1 and blist[0] == tuple(range(N))  # the fast path needs the natural order
     by_size: dict[int, list[tuple[int, ...]]] = {}
     for b in blist:
         if len(b) >= 2:  # a batch of one sample has no anchor with a positive
@@ -139,21 +139,23 @@ def _loss_features(H: np.ndarray, cb: CompiledBatching, tau: float, want_grad: b
     grad = np.zeros_like(H) if want_grad else None
     Ht = H.T  # (N, d)
     for g in cb.groups:
-        if cb.full:
-            HB = Ht[None]  # (1, N, d): avoid the copy for the full batch
-        else:
-            HB = Ht[g.idx]  # (b, m, d)
+        if cb.full:  # plain 2-D BLAS calls on H, no gathered copy
+            v, A = _group_terms((H.T @ H)[None], g, tau, want_grad)
+            value += v
+            if want_grad:
+                A2 = A[0]
+                A2 += A2.T.copy()  # A + A^T
+                grad += H @ A2  # column i: sum_l (A_il + A_li) h_l
+            continue
+        HB = Ht[g.idx]  # (b, m, d)
         GB = HB @ HB.transpose(0, 2, 1)
         v, A = _group_terms(GB, g, tau, want_grad)
         value += v
         if want_grad:
             dHB = A @ HB + A.transpose(0, 2, 1) @ HB  # (b, m, d): row i = sum_l (A_il + A_li) h_l
-            if cb.full:
-                grad += dHB[0].T
-            else:
-                gT = np.zeros_like(Ht)
-                np.add.at(gT, g.idx.ravel(), dHB.reshape(-1, H.shape[0]))
-                grad += gT.T
+            gT = np.zeros_like(Ht)
+            np.add.at(gT, g.idx.ravel(), dHB.reshape(-1, H.shape[0]))  # a sample may sit in many batches
+            grad += gT.T
     return value, grad
 
 

@@ -117,6 +117,17 @@ def test_gradient_finite_differences(inst, gram):
     assert np.sum(g * E) == pytest.approx(fd, rel=1e-6, abs=1e-7)
 
 
+def test_full_batch_in_any_order():
+    y = T.labels_from_counts((3, 2, 2))
+    H = np.random.default_rng(3).standard_normal((4, 7))
+    perm = [6, 2, 0, 5, 1, 3, 4]
+    want = brute_force_loss(H, y, None, 0.3)
+    f0, g0 = S.scl_loss(H, y, None, 0.3)
+    f1, g1 = S.scl_loss(H, y, [perm], 0.3)
+    assert f0 == pytest.approx(want, rel=1e-12) and f1 == pytest.approx(want, rel=1e-12)
+    assert np.allclose(g0, g1, rtol=1e-12, atol=1e-12)
+
+
 def test_compiled_batching_reuse_and_checks():
     y = T.labels_from_counts((2, 2))
     cb = S.compile_batching(y, [[0, 1, 2], [1, 2, 3]])

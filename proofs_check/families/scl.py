@@ -92,9 +92,13 @@ def solve_scl(args) -> dict:
             lower = bound
         need = T.required_dim_for_bound(inst.counts) if inst.full_batch else k
         if d < k:
-            reason = (f"d = {d} < k = {k}: no orthogonal frame exists"
-                      + (f"; singleton classes can share a direction, so the bound is still attained"
-                         if inst.full_batch and d >= need else "; the bound is not attained (strict gap)"))
+            if inst.full_batch:
+                reason = (f"d = {d} < k = {k}: no orthogonal frame exists"
+                          + ("; singleton classes can share a direction, so the bound is still attained"
+                             if d >= need else f"; the bound needs d >= {need} and is not attained (strict gap)"))
+            else:
+                reason = (f"d = {d} < k = {k}: no orthogonal frame exists, so attainment of the Theorem 2 bound "
+                          f"is not predicted; best value found is {fmt(sol.value)} (bound {fmt(bound)})")
             checks.append(hypothesis_fails("d >= k", reason, {"found_value": sol.value, "bound": bound,
                                                               "gap_to_bound": sol.value - bound, "required_dim": need}))
         else:
