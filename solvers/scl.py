@@ -339,6 +339,16 @@ class GramRelaxation:
     seconds: float
     loss_at_G: float | None
     attempts: list = field(default_factory=list)
+    free_samples: list = field(default_factory=list)  # samples the objective does not see
+
+    def distance_to(self, G_ref: np.ndarray) -> float | None:
+        """max |G - G_ref| over the optimal set's interior point; a free sample can take any direction,
+        so with free samples the optimal set reaches distance 1 from any fixed Gram (a nonnegative
+        unit vector can be moved onto or off any other): reported as max(observed, 1)."""
+        if self.G is None:
+            return None
+        d = float(np.max(np.abs(self.G - G_ref)))
+        return max(d, 1.0) if self.free_samples else d
 
     @property
     def ok(self) -> bool:
@@ -365,53 +375,69 @@ def gram_relaxation(counts: Sequence[int], batches, tau: float, *, nonneg: bool 
     tau = inst.tau
     cb = compile_batching(inst.labels, inst.batches)
     t0 = time.perf_counter()
-    G = cp.Variable((N, N), symmetric=True)
-    vecG = cp.vec(G, order="C")  # vecG[i * N + j] = G[i, j]
-    lin = np.zeros((N, N))
-    terms = []
-    for g in cb.groups:
-        b, m = g.idx.shape
-        rows_t, rows_i = np.nonzero(g.anchor)
-        R = rows_t.size
-        if R == 0:
-            continue
-        offs = np.array([[l for l in range(m) if l != i] for i in range(m)])  # (m, m-1)
-        gi = g.idx[rows_t, rows_i]  # global anchor index, (R,)
-        gl = g.idx[rows_t[:, None], offs[rows_i]]  # global negatives+positives, (R, m-1)
-        cols = (gi[:, None] * N + gl).ravel()
-        sel = sps.csr_matrix((np.ones(cols.size), (np.arange(cols.size), cols)), shape=(cols.size, N * N))
-        X = cp.reshape(sel @ vecG, (R, m - 1), order="C")
-        terms.append(cp.sum(cp.log_sum_exp(X / tau, axis=1)))
-        w = (g.pos[rows_t, rows_i] / g.npos[rows_t, rows_i][:, None])  # (R, m) weights on positives
-        np.add.at(lin, (np.broadcast_to(gi[:, None], w.shape), g.idx[rows_t]), w)
-    objective = (cp.sum(terms) if terms else 0) - cp.sum(cp.multiply(lin, G)) / tau
-    cons = [G >> 0, cp.diag(G) == 1]
-    if nonneg:
-        cons.append(G >= 0)
-    prob = cp.Problem(cp.Minimize(objective), cons)
-    # Clarabel occasionally stops at "optimal_inaccurate" when the optimal face is large (samples in
-    # no batch, free directions); turning off its equilibration, or a smaller static
-    # regularisation, then reaches "optimal" at full accuracy. Each attempt is recorded.
-    attempts = [{}] + (_CLARABEL_RETRIES if solver == "CLARABEL" else [])
-    status, tried = "not solved", []
-    for opts in attempts:
-        try:
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore", UserWarning)  # "solution may be inaccurate": in status
-                prob.solve(solver=solver, **opts)
-            status = str(prob.status)
-        except cp.error.SolverError as exc:  # reported as data; callers turn it into INCONCLUSIVE
-            status = f"solver error: {exc}"
-        tried.append({"options": opts, "status": status})
-        if status == "optimal":
-            break
+    # Only samples in a batch holding an anchor enter the objective; the others are free (any
+    # nonnegative unit vector). They are left out of the program (a large free face slows
+    # interior-point convergence) and put back on fresh orthogonal directions (G_uu = 1, G_uj = 0):
+    # feasible, and optimal since the objective does not see them.
+    used = sorted({int(i) for g in cb.groups for t in np.flatnonzero(g.anchor.any(axis=1)) for i in g.idx[t]})
+    free = sorted(set(range(N)) - set(used))
+    n = len(used)
+    loc = np.full(N, -1)
+    loc[used] = np.arange(n)
+    tried: list = []
+    if n == 0:
+        Gv, val, status = np.eye(N), 0.0, "optimal"
+    else:
+        G = cp.Variable((n, n), symmetric=True)
+        vecG = cp.vec(G, order="C")  # vecG[i * n + j] = G[i, j]
+        lin = np.zeros((n, n))
+        terms = []
+        for g in cb.groups:
+            b, m = g.idx.shape
+            rows_t, rows_i = np.nonzero(g.anchor)
+            R = rows_t.size
+            if R == 0:
+                continue
+            offs = np.array([[l for l in range(m) if l != i] for i in range(m)])  # (m, m-1)
+            gi = loc[g.idx[rows_t, rows_i]]  # local anchor index, (R,)
+            gl = loc[g.idx[rows_t[:, None], offs[rows_i]]]  # local negatives+positives, (R, m-1)
+            cols = (gi[:, None] * n + gl).ravel()
+            sel = sps.csr_matrix((np.ones(cols.size), (np.arange(cols.size), cols)), shape=(cols.size, n * n))
+            X = cp.reshape(sel @ vecG, (R, m - 1), order="C")
+            terms.append(cp.sum(cp.log_sum_exp(X / tau, axis=1)))
+            w = (g.pos[rows_t, rows_i] / g.npos[rows_t, rows_i][:, None])  # (R, m) weights on positives
+            np.add.at(lin, (np.broadcast_to(gi[:, None], w.shape), loc[g.idx[rows_t]]), w)
+        objective = cp.sum(terms) - cp.sum(cp.multiply(lin, G)) / tau
+        cons = [G >> 0, cp.diag(G) == 1]
+        if nonneg:
+            cons.append(G >= 0)
+        prob = cp.Problem(cp.Minimize(objective), cons)
+        # Clarabel occasionally stops at "optimal_inaccurate"; turning off its equilibration, or a
+        # smaller static regularisation, then often reaches "optimal". Each attempt is recorded.
+        attempts = [{}] + (_CLARABEL_RETRIES if solver == "CLARABEL" else [])
+        status = "not solved"
+        for opts in attempts:
+            try:
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore", UserWarning)  # "solution may be inaccurate": in status
+                    prob.solve(solver=solver, **opts)
+                status = str(prob.status)
+            except cp.error.SolverError as exc:  # reported as data; callers turn it into INCONCLUSIVE
+                status = f"solver error: {exc}"
+            tried.append({"options": opts, "status": status})
+            if status == "optimal":
+                break
+        val = None if prob.value is None or not np.isfinite(prob.value) else float(prob.value)
+        Gv = None
+        if G.value is not None:
+            Gv = np.eye(N)
+            Gv[np.ix_(used, used)] = 0.5 * (G.value + G.value.T)
     secs = time.perf_counter() - t0
-    Gv = None if G.value is None else 0.5 * (G.value + G.value.T)
-    val = None if prob.value is None or not np.isfinite(prob.value) else float(prob.value)
     loss_at = None
     if Gv is not None:
         loss_at = float(_loss_gram(Gv, cb, tau, False)[0])
-    return GramRelaxation(val, Gv, status, solver, "doubly-nonnegative" if nonneg else "sdp", secs, loss_at, tried)
+    return GramRelaxation(val, Gv, status, solver, "doubly-nonnegative" if nonneg else "sdp", secs, loss_at, tried,
+                          free)
 
 
 def certify(solution: Solution, relax: GramRelaxation) -> Certificate | None:

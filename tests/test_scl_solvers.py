@@ -206,7 +206,7 @@ def test_uniqueness_prediction_matches_numerics(inst):
     assume(an.of_unique is not None)
     rel = S.gram_relaxation(counts, batches, tau, nonneg=True)
     assert rel.ok
-    diff = float(np.max(np.abs(rel.G - T.of_gram(counts))))
+    diff = rel.distance_to(T.of_gram(counts))
     bound = T.theorem2_bound(counts, batches, tau)
     if an.of_unique:
         assert diff <= 1e-2, an.to_dict()  # the interior-point optimum is the OF Gram
@@ -229,6 +229,20 @@ def test_literal_c1_overpredicts_uniqueness():
     H2 = T.alternative_minimiser(counts, batches, 3)
     y = T.labels_from_counts(counts)
     assert S.scl_loss(H2, y, batches, tau, grad=False) == pytest.approx(T.theorem2_bound(counts, batches, tau), rel=1e-12)
+
+
+def test_relaxation_free_samples():
+    # samples 2 and 5 are in no batch: left out of the program, put back on fresh directions
+    counts, batches, tau = (3, 3), [[0, 1, 3, 4]], 0.5
+    rel = S.gram_relaxation(counts, batches, tau)
+    assert rel.ok and rel.free_samples == [2, 5]
+    assert rel.value == pytest.approx(T.theorem2_bound(counts, batches, tau), rel=1e-6)
+    assert rel.loss_at_G == pytest.approx(rel.value, rel=1e-6)
+    assert rel.G[2, 2] == 1 and rel.G[2, 0] == 0 and np.all(np.linalg.eigvalsh(rel.G) > -1e-7)
+    assert rel.distance_to(T.of_gram(counts)) >= 1.0
+    # nothing with an anchor at all: value 0, everything free
+    rel = S.gram_relaxation((2, 2), [[0, 2], [1, 3]], tau)
+    assert rel.value == 0.0 and rel.free_samples == [0, 1, 2, 3]
 
 
 def test_one_class_batch_of_three_numerics():

@@ -130,7 +130,7 @@ def make_theorem1_claim(bound: Callable[[Sequence[int], float], float] = T.theor
                             evidence={"max_deviation": dev, "tolerance": COLLAPSE_TOL})
             singles = sum(1 for n in counts if n == 1)
             if rel.ok and singles < 2:
-                diff = float(np.max(np.abs(rel.G - T.of_gram(counts))))
+                diff = rel.distance_to(T.of_gram(counts))
                 ev = {"max_abs_diff_to_OF_gram": diff, "unique_tol": UNIQUE_TOL, "nonunique_min": NONUNIQUE_MIN}
                 if diff <= UNIQUE_TOL:
                     yield Check(f"equality only at the OF (relaxation interior) [{lab}]", Verdict.VERIFIED,
@@ -300,7 +300,7 @@ def make_uniqueness_claim(predict: Callable[[T.BatchingAnalysis], bool | None] =
             if not rel.ok:
                 yield Check(f"uniqueness [{lab}]", Verdict.INCONCLUSIVE, f"relaxation status {rel.status}", ev)
                 continue
-            diff = float(np.max(np.abs(rel.G - T.of_gram(counts))))
+            diff = rel.distance_to(T.of_gram(counts))
             ev.update(max_abs_diff_relaxation_vs_OF=diff, relaxation_value=rel.value, bound=bound)
             if pred:
                 if diff <= UNIQUE_TOL:
@@ -369,7 +369,7 @@ def make_binding_claim(binding: Callable = T.batch_binding, cases=None,
             if not rel.ok:
                 yield Check(f"OF unique after binding [{lab}]", Verdict.INCONCLUSIVE, f"relaxation {rel.status}", ev)
                 continue
-            diff = float(np.max(np.abs(rel.G - T.of_gram(counts))))
+            diff = rel.distance_to(T.of_gram(counts))
             ev["max_abs_diff_relaxation_vs_OF"] = diff
             verdict = Verdict.VERIFIED if diff <= UNIQUE_TOL else (Verdict.REFUTED if diff >= NONUNIQUE_MIN
                                                                    else Verdict.INCONCLUSIVE)

@@ -79,7 +79,7 @@ def solve_scl(args) -> dict:
                        "status": relax.status}
 
     def of_diff():
-        return None if relax is None or not relax.ok else float(np.max(np.abs(relax.G - T.of_gram(inst.counts))))
+        return None if relax is None or not relax.ok else relax.distance_to(T.of_gram(inst.counts))
 
     if inst.nonneg:
         bound = T.theorem2_bound(inst.counts, inst.batches, tau)
