@@ -285,7 +285,17 @@ def make_uniqueness_claim(predict: Callable[[T.BatchingAnalysis], bool | None] =
                           provenance: Provenance = Provenance.RECONSTRUCTED) -> Claim:
     def check(ctx: RunContext):
         tau = 0.5
-        for counts, batches in (cases or UNIQUENESS_CASES):
+        todo = list(cases or UNIQUENESS_CASES)
+        if ctx.full and cases is None:  # random batchings: 24 instances, k 2..4, sizes 1..5
+            rng = np.random.default_rng(ctx.seed)
+            for _ in range(24):
+                cnt = tuple(int(x) for x in rng.integers(1, 6, size=int(rng.integers(2, 5))))
+                N = sum(cnt)
+                bs = [sorted(int(i) for i in rng.choice(N, size=int(rng.integers(2, N + 1)), replace=False))
+                      for _ in range(int(rng.integers(1, 5)))]
+                if T.analyze_batching(cnt, bs, len(cnt) + 1).of_unique is not None:  # decided cases only
+                    todo.append((cnt, bs))
+        for counts, batches in todo:
             k = len(counts)
             d = k + 1
             an = T.analyze_batching(counts, batches, d)
