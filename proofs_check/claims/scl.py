@@ -157,6 +157,7 @@ def make_theorem1_claim(bound: Callable[[Sequence[int], float], float] = T.theor
 
 LOWDIM_STRICT = [((4, 4, 4), 0.5, 2), ((3, 2), 1.0, 1), ((2, 2, 2, 2), 1.0, 3)]
 LOWDIM_SHARED = [((3, 1, 1), 0.5, 2, 2.460226)]  # spec: attained by letting the singletons share
+LOWDIM_SHARED_AS_STRICT = [((5, 3, 2), 0.5, 2), ((3, 3, 1, 1), 0.5, 2)]  # full profile: strict gaps
 
 
 def make_lowdim_claim(required_dim: Callable[[Sequence[int]], int] = T.required_dim_for_bound,
@@ -208,8 +209,6 @@ def make_lowdim_claim(required_dim: Callable[[Sequence[int]], int] = T.required_
                  key=("gap", "required_dim"),
                  tags=("ufm+", "dimension"))
 
-
-LOWDIM_SHARED_AS_STRICT = [((5, 3, 2), 0.5, 2), ((3, 3, 1, 1), 0.5, 2)]
 
 
 # --------------------------------------------------------------------------------------

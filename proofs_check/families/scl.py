@@ -13,7 +13,6 @@ from proofs_check.core import (Check, Verdict, clean, condition, fmt, geometry_i
                                lower_bound_holds, optimum_matches, worst)
 from proofs_check.tables import Table
 from theory import scl as T
-from theory._validate import InstanceError
 from theory.geometry import class_means, classify_gram, cosine_matrix, nc_metrics, within_class_max_deviation
 
 #: tolerances shared with the claims (one definition, see proofs_check/claims/scl.py)
