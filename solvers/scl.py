@@ -26,7 +26,7 @@ import numpy as np
 
 from solvers.common import Certificate, Solution
 from theory._validate import InstanceError, as_finite_array, as_float, as_int, as_labels
-from theory.scl import SCLInstance, _parse_batches
+from theory.scl import SCLInstance, validate_batches
 
 #: Largest N for the convex Gram relaxations: the N x N PSD cone plus ~N^2 exponential cones
 #: per batch; N = 60 solves in seconds with Clarabel, beyond that the factored solver (with the
@@ -80,7 +80,7 @@ def compile_batching(labels, batches=None) -> CompiledBatching:
         blist = (tuple(range(N)),)
         full = True
     else:
-        blist = _parse_batches(batches, N)
+        blist = validate_batches(batches, N)
         full = len(blist) == 1 and blist[0] == tuple(range(N))  # the fast path needs the natural order
     by_size: dict[int, list[tuple[int, ...]]] = {}
     for b in blist:

@@ -40,7 +40,7 @@ from theory._validate import InstanceError, as_float, as_int, as_int_tuple
 MAX_SAMPLES = 200_000
 
 
-def _parse_batches(batches, N: int) -> tuple[tuple[int, ...], ...]:
+def validate_batches(batches, N: int) -> tuple[tuple[int, ...], ...]:
     """Validate a batching: a non-empty list of non-empty batches of distinct indices in [0, N)."""
     if isinstance(batches, (str, bytes)):
         raise InstanceError(f"batches must be a list of lists of sample indices, got {batches!r}")
@@ -112,7 +112,7 @@ class SCLInstance:
             raise InstanceError(f"nonneg must be True or False, got {self.nonneg!r}")
         object.__setattr__(self, "nonneg", bool(self.nonneg))
         if self.batches is not None:
-            object.__setattr__(self, "batches", _parse_batches(self.batches, sum(counts)))
+            object.__setattr__(self, "batches", validate_batches(self.batches, sum(counts)))
 
     @property
     def k(self) -> int:
@@ -420,7 +420,7 @@ def analyze_batching(counts: Sequence[int], batches, d: int | None = None) -> Ba
     d = k + 1 if d is None else as_int("dim", d, minimum=1)
     if d < k:
         raise InstanceError(f"dim must be >= k = {k} (the orthogonal frame needs k dimensions), got {d}")
-    batches = _parse_batches(batches, N) if batches is not None else (tuple(range(N)),)
+    batches = validate_batches(batches, N) if batches is not None else (tuple(range(N)),)
     y = labels_from_counts(counts)
     classes = [list(np.flatnonzero(y == c)) for c in range(k)]
 
@@ -543,7 +543,7 @@ def batch_binding(counts: Sequence[int], batches) -> tuple[tuple[int, ...], ...]
     """Batch-binding: add the first sample of every class to every batch (where missing)."""
     counts = as_int_tuple("counts", counts, minimum=1, min_len=2)
     N = sum(counts)
-    batches = _parse_batches(batches, N)
+    batches = validate_batches(batches, N)
     anchors = class_offsets(counts)
     return tuple(tuple(b) + tuple(a for a in anchors if a not in b) for b in batches)
 
