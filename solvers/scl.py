@@ -1,0 +1,457 @@
+"""Supervised contrastive loss: the loss and its gradient (defined once, any batching), a factored
+solver on the sphere / sphere intersected with the nonnegative orthant, and convex Gram
+relaxations (doubly nonnegative for UFM+, SDP for UFM) that certify global optima.
+
+Loss convention (spec/scl.md): unit-norm features, logits h.h'/tau, sum over anchors. For a
+batch B and an anchor i whose class has n_{B,y_i} >= 2 members in B,
+
+    term_i = LSE_{l in B, l != i}(G_il / tau) - mean_{j in P_B(i)} G_ij / tau,   G = H^T H,
+
+which is the spec's 1/(n-1) sum_j log sum_l exp((G_il - G_ij)/tau) rewritten (the inner log
+is LSE_l(G_il/tau) - G_ij/tau, and averaging over the n-1 positives gives the mean). Anchors
+without a positive contribute 0. The loss of a batching is the sum over its batches
+(repeats count again).
+
+Solvers return data (``solvers.common.Solution`` / ``Certificate``), never verdicts.
+"""
+
+from __future__ import annotations
+
+import time
+import warnings
+from dataclasses import dataclass, field
+from typing import Sequence
+
+import numpy as np
+
+from solvers.common import Certificate, Solution
+from theory._validate import InstanceError, as_finite_array, as_float, as_int, as_labels
+from theory.scl import SCLInstance, validate_batches
+
+#: Largest N for the convex Gram relaxations: the N x N PSD cone plus ~N^2 exponential cones
+#: per batch; N = 60 solves in seconds with Clarabel, beyond that the factored solver (with the
+#: theorem bound as certificate) is the route.
+MAX_CERTIFICATE_SAMPLES = 60
+
+#: Factored solver: stop when the projected gradient (scipy's gtol, max-norm) is below this.
+#: The loss is O(N log N) in size and float64; 1e-10 is ~1e6 ulps of a value of ~10.
+FACTORED_GTOL = 1e-10
+
+#: KKT residual accepted as "converged" for the factored solver: max-norm of the Riemannian
+#: gradient on the sphere (UFM) or of min(h, residual) on sphere x orthant (UFM+). Observed
+#: ~1e-8 at the optima of the spec's instances; 1e-5 leaves room for slow tails.
+KKT_TOL = 1e-5
+
+
+# --------------------------------------------------------------------------------------
+# Batching compiled into equal-size groups (vectorised over batches of one size)
+# --------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class BatchGroup:
+    """All batches of one size m: indices (b, m), positive mask (b, m, m), positives per anchor
+    (b, m), and which rows are anchors with a positive (b, m)."""
+
+    idx: np.ndarray
+    pos: np.ndarray
+    npos: np.ndarray
+    anchor: np.ndarray
+
+
+@dataclass(frozen=True)
+class CompiledBatching:
+    """A batching prepared for repeated loss evaluations (reuse it inside optimisers)."""
+
+    N: int
+    groups: tuple[BatchGroup, ...]
+    full: bool
+    labels: np.ndarray = field(repr=False)
+
+    @property
+    def n_anchor_terms(self) -> int:
+        return int(sum(g.anchor.sum() for g in self.groups))
+
+
+def compile_batching(labels, batches=None) -> CompiledBatching:
+    """Validate labels and batches (None = full batch) and group the batches by size."""
+    y = as_labels("labels", labels)
+    N = y.size
+    if batches is None:
+        blist = (tuple(range(N)),)
+        full = True
+    else:
+        blist = validate_batches(batches, N)
+        full = len(blist) == 1 and blist[0] == tuple(range(N))  # the fast path needs the natural order
+    by_size: dict[int, list[tuple[int, ...]]] = {}
+    for b in blist:
+        if len(b) >= 2:  # a batch of one sample has no anchor with a positive
+            by_size.setdefault(len(b), []).append(b)
+    groups = []
+    for m in sorted(by_size):
+        idx = np.asarray(by_size[m], dtype=np.int64)
+        lab = y[idx]
+        pos = (lab[:, :, None] == lab[:, None, :]) & ~np.eye(m, dtype=bool)[None]
+        npos = pos.sum(-1)
+        groups.append(BatchGroup(idx, pos, npos, npos > 0))
+    return CompiledBatching(N, tuple(groups), full, y)
+
+
+def _as_compiled(labels, batches) -> CompiledBatching:
+    if isinstance(batches, CompiledBatching):
+        y = as_labels("labels", labels)
+        if y.size != batches.N or not np.array_equal(y, batches.labels):
+            raise InstanceError("labels must match the labels the batching was compiled with")
+        return batches
+    return compile_batching(labels, batches)
+
+
+# --------------------------------------------------------------------------------------
+# The loss (defined once) and its gradient
+# --------------------------------------------------------------------------------------
+
+def _group_terms(GB: np.ndarray, g: BatchGroup, tau: float, want_grad: bool):
+    """Loss of one group from its Gram blocks GB (b, m, m); and dL/dGB (entries independent).
+
+    Works in place on one (b, m, m) buffer (logits -> shifted exponentials -> dL/dGB), so the full
+    batch of N samples costs about two N x N float arrays besides GB and the positive mask."""
+    b, m, _ = GB.shape
+    S = GB / tau  # the one working buffer
+    inv = 1.0 / np.maximum(g.npos, 1)
+    pos_mean = np.einsum("bij,bij->bi", S, g.pos) * inv  # before the diagonal is masked (-inf * 0)
+    S.reshape(b, m * m)[:, :: m + 1] = -np.inf  # l != i
+    mx = S.max(-1, keepdims=True)
+    S -= mx
+    np.exp(S, out=S)
+    Z = S.sum(-1, keepdims=True)
+    lse = mx[..., 0] + np.log(Z[..., 0])
+    value = float(np.sum(np.where(g.anchor, lse - pos_mean, 0.0)))
+    if not want_grad:
+        return value, None
+    S /= Z  # softmax over l != i
+    S -= g.pos * inv[..., None]
+    S *= g.anchor[..., None] / tau
+    return value, S
+
+
+def _loss_features(H: np.ndarray, cb: CompiledBatching, tau: float, want_grad: bool = True):
+    """Loss and gradient in H (d x N), no validation (for optimiser loops)."""
+    value = 0.0
+    grad = np.zeros_like(H) if want_grad else None
+    Ht = H.T  # (N, d)
+    for g in cb.groups:
+        if cb.full:  # plain 2-D BLAS calls on H, no gathered copy
+            v, A = _group_terms((H.T @ H)[None], g, tau, want_grad)
+            value += v
+            if want_grad:
+                A2 = A[0]
+                A2 += A2.T.copy()  # A + A^T
+                grad += H @ A2  # column i: sum_l (A_il + A_li) h_l
+            continue
+        HB = Ht[g.idx]  # (b, m, d)
+        GB = HB @ HB.transpose(0, 2, 1)
+        v, A = _group_terms(GB, g, tau, want_grad)
+        value += v
+        if want_grad:
+            dHB = A @ HB + A.transpose(0, 2, 1) @ HB  # (b, m, d): row i = sum_l (A_il + A_li) h_l
+            gT = np.zeros_like(Ht)
+            np.add.at(gT, g.idx.ravel(), dHB.reshape(-1, H.shape[0]))  # a sample may sit in many batches
+            grad += gT.T
+    return value, grad
+
+
+def _loss_gram(G: np.ndarray, cb: CompiledBatching, tau: float, want_grad: bool = True):
+    value = 0.0
+    grad = np.zeros_like(G) if want_grad else None
+    for g in cb.groups:
+        GB = G[None] if cb.full else G[g.idx[:, :, None], g.idx[:, None, :]]
+        v, A = _group_terms(GB, g, tau, want_grad)
+        value += v
+        if want_grad:
+            if cb.full:
+                grad += A[0]
+            else:
+                np.add.at(grad, (np.broadcast_to(g.idx[:, :, None], A.shape),
+                                 np.broadcast_to(g.idx[:, None, :], A.shape)), A)
+    if want_grad:
+        grad = 0.5 * (grad + grad.T)  # gradient in the space of symmetric matrices
+    return value, grad
+
+
+def scl_loss(X, labels, batches, tau, *, gram: bool = False, grad: bool = True):
+    """The SCL loss of a batching, and its gradient.
+
+    ``X``: features H (d x N, columns = samples) or, with ``gram=True``, a Gram matrix G (N x N).
+    ``labels``: class of each sample (0..k-1, every class present). ``batches``: None (full batch),
+    a list of index lists, or a :class:`CompiledBatching` (fast path for repeated calls).
+    Returns ``value`` or ``(value, gradient)``; the gradient has the shape of X (for G: the
+    symmetric gradient, so the directional derivative along symmetric E is <grad, E>).
+    Feature norms are not enforced here (the spec's model has unit norms; solvers keep them).
+    """
+    tau = as_float("tau", tau, positive=True)
+    y = as_labels("labels", labels)
+    if gram:
+        X = as_finite_array("G", X, ndim=2, shape=(y.size, y.size))
+    else:
+        X = as_finite_array("H", X, ndim=2, shape=(None, y.size))
+    cb = _as_compiled(y, batches)
+    value, g = (_loss_gram if gram else _loss_features)(X, cb, tau, grad)
+    return (value, g) if grad else value
+
+
+# --------------------------------------------------------------------------------------
+# Factored solver on the sphere (UFM) / sphere x nonnegative orthant (UFM+)
+# --------------------------------------------------------------------------------------
+
+def _features_from_params(V: np.ndarray, nonneg: bool):
+    """UFM: h = v/||v||. UFM+: h = v∘v / ||v∘v||. Smooth, onto the feasible set, unconstrained,
+    so plain L-BFGS applies; the UFM+ map has spurious stationary points where v_j = 0 but the
+    true KKT multiplier is negative, which multi-start and the certificate guard against."""
+    W = V * V if nonneg else V
+    nr = np.linalg.norm(W, axis=0)
+    nr = np.where(nr > 0, nr, 1.0)
+    return W / nr, W, nr
+
+
+def _param_grad(V, H, nr, gH, nonneg: bool):
+    radial = np.sum(gH * H, axis=0)
+    gW = (gH - H * radial) / nr
+    return 2.0 * V * gW if nonneg else gW
+
+
+def kkt_residual(H: np.ndarray, gH: np.ndarray, nonneg: bool) -> float:
+    """First-order optimality residual of unit columns H with loss gradient gH.
+
+    UFM: max-norm of the Riemannian gradient gH - h (h.gH). UFM+: the residual r of the same
+    Lagrangian must vanish where h > 0 and be >= 0 where h = 0 (the orthant multiplier), measured
+    as max |min(h, r)| (the standard complementarity residual)."""
+    r = gH - H * np.sum(gH * H, axis=0)
+    if nonneg:
+        return float(np.max(np.abs(np.minimum(H, r))))
+    return float(np.max(np.abs(r)))
+
+
+def solve_factored(inst: SCLInstance, *, starts: int = 6, seed: int = 0, maxiter: int = 5000,
+                   init: np.ndarray | None = None) -> Solution:
+    """Minimise the loss over unit (and, for UFM+, nonnegative) features in R^d by L-BFGS on
+    a parametrisation, from ``starts`` random points (seeded) plus ``init`` if given; keep the best."""
+    from scipy.optimize import minimize
+
+    starts = as_int("starts", starts, minimum=1)
+    seed = as_int("seed", seed, minimum=0)
+    t0 = time.perf_counter()
+    y = inst.labels
+    cb = compile_batching(y, inst.batches)
+    d, N, tau, nonneg = inst.d, inst.N, inst.tau, inst.nonneg
+    rng = np.random.default_rng(seed)
+    inits = [rng.standard_normal((d, N)) for _ in range(starts)]
+    if init is not None:
+        H0 = as_finite_array("init", init, ndim=2, shape=(d, N))
+        if nonneg:
+            if np.any(H0 < 0):
+                raise InstanceError("init must be nonnegative for the UFM+ model")
+            inits.insert(0, np.sqrt(H0))
+        else:
+            inits.insert(0, H0.copy())
+
+    if d == 1:
+        return _solve_line(inst, cb, t0)
+
+    def fun(x):
+        V = x.reshape(d, N)
+        H, W, nr = _features_from_params(V, nonneg)
+        f, gH = _loss_features(H, cb, tau, True)
+        return f, _param_grad(V, H, nr, gH, nonneg).ravel()
+
+    best = None
+    runs = []
+    for V0 in inits:
+        res = minimize(fun, V0.ravel(), jac=True, method="L-BFGS-B",
+                       options={"maxiter": maxiter, "gtol": FACTORED_GTOL, "ftol": 1e-15, "maxcor": 20})
+        H, _, _ = _features_from_params(res.x.reshape(d, N), nonneg)
+        f, gH = _loss_features(H, cb, tau, True)
+        kkt = kkt_residual(H, gH, nonneg)
+        runs.append({"value": f, "kkt": kkt, "iterations": int(res.nit)})
+        if best is None or f < best[0]:
+            best = (f, H, kkt, int(res.nit))
+    f, H, kkt, nit = best
+    values = [r["value"] for r in runs]
+    return Solution(
+        value=f, method=f"factored L-BFGS ({'sphere x orthant, h = v^2/||v^2||' if nonneg else 'sphere, h = v/||v||'}), "
+                        f"{len(inits)} starts",
+        converged=kkt <= KKT_TOL, seconds=time.perf_counter() - t0,
+        variables={"H": H, "G": H.T @ H},
+        diagnostics={"kkt_residual": kkt, "iterations": nit, "starts": len(inits),
+                     "start_values": values, "spread": max(values) - min(values)},
+    )
+
+
+#: d = 1 without nonnegativity: the sphere is {-1, +1}, so gradients carry no information; the
+#: problem is enumerated exactly (first sign fixed by symmetry) up to this many samples.
+MAX_EXHAUSTIVE_LINE = 16
+
+
+def _solve_line(inst: SCLInstance, cb: CompiledBatching, t0: float) -> Solution:
+    """d = 1: UFM+ has the single feasible point h = 1; UFM is a sign assignment, enumerated."""
+    N, tau = inst.N, inst.tau
+    if inst.nonneg:
+        H = np.ones((1, N))
+        f = _loss_features(H, cb, tau, False)[0]
+        return Solution(f, "d = 1, UFM+: the only feasible point (all features +1)", True,
+                        time.perf_counter() - t0, {"H": H, "G": H.T @ H},
+                        {"kkt_residual": 0.0, "starts": 1, "start_values": [f], "spread": 0.0})
+    if N > MAX_EXHAUSTIVE_LINE:
+        raise InstanceError(f"d = 1 without nonnegativity is a sign problem; exhaustive search handles "
+                            f"N <= {MAX_EXHAUSTIVE_LINE} samples, got N = {N}")
+    best = None
+    for code in range(2 ** (N - 1)):
+        signs = np.ones(N)
+        bits = (code >> np.arange(N - 1)) & 1
+        signs[1:] = 1.0 - 2.0 * bits
+        f = _loss_features(signs[None, :], cb, tau, False)[0]
+        if best is None or f < best[0]:
+            best = (f, signs)
+    f, signs = best
+    H = signs[None, :]
+    return Solution(f, f"d = 1, UFM: exhaustive over {2 ** (N - 1)} sign patterns", True,
+                    time.perf_counter() - t0, {"H": H, "G": H.T @ H}, {"kkt_residual": 0.0, "starts": 2 ** (N - 1),
+                                                                     "start_values": [f], "spread": 0.0})
+
+
+# --------------------------------------------------------------------------------------
+# Convex Gram relaxations (certificates)
+# --------------------------------------------------------------------------------------
+
+_CLARABEL_RETRIES = [{"equilibrate_enable": False}, {"static_regularization_constant": 1e-7}]
+
+
+@dataclass
+class GramRelaxation:
+    """Result of :func:`gram_relaxation`: optimal value (a lower bound on the loss for every d),
+    the optimal Gram (interior-point solution: relative interior of the optimal face), solver
+    status, and the loss re-evaluated at the returned Gram by :func:`scl_loss` (cross-check of
+    the cvxpy objective against the one definition of the loss)."""
+
+    value: float | None
+    G: np.ndarray | None
+    status: str
+    solver: str
+    kind: str  # "doubly-nonnegative" | "sdp"
+    seconds: float
+    loss_at_G: float | None
+    attempts: list = field(default_factory=list)
+    free_samples: list = field(default_factory=list)  # samples the objective does not see
+
+    def distance_to(self, G_ref: np.ndarray) -> float | None:
+        """max |G - G_ref| over the optimal set's interior point; a free sample can take any direction,
+        so with free samples the optimal set reaches distance 1 from any fixed Gram (a nonnegative
+        unit vector can be moved onto or off any other): reported as max(observed, 1)."""
+        if self.G is None:
+            return None
+        d = float(np.max(np.abs(self.G - G_ref)))
+        return max(d, 1.0) if self.free_samples else d
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "optimal" and self.value is not None
+
+
+def gram_relaxation(counts: Sequence[int], batches, tau: float, *, nonneg: bool = True,
+                    solver: str = "CLARABEL") -> GramRelaxation:
+    """Minimise the loss over G PSD with diag(G) = 1 (and G >= 0 entrywise for UFM+).
+
+    The loss is convex in G (sums of log-sum-exp of linear functions minus linear terms), so
+    this is a convex program (exponential + PSD cones). Since every feasible H gives a feasible
+    G = H^T H, its optimal value is a lower bound on the loss at every dimension d."""
+    import cvxpy as cp
+    import scipy.sparse as sps
+
+    inst = SCLInstance(tuple(counts), tau, 1, nonneg, batches)
+    N = inst.N
+    if N > MAX_CERTIFICATE_SAMPLES:
+        raise InstanceError(f"counts: the convex certificate handles N <= {MAX_CERTIFICATE_SAMPLES} samples, got N = {N}")
+    solver = str(solver).upper()
+    if solver not in ("CLARABEL", "SCS"):
+        raise InstanceError(f"solver must be CLARABEL or SCS, got {solver!r}")
+    tau = inst.tau
+    cb = compile_batching(inst.labels, inst.batches)
+    t0 = time.perf_counter()
+    # Only samples in a batch holding an anchor enter the objective; the others are free (any
+    # nonnegative unit vector). They are left out of the program (a large free face slows
+    # interior-point convergence) and put back on fresh orthogonal directions (G_uu = 1, G_uj = 0):
+    # feasible, and optimal since the objective does not see them.
+    used = sorted({int(i) for g in cb.groups for t in np.flatnonzero(g.anchor.any(axis=1)) for i in g.idx[t]})
+    free = sorted(set(range(N)) - set(used))
+    n = len(used)
+    loc = np.full(N, -1)
+    loc[used] = np.arange(n)
+    tried: list = []
+    if n == 0:
+        Gv, val, status = np.eye(N), 0.0, "optimal"
+    else:
+        G = cp.Variable((n, n), symmetric=True)
+        vecG = cp.vec(G, order="C")  # vecG[i * n + j] = G[i, j]
+        lin = np.zeros((n, n))
+        terms = []
+        for g in cb.groups:
+            b, m = g.idx.shape
+            rows_t, rows_i = np.nonzero(g.anchor)
+            R = rows_t.size
+            if R == 0:
+                continue
+            offs = np.array([[l for l in range(m) if l != i] for i in range(m)])  # (m, m-1)
+            gi = loc[g.idx[rows_t, rows_i]]  # local anchor index, (R,)
+            gl = loc[g.idx[rows_t[:, None], offs[rows_i]]]  # local negatives+positives, (R, m-1)
+            cols = (gi[:, None] * n + gl).ravel()
+            sel = sps.csr_matrix((np.ones(cols.size), (np.arange(cols.size), cols)), shape=(cols.size, n * n))
+            X = cp.reshape(sel @ vecG, (R, m - 1), order="C")
+            terms.append(cp.sum(cp.log_sum_exp(X / tau, axis=1)))
+            w = (g.pos[rows_t, rows_i] / g.npos[rows_t, rows_i][:, None])  # (R, m) weights on positives
+            np.add.at(lin, (np.broadcast_to(gi[:, None], w.shape), loc[g.idx[rows_t]]), w)
+        objective = cp.sum(terms) - cp.sum(cp.multiply(lin, G)) / tau
+        cons = [G >> 0, cp.diag(G) == 1]
+        if nonneg:
+            cons.append(G >= 0)
+        prob = cp.Problem(cp.Minimize(objective), cons)
+        # Clarabel occasionally stops at "optimal_inaccurate"; turning off its equilibration, or a
+        # smaller static regularisation, then often reaches "optimal". Each attempt is recorded.
+        attempts = [{}] + (_CLARABEL_RETRIES if solver == "CLARABEL" else [])
+        status = "not solved"
+        for opts in attempts:
+            try:
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore", UserWarning)  # "solution may be inaccurate": in status
+                    prob.solve(solver=solver, **opts)
+                status = str(prob.status)
+            except cp.error.SolverError as exc:  # reported as data; callers turn it into INCONCLUSIVE
+                status = f"solver error: {exc}"
+            tried.append({"options": opts, "status": status})
+            if status == "optimal":
+                break
+        val = None if prob.value is None or not np.isfinite(prob.value) else float(prob.value)
+        Gv = None
+        if G.value is not None:
+            Gv = np.eye(N)
+            Gv[np.ix_(used, used)] = 0.5 * (G.value + G.value.T)
+    secs = time.perf_counter() - t0
+    loss_at = None
+    if Gv is not None:
+        loss_at = float(_loss_gram(Gv, cb, tau, False)[0])
+    return GramRelaxation(val, Gv, status, solver, "doubly-nonnegative" if nonneg else "sdp", secs, loss_at, tried,
+                          free)
+
+
+def certify(solution: Solution, relax: GramRelaxation) -> Certificate | None:
+    """Attach the relaxation's optimal value as a lower bound to a factored solution."""
+    if not relax.ok:
+        return None
+    return Certificate(lower_bound=relax.value, upper=solution.value,
+                       method=f"convex Gram relaxation ({relax.kind}, {relax.solver})",
+                       details={"status": relax.status, "relaxation_seconds": relax.seconds})
+
+
+def class_mean_gram(H: np.ndarray, labels) -> np.ndarray:
+    """Gram of the (uncentred) class means."""
+    from theory.geometry import class_means
+
+    M = class_means(H, labels)
+    return M.T @ M

@@ -1,0 +1,659 @@
+"""Supervised contrastive loss (SCL): lower bounds, predicted geometry, batching conditions.
+
+Spec: ``spec/scl.md``. Sources: Kini, Vakilian, Behnia, Gill, Thrampoulidis, ICLR 2024
+(arXiv 2306.07960) for Theorems 1, 2 and the batching corollary; Graf, Hofer, Niethammer,
+Kwitt, ICML 2021 for the balanced ETF value. The statements are *reconstructed* (from the
+abstracts, the authors' code and an independent derivation), not quoted: the papers'
+normalisation may differ (e.g. ||h||^2 = 1/tau instead of unit norm and logits h.h'/tau).
+
+Convention used everywhere here: unit-norm features h_i, logits h_i.h_l / tau, and the loss
+is a *sum* over anchors (no 1/N). Samples are indexed class by class: class 0 holds indices
+0..n_0-1, class 1 the next n_1, and so on.
+
+Loss of a batch B (spec): for each anchor i in B whose class has n_{B,y_i} >= 2 members in B,
+
+    1/(n_{B,y_i}-1) sum_{j in P_B(i)} log sum_{l in B, l != i} exp((h_i.h_l - h_i.h_j)/tau),
+
+which equals LSE_{l in B, l != i}(G_il/tau) - mean_{j in P_B(i)} G_ij/tau with G = H^T H.
+
+Everything in this module is a pure function of the instance (numpy/mpmath/sympy). The
+numeric loss, its gradient and the solvers live in ``solvers/scl.py``.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from dataclasses import dataclass, field
+from typing import Iterable, Sequence
+
+import numpy as np
+
+from theory._validate import InstanceError, as_float, as_int, as_int_tuple
+
+# --------------------------------------------------------------------------------------
+# Instance
+# --------------------------------------------------------------------------------------
+
+#: Largest instance (number of samples) accepted; the dense N x N Gram of the full batch is
+#: the limiting object. Far above what the convex certificates handle (they check N).
+MAX_SAMPLES = 200_000
+
+
+def validate_batches(batches, N: int) -> tuple[tuple[int, ...], ...]:
+    """Validate a batching: a non-empty list of non-empty batches of distinct indices in [0, N)."""
+    if isinstance(batches, (str, bytes)):
+        raise InstanceError(f"batches must be a list of lists of sample indices, got {batches!r}")
+    try:
+        seq = list(batches)
+    except TypeError:
+        raise InstanceError(f"batches must be a list of lists of sample indices, got {batches!r}") from None
+    if not seq:
+        raise InstanceError("batches must contain at least one batch (omit it for the full batch)")
+    out = []
+    for b, batch in enumerate(seq):
+        if isinstance(batch, (str, bytes)):
+            raise InstanceError(f"batches[{b}] must be a list of sample indices, got {batch!r}")
+        try:
+            items = list(batch)
+        except TypeError:
+            raise InstanceError(f"batches[{b}] must be a list of sample indices, got {batch!r}") from None
+        if not items:
+            raise InstanceError(f"batches[{b}] is empty (every batch needs at least one sample)")
+        idx = tuple(as_int(f"batches[{b}][{t}]", v, minimum=0) for t, v in enumerate(items))
+        bad = [i for i in idx if i >= N]
+        if bad:
+            raise InstanceError(f"batches[{b}] has sample index {bad[0]} out of range (N = {N} samples: 0..{N - 1})")
+        if len(set(idx)) != len(idx):
+            dup = next(i for i in idx if idx.count(i) > 1)
+            raise InstanceError(f"batches[{b}] repeats sample index {dup} (a batch is a set of samples)")
+        out.append(idx)
+    return tuple(out)
+
+
+def parse_batches_text(text: str) -> list[list[int]]:
+    """Parse the CLI form "0,1,4,5;2,3,6,7" (batches separated by ';', indices by ',')."""
+    if not isinstance(text, str) or not text.strip():
+        raise InstanceError("batches must be a non-empty string like '0,1,4,5;2,3,6,7'")
+    out = []
+    for b, part in enumerate(text.split(";")):
+        items = [x.strip() for x in part.split(",") if x.strip()]
+        if not items:
+            raise InstanceError(f"batches[{b}] is empty (every batch needs at least one sample)")
+        try:
+            out.append([int(x) for x in items])
+        except ValueError:
+            raise InstanceError(f"batches[{b}] must be comma-separated integers, got {part.strip()!r}") from None
+    return out
+
+
+@dataclass(frozen=True)
+class SCLInstance:
+    """An SCL problem: class sizes, temperature, feature dimension, nonnegativity, batching.
+
+    ``batches=None`` means the full batch (one batch holding every sample). ``nonneg=True``
+    is the UFM+ model (ReLU before normalisation), ``False`` the plain UFM on the sphere.
+    """
+
+    counts: tuple[int, ...]
+    tau: float
+    d: int
+    nonneg: bool = True
+    batches: tuple[tuple[int, ...], ...] | None = None
+
+    def __post_init__(self):
+        counts = as_int_tuple("counts", self.counts, minimum=1, min_len=2)
+        object.__setattr__(self, "counts", counts)
+        if sum(counts) > MAX_SAMPLES:
+            raise InstanceError(f"counts must sum to at most {MAX_SAMPLES} samples, got {sum(counts)}")
+        object.__setattr__(self, "tau", as_float("tau", self.tau, positive=True))
+        object.__setattr__(self, "d", as_int("d", self.d, minimum=1))
+        if not isinstance(self.nonneg, (bool, np.bool_)):
+            raise InstanceError(f"nonneg must be True or False, got {self.nonneg!r}")
+        object.__setattr__(self, "nonneg", bool(self.nonneg))
+        if self.batches is not None:
+            object.__setattr__(self, "batches", validate_batches(self.batches, sum(counts)))
+
+    @property
+    def k(self) -> int:
+        return len(self.counts)
+
+    @property
+    def N(self) -> int:
+        return sum(self.counts)
+
+    @property
+    def labels(self) -> np.ndarray:
+        return labels_from_counts(self.counts)
+
+    @property
+    def full_batch(self) -> bool:
+        return self.batches is None
+
+    def batch_list(self) -> tuple[tuple[int, ...], ...]:
+        """The batches, with the full batch spelled out."""
+        return self.batches if self.batches is not None else (tuple(range(self.N)),)
+
+    @property
+    def balanced(self) -> bool:
+        return len(set(self.counts)) == 1
+
+    def to_dict(self) -> dict:
+        return {"counts": list(self.counts), "tau": self.tau, "d": self.d, "nonneg": self.nonneg,
+                "batches": None if self.batches is None else [list(b) for b in self.batches],
+                "k": self.k, "N": self.N}
+
+
+def labels_from_counts(counts: Sequence[int]) -> np.ndarray:
+    """Labels 0..k-1, class by class (class c repeated n_c times)."""
+    counts = as_int_tuple("counts", counts, minimum=1)
+    return np.repeat(np.arange(len(counts)), counts)
+
+
+def class_offsets(counts: Sequence[int]) -> list[int]:
+    """Index of the first sample of each class."""
+    return [0] + list(itertools.accumulate(counts))[:-1]
+
+
+# --------------------------------------------------------------------------------------
+# Closed-form values (float; mpmath where precision matters)
+# --------------------------------------------------------------------------------------
+
+def per_anchor_bound(n: int, m: int, tau: float) -> float:
+    """log(n - 1 + (m - n) e^{-1/tau}): the Theorem 1 bound of one anchor whose class has
+    n >= 2 members in a batch of m samples. Stable for tiny tau (the exponential underflows to 0)."""
+    n = as_int("n", n, minimum=2)
+    m = as_int("m", m, minimum=n)
+    tau = as_float("tau", tau, positive=True)
+    return math.log((n - 1) + (m - n) * math.exp(-1.0 / tau))
+
+
+def batch_class_counts(labels: np.ndarray, batch: Sequence[int], k: int) -> np.ndarray:
+    return np.bincount(np.asarray(labels)[list(batch)], minlength=k)
+
+
+def theorem2_bound(counts: Sequence[int], batches, tau: float) -> float:
+    """Theorem 2 (Kini et al., reconstructed): sum over batches B and classes c with n_{B,c} >= 2
+    of n_{B,c} log(n_{B,c} - 1 + (|B| - n_{B,c}) e^{-1/tau}). ``batches=None`` is the full batch."""
+    inst = SCLInstance(tuple(counts), tau, 1, True, batches)
+    y = inst.labels
+    total = 0.0
+    for b in inst.batch_list():
+        nb = batch_class_counts(y, b, inst.k)
+        for n in nb.tolist():
+            if n >= 2:
+                total += n * per_anchor_bound(n, len(b), inst.tau)
+    return float(total)
+
+
+def theorem1_bound(counts: Sequence[int], tau: float) -> float:
+    """Theorem 1 (full batch, UFM+): sum over classes with n_c >= 2 of n_c log(n_c - 1 + (N - n_c) e^{-1/tau})."""
+    return theorem2_bound(counts, None, tau)
+
+
+def etf_value(counts: Sequence[int], tau: float) -> float:
+    """Full-batch loss at a collapsed simplex ETF (class means pairwise cosine -1/(k-1)):
+    sum over classes with n_c >= 2 of n_c log(n_c - 1 + (N - n_c) e^{-k/((k-1) tau)}).
+
+    For balanced classes this is the Graf et al. minimum of the UFM (d >= k-1)."""
+    counts = as_int_tuple("counts", counts, minimum=1, min_len=2)
+    tau = as_float("tau", tau, positive=True)
+    k, N = len(counts), sum(counts)
+    a = math.exp(-k / ((k - 1) * tau))
+    return float(sum(n * math.log((n - 1) + (N - n) * a) for n in counts if n >= 2))
+
+
+def graf_balanced_value(k: int, n: int, tau: float) -> float:
+    """Graf et al. (balanced, full batch, d >= k-1): N log(n - 1 + (N - n) e^{-k/((k-1) tau)}), N = k n."""
+    k = as_int("k", k, minimum=2)
+    n = as_int("n", n, minimum=2)
+    return etf_value((n,) * k, tau)
+
+
+def relu_cost(counts: Sequence[int], tau: float) -> float | None:
+    """Theorem 1 value minus the ETF value on balanced counts (the price of nonnegativity);
+    None when the counts are imbalanced (the UFM optimum is then not the ETF value)."""
+    counts = as_int_tuple("counts", counts, minimum=1, min_len=2)
+    if len(set(counts)) != 1 or counts[0] < 2:
+        return None
+    return theorem1_bound(counts, tau) - etf_value(counts, tau)
+
+
+def tau_limits(n: int, N: int) -> tuple[float, float]:
+    """Limits of the per-anchor bound: log(n-1) as tau -> 0+, log(N-1) as tau -> infinity."""
+    n = as_int("n", n, minimum=2)
+    N = as_int("N", N, minimum=n)
+    return math.log(n - 1), math.log(N - 1)
+
+
+# --------------------------------------------------------------------------------------
+# Predicted configurations
+# --------------------------------------------------------------------------------------
+
+def of_features(counts: Sequence[int], d: int) -> np.ndarray:
+    """Collapsed orthogonal frame: h_i = e_{y_i} in R^d (d x N, nonnegative). Needs d >= k."""
+    counts = as_int_tuple("counts", counts, minimum=1, min_len=1)
+    d = as_int("d", d, minimum=1)
+    k = len(counts)
+    if d < k:
+        raise InstanceError(f"d must be >= k = {k} for an orthogonal frame, got d = {d}")
+    y = labels_from_counts(counts)
+    H = np.zeros((d, y.size))
+    H[y, np.arange(y.size)] = 1.0
+    return H
+
+
+def of_gram(counts: Sequence[int]) -> np.ndarray:
+    """Sample Gram of the collapsed orthogonal frame: G_ij = 1 if y_i = y_j else 0."""
+    y = labels_from_counts(counts)
+    return (y[:, None] == y[None, :]).astype(float)
+
+
+def etf_features(counts: Sequence[int], d: int) -> np.ndarray:
+    """Collapsed simplex ETF with unit-norm means (d x N). Needs d >= k-1."""
+    from theory.geometry import simplex_etf
+
+    counts = as_int_tuple("counts", counts, minimum=1, min_len=2)
+    M = simplex_etf(len(counts), d, 1.0)
+    return M[:, labels_from_counts(counts)]
+
+
+def required_dim_for_bound(counts: Sequence[int]) -> int:
+    """Smallest d at which the Theorem 1 bound is attained in UFM+ (derived from the equality
+    conditions): every class with n_c >= 2 needs its own coordinate (collapse + orthogonality to
+    all other samples, and nonnegative orthogonal vectors have disjoint supports), and all the
+    singleton classes can share one more coordinate (they are never constrained against each
+    other)."""
+    counts = as_int_tuple("counts", counts, minimum=1, min_len=2)
+    multi = sum(1 for n in counts if n >= 2)
+    return multi + (1 if any(n == 1 for n in counts) else 0)
+
+
+def shared_singletons_features(counts: Sequence[int], d: int) -> np.ndarray:
+    """A minimiser of the full-batch UFM+ bound in which every singleton class shares one
+    direction (so it needs only ``required_dim_for_bound`` coordinates)."""
+    counts = as_int_tuple("counts", counts, minimum=1, min_len=2)
+    need = required_dim_for_bound(counts)
+    d = as_int("d", d, minimum=need)
+    y = labels_from_counts(counts)
+    coord, slot = {}, 0
+    for c, n in enumerate(counts):
+        if n >= 2:
+            coord[c] = slot
+            slot += 1
+    for c, n in enumerate(counts):
+        if n == 1:
+            coord[c] = slot
+    H = np.zeros((d, y.size))
+    for i, c in enumerate(y):
+        H[coord[int(c)], i] = 1.0
+    return H
+
+
+# --------------------------------------------------------------------------------------
+# Imbalance profiles (as in the authors' code)
+# --------------------------------------------------------------------------------------
+
+def step_counts(k: int, n_maj: int, ratio: float, rho: float = 0.5) -> tuple[int, ...]:
+    """STEP(R, rho): the first floor(rho k) classes have n_maj samples, the others floor(n_maj / R)."""
+    k = as_int("classes", k, minimum=2)
+    n_maj = as_int("majority", n_maj, minimum=1)
+    ratio = as_float("ratio", ratio, positive=True)
+    rho = as_float("step_fraction", rho, nonnegative=True)
+    if ratio < 1:
+        raise InstanceError(f"ratio must be >= 1, got {ratio}")
+    if rho > 1:
+        raise InstanceError(f"step_fraction must be <= 1, got {rho}")
+    n_maj_classes = math.floor(rho * k)
+    n_min = math.floor(n_maj / ratio)
+    if n_min < 1 and n_maj_classes < k:
+        raise InstanceError(f"majority/ratio = {n_maj}/{ratio} < 1 leaves minority classes empty")
+    return tuple([n_maj] * n_maj_classes + [n_min] * (k - n_maj_classes))
+
+
+def longtail_counts(k: int, n_maj: int, ratio: float) -> tuple[int, ...]:
+    """Long-tail: n_c = floor(n_maj * R^(-c/(k-1))), c = 0..k-1."""
+    k = as_int("classes", k, minimum=2)
+    n_maj = as_int("majority", n_maj, minimum=1)
+    ratio = as_float("ratio", ratio, positive=True)
+    if ratio < 1:
+        raise InstanceError(f"ratio must be >= 1, got {ratio}")
+    # a small epsilon guards floor() against representation error (e.g. 10 * 10^-1 = 0.99999)
+    out = tuple(int(math.floor(n_maj * ratio ** (-c / (k - 1)) + 1e-9)) for c in range(k))
+    if min(out) < 1:
+        raise InstanceError(f"majority {n_maj} with ratio {ratio} leaves class {out.index(min(out))} empty")
+    return out
+
+
+# --------------------------------------------------------------------------------------
+# Batching: conditions C1, C2, uniqueness of the orthogonal frame, batch-binding
+# --------------------------------------------------------------------------------------
+
+class _DSU:
+    def __init__(self, items: Iterable[int]):
+        self.p = {i: i for i in items}
+
+    def find(self, i):
+        while self.p[i] != i:
+            self.p[i] = self.p[self.p[i]]
+            i = self.p[i]
+        return i
+
+    def union(self, a, b) -> bool:
+        ra, rb = self.find(a), self.find(b)
+        if ra == rb:
+            return False
+        self.p[rb] = ra
+        return True
+
+
+@dataclass
+class BatchingAnalysis:
+    """Conditions C1/C2 for a batching and what they imply (spec: Corollary, reconstructed).
+
+    ``C1_per_class[c]``: the same-batch graph of class c is connected, where an edge counts
+    only when the batch also holds a sample of another class (see ``C1_literal`` and the note
+    below). ``C2_per_pair[(c, c')]``: some batch holds both classes and >= 2 members of one.
+    ``of_unique``: True/False when decided (with a witness construction for False), None when
+    undecided (the reason says why).
+
+    Note (derived here): a batch holding one class only has no negatives, and its loss
+    log sum_j e^{G_ij/tau} - mean_j G_ij/tau is minimised by *equal* similarities, not by
+    collapse (for two samples it is identically 0). Edges from such batches therefore do not
+    force collapse; the spec's literal C1 counts them and then over-predicts uniqueness.
+    """
+
+    counts: tuple[int, ...]
+    batches: tuple[tuple[int, ...], ...]
+    d: int
+    C1_per_class: list[bool]
+    C1_literal_per_class: list[bool]
+    components: list[list[list[int]]]  # per class, the components (sample indices) of the C1 graph
+    C2_per_pair: dict[tuple[int, int], bool]
+    uncovered: list[int]  # samples that lie in no batch
+    of_unique: bool | None
+    reason: str
+    witness: str | None = None  # name of the construction proving non-uniqueness
+    notes: list[str] = field(default_factory=list)
+    witness_pair: tuple[int, int] | None = None  # C2 witness: the two classes to merge
+    witness_class: int | None = None  # C1 witness: the class whose component(s) move
+    witness_moving: list[list[int]] | None = None  # C1 witness: components moved to fresh directions
+
+    @property
+    def C1(self) -> bool:
+        return all(self.C1_per_class)
+
+    @property
+    def C1_literal(self) -> bool:
+        return all(self.C1_literal_per_class)
+
+    @property
+    def C2(self) -> bool:
+        return all(self.C2_per_pair.values())
+
+    def to_dict(self) -> dict:
+        k = len(self.counts)
+        return {"counts": list(self.counts), "batches": [list(b) for b in self.batches], "d": self.d,
+                "C1": self.C1, "C2": self.C2, "C1_literal": self.C1_literal,
+                "C1_per_class": {str(c): self.C1_per_class[c] for c in range(k)},
+                "C1_literal_per_class": {str(c): self.C1_literal_per_class[c] for c in range(k)},
+                "C1_components": {str(c): self.components[c] for c in range(k)},
+                "C2_per_pair": {f"{a},{b}": v for (a, b), v in self.C2_per_pair.items()},
+                "uncovered_samples": self.uncovered,
+                "of_unique": self.of_unique, "reason": self.reason, "witness": self.witness,
+                "notes": self.notes}
+
+
+def analyze_batching(counts: Sequence[int], batches, d: int | None = None) -> BatchingAnalysis:
+    """C1 and C2 per class / class pair and whether the OF is the unique minimiser at dimension d
+    (default k + 1). Pure combinatorics; the proofs are in docs/scl.md.
+
+    - C1 and C2 -> unique (equality conditions force collapse along C1 edges and orthogonality
+      along C2 batches).
+    - C2 fails for (c, c') -> not unique: give both classes one direction ("merge" witness).
+    - C1 fails for class c -> not unique when a component of c can move to a fresh direction
+      (needs d >= k + 1, and no single-class batch of >= 3 samples linking that component to
+      the rest of c, since such a batch forces equal similarities). Otherwise undecided (None).
+    """
+    counts = as_int_tuple("counts", counts, minimum=1, min_len=2)
+    k, N = len(counts), sum(counts)
+    d = k + 1 if d is None else as_int("dim", d, minimum=1)
+    if d < k:
+        raise InstanceError(f"dim must be >= k = {k} (the orthogonal frame needs k dimensions), got {d}")
+    batches = validate_batches(batches, N) if batches is not None else (tuple(range(N)),)
+    y = labels_from_counts(counts)
+    classes = [list(np.flatnonzero(y == c)) for c in range(k)]
+
+    dsu = _DSU(range(N))
+    dsu_lit = _DSU(range(N))
+    covered = set()
+    single_class_big: list[tuple[int, list[int]]] = []  # (class, members) of one-class batches with >= 3
+    C2 = {(a, b): False for a in range(k) for b in range(a + 1, k)}
+    for b in batches:
+        covered.update(b)
+        nb = np.bincount(y[list(b)], minlength=k)
+        present = np.flatnonzero(nb)
+        for c in present:
+            mem = [i for i in b if y[i] == c]
+            for i in mem[1:]:
+                dsu_lit.union(mem[0], i)
+                if len(present) >= 2:
+                    dsu.union(mem[0], i)
+            if len(present) == 1 and len(mem) >= 3:
+                single_class_big.append((int(c), mem))
+        for a, bb in itertools.combinations(present, 2):
+            if nb[a] >= 2 or nb[bb] >= 2:
+                C2[(int(a), int(bb))] = True
+
+    # One-class batches with >= 3 samples force equal pairwise similarities: if two of their
+    # members are already collapsed (same component) the whole batch collapses. Close under this.
+    changed = True
+    while changed:
+        changed = False
+        for c, mem in single_class_big:
+            roots = [dsu.find(i) for i in mem]
+            if len(set(roots)) < len(roots):
+                for i in mem[1:]:
+                    changed |= dsu.union(mem[0], i)
+
+    def comps(ds):
+        out = []
+        for c in range(k):
+            groups: dict[int, list[int]] = {}
+            for i in classes[c]:
+                groups.setdefault(ds.find(i), []).append(int(i))
+            out.append(sorted(groups.values()))
+        return out
+
+    components = comps(dsu)
+    lit = comps(dsu_lit)
+    C1 = [len(components[c]) == 1 for c in range(k)]
+    C1_lit = [len(lit[c]) == 1 for c in range(k)]
+    uncovered = sorted(set(range(N)) - covered)
+    notes = []
+    if C1 != C1_lit:
+        bad = [c for c in range(k) if C1_lit[c] and not C1[c]]
+        notes.append(f"class(es) {bad}: connected only through batches holding one class; such batches "
+                     "have no negatives and do not force collapse, so C1 counts only batches with >= 2 classes")
+    if uncovered:
+        notes.append(f"samples {uncovered[:10]}{'…' if len(uncovered) > 10 else ''} lie in no batch (unconstrained)")
+
+    witness = None
+    w_pair = w_class = w_moving = None
+    if all(C1) and all(C2.values()):
+        unique, reason = True, "C1 and C2 hold: the equality conditions force the orthogonal frame"
+    elif not all(C2.values()):
+        a, b = next(p for p, v in C2.items() if not v)
+        unique, witness, w_pair = False, f"merge classes {a} and {b}", (a, b)
+        reason = (f"C2 fails for classes ({a}, {b}): no batch holds both with >= 2 members of one, "
+                  "so giving both classes one direction also attains the bound")
+    else:
+        c = next(c for c in range(k) if not C1[c])
+        linked = set()
+        for cc, mem in single_class_big:
+            if cc == c:
+                roots = {dsu.find(i) for i in mem}
+                if len(roots) >= 2:
+                    linked.update(roots)
+        free = [comp for comp in components[c] if dsu.find(comp[0]) not in linked]
+        if d >= k + 1 and free:
+            unique, witness = False, f"fresh direction for samples {free[-1]} of class {c}"
+            w_class, w_moving = c, [free[-1]]
+            reason = (f"C1 fails for class {c} (components {components[c]}): moving one component to a "
+                      "fresh direction also attains the bound")
+        elif d >= k + len(components[c]) - 1:
+            unique, witness = False, f"fresh direction for every component of class {c}"
+            w_class, w_moving = c, components[c][1:]
+            reason = (f"C1 fails for class {c}: every component of the class on its own direction "
+                      "also attains the bound")
+        elif d == k:
+            unique = None
+            reason = (f"C1 fails for class {c}, but at d = k there is no fresh direction; "
+                      "C1's necessity needs d >= k + 1 (undecided here)")
+        else:
+            unique = None
+            reason = (f"C1 fails for class {c}, but one-class batches link its components; "
+                      f"the constructions need d >= {k + len(components[c]) - 1} (undecided at d = {d})")
+    return BatchingAnalysis(counts, batches, d, C1, C1_lit, components, C2, uncovered, unique, reason,
+                            witness, notes, w_pair, w_class, w_moving)
+
+
+def alternative_minimiser(counts: Sequence[int], batches, d: int) -> np.ndarray | None:
+    """A minimiser of the UFM+ batched loss (attaining the Theorem 2 bound) whose Gram differs from
+    the orthogonal frame's, built by the witness construction of ``analyze_batching``; None when
+    the OF is unique or undecided. Columns are unit, nonnegative, d x N."""
+    an = analyze_batching(counts, batches, d)
+    if an.of_unique is not False:
+        return None
+    k = len(counts)
+    y = labels_from_counts(counts)
+    H = of_features(counts, d)
+    if an.witness_pair is not None:
+        a, b = an.witness_pair
+        H[:, y == b] = 0.0
+        H[a, y == b] = 1.0
+    else:
+        for t, comp in enumerate(an.witness_moving):
+            H[:, comp] = 0.0
+            H[k + t, comp] = 1.0
+    return H
+
+
+def batch_binding(counts: Sequence[int], batches) -> tuple[tuple[int, ...], ...]:
+    """Batch-binding: add the first sample of every class to every batch (where missing)."""
+    counts = as_int_tuple("counts", counts, minimum=1, min_len=2)
+    N = sum(counts)
+    batches = validate_batches(batches, N)
+    anchors = class_offsets(counts)
+    return tuple(tuple(b) + tuple(a for a in anchors if a not in b) for b in batches)
+
+
+# --------------------------------------------------------------------------------------
+# Symbolic derivations (sympy): each returns an expression that must simplify to 0 / True
+# --------------------------------------------------------------------------------------
+
+def _sym():
+    import sympy as sp
+
+    n, N, m, q = sp.symbols("n N m q", positive=True)  # q = |B| - n > 0 (number of negatives)
+    tau, s = sp.symbols("tau s", positive=True)
+    mu = sp.symbols("mu", real=True)  # mean positive similarity
+    return sp, n, N, m, q, tau, s, mu
+
+
+def sym_per_anchor_rewrite_zero():
+    """The anchor bound after Jensen and G_il >= 0 for the q negatives, rewritten:
+    log((n-1) e^{mu/tau} + q) - mu/tau == log(n-1 + q e^{-mu/tau}). Returns
+    exp(left) - exp(right) (must simplify to 0; exp is injective)."""
+    sp, n, N, m, q, tau, s, mu = _sym()
+    lhs = sp.log((n - 1) * sp.exp(mu / tau) + q) - mu / tau
+    rhs = sp.log(n - 1 + q * sp.exp(-mu / tau))
+    return sp.simplify(sp.exp(lhs)) - sp.simplify(sp.exp(rhs))
+
+
+def sym_jensen_convexity():
+    """The Jensen step uses convexity of s -> e^{s/tau}: its second derivative is > 0."""
+    sp, n, N, m, q, tau, s, mu = _sym()
+    return sp.diff(sp.exp(s / tau), s, 2) > 0
+
+
+def sym_bound_decreasing():
+    """d/dmu log(n-1 + q e^{-mu/tau}) < 0 for n >= 2 (n-1 > 0), q > 0: the bound is decreasing in
+    the mean positive similarity, so mu <= 1 gives the minimum at mu = 1. Returns the derivative
+    written with p = n - 1 > 0 and the relation derivative < 0."""
+    import sympy as sp
+
+    p, q, tau = sp.symbols("p q tau", positive=True)
+    mu = sp.symbols("mu", real=True)
+    f = sp.log(p + q * sp.exp(-mu / tau))
+    df = sp.simplify(sp.diff(f, mu))
+    return df, (df < 0)
+
+
+def sym_of_anchor_value():
+    """Anchor loss at the collapsed OF (positives at similarity 1, q negatives at 0), minus the
+    anchor bound log(n-1 + q e^{-1/tau}): must simplify to 0 (equality is attained)."""
+    sp, n, N, m, q, tau, s, mu = _sym()
+    at_of = sp.log((n - 1) * sp.exp(1 / tau) + q * sp.exp(0)) - 1 / tau
+    bound = sp.log(n - 1 + q * sp.exp(-1 / tau))
+    return sp.simplify(sp.exp(at_of) - sp.exp(bound))
+
+
+def sym_etf_two_forms():
+    """Graf et al. ETF value, two forms: the anchor loss at a collapsed ETF,
+    log((n-1) e^{1/tau} + (N-n) e^{-1/((k-1) tau)}) - 1/tau, against
+    log(n-1 + (N-n) e^{-k/((k-1) tau)}). Returns exp(first) - exp(second) (must be 0)."""
+    import sympy as sp
+
+    n, N, tau = sp.symbols("n N tau", positive=True)
+    k = sp.symbols("k", positive=True)
+    first = sp.log((n - 1) * sp.exp(1 / tau) + (N - n) * sp.exp(-1 / ((k - 1) * tau))) - 1 / tau
+    second = sp.log(n - 1 + (N - n) * sp.exp(-k / ((k - 1) * tau)))
+    return sp.simplify(sp.expand(sp.exp(first)) - sp.exp(second))
+
+
+def sym_relu_cost_positive():
+    """Balanced ReLU cost per anchor: log(n-1 + (N-n) e^{-1/tau}) - log(n-1 + (N-n) e^{-k/((k-1) tau)})
+    > 0 because k/(k-1) > 1. Returned as the relation between the arguments' exponents:
+    e^{-1/tau} - e^{-k/((k-1)tau)} > 0, written with k = 1 + r (r > 0)."""
+    import sympy as sp
+
+    r, tau = sp.symbols("r tau", positive=True)
+    k = 1 + r
+    # -1/tau > -k/((k-1) tau)  <=>  k/(k-1) - 1 = 1/r > 0
+    return sp.simplify(k / ((k - 1) * tau) - 1 / tau) > 0
+
+
+def sym_centering_of_to_etf(k: int):
+    """Centering an orthogonal frame by the unweighted mean of its vectors: Gram(J_k I_k) =
+    J_k, i.e. a simplex ETF with norm sqrt((k-1)/k). Returns Gram - J_k (must be the zero matrix)."""
+    import sympy as sp
+
+    k = as_int("k", k, minimum=2)
+    J = sp.eye(k) - sp.ones(k, k) / k
+    M = sp.eye(k) * J  # columns e_c - (1/k) 1
+    return sp.simplify(M.T * M - J)
+
+
+def sym_tau_limits():
+    """Limits of the per-anchor bound f = log(n-1 + (N-n) e^{-1/tau}) for 1 < n < N:
+    returns (lim_{tau->0+} f - log(n-1), lim_{tau->oo} f - log(N-1)) (both must be 0)."""
+    import sympy as sp
+
+    p, q, tau = sp.symbols("p q tau", positive=True)  # p = n - 1, q = N - n
+    f = sp.log(p + q * sp.exp(-1 / tau))
+    low = sp.limit(f, tau, 0, "+") - sp.log(p)
+    high = sp.limit(f, tau, sp.oo) - sp.log(p + q)  # p + q = N - 1
+    return sp.simplify(low), sp.simplify(high)
+
+
+def weighted_centering_cosines(counts: Sequence[int]) -> np.ndarray:
+    """Cosines of the OF class means after centring by the *sample-weighted* mean (not an ETF under
+    imbalance; spec/geometry.md gives -0.7715, -0.5244, -0.1373 for (5,3,2))."""
+    counts = as_int_tuple("counts", counts, minimum=1, min_len=2)
+    k = len(counts)
+    w = np.asarray(counts, float) / sum(counts)
+    M = np.eye(k) - w[:, None]  # column c: e_c - sum_j w_j e_j
+    G = M.T @ M
+    nr = np.sqrt(np.diag(G))
+    return G / np.outer(nr, nr)
