@@ -111,7 +111,8 @@ class Claim:
     """A statement with its source and provenance, and the function that checks it.
 
     ``check(ctx)`` yields :class:`Check` objects. ``key`` names evidence entries shown in the
-    summary table (``"check name.evidence key"`` or just an evidence key searched in order).
+    summary table (``"check name.evidence key"``, split at the last dot, or just an evidence key,
+    taken from the first check whose evidence has it).
     """
 
     id: str
@@ -162,7 +163,7 @@ class ClaimResult:
         out = {}
         for key in self.claim.key:
             if "." in key:
-                cname, ekey = key.split(".", 1)
+                cname, ekey = key.rsplit(".", 1)
                 cands = [c for c in self.checks if c.name == cname]
             else:
                 ekey, cands = key, self.checks

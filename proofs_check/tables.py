@@ -75,7 +75,7 @@ class Table:
         w.writerow(self.columns)
         for r in self.rows:
             w.writerow(["" if x is None or (isinstance(x, float) and not math.isfinite(x)) else
-                        (repr(x) if isinstance(x, float) else x) for x in r])
+                        (repr(float(x)) if isinstance(x, float) else x) for x in r])
         return buf.getvalue()
 
     def to_json(self) -> str:
