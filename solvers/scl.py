@@ -234,6 +234,9 @@ def kkt_residual(H: np.ndarray, gH: np.ndarray, nonneg: bool) -> float:
 #: Projected-gradient stop of torch's L-BFGS in float32: the gradient cannot go much below ~1e-6
 #: of its scale in single precision; the result is then judged by its float64 KKT residual.
 FACTORED_GTOL_FLOAT32 = 1e-5
+#: Relative change of the loss below which L-BFGS stops (scipy's ftol; for torch scaled by the loss):
+#: ~5 ulps in float64; in float32 changes below one ulp (1.2e-7) are rounding noise.
+FACTORED_FTOL = {"float64": 1e-15, "float32": 1e-7}
 #: L-BFGS memory (pairs), both backends. Measured on N = 200, k = 10 UFM+ (benchmarks/scl_bench.py):
 #: 20 pairs need fewer iterations than 10 at a negligible per-iteration cost for d*N ~ 2000.
 FACTORED_MEMORY = 20
@@ -289,14 +292,15 @@ def solve_factored(inst: SCLInstance, *, starts: int = 6, seed: int = 0, maxiter
         best, runs = None, []
         for V0 in inits:
             if choice.backend == "numpy":
-                V, nit, msg = _lbfgs_numpy(V0, cb, tau, nonneg, maxiter, stop_at)
+                V, nit, msg, nfev = _lbfgs_numpy(V0, cb, tau, nonneg, maxiter, stop_at)
             else:
                 gtol = FACTORED_GTOL if choice.dtype == "float64" else FACTORED_GTOL_FLOAT32
-                V, nit, msg = _lbfgs_torch(V0, cb, tau, nonneg, maxiter, gtol, choice.device, choice.dtype, stop_at)
+                V, nit, msg, nfev = _lbfgs_torch(V0, cb, tau, nonneg, maxiter, gtol, choice.device, choice.dtype,
+                                                 stop_at)
             H, _, _ = _features_from_params(V, nonneg)
             f, gH = _loss_features(H, cb, tau, True)  # float64 re-evaluation, whatever the backend
             kkt = kkt_residual(H, gH, nonneg)
-            runs.append({"value": f, "kkt": kkt, "iterations": nit, "message": msg})
+            runs.append({"value": f, "kkt": kkt, "iterations": nit, "evaluations": nfev, "message": msg})
             if best is None or f < best[0]:
                 best = (f, H, kkt, nit)
             if stop_at is not None and f <= stop_at:
@@ -309,6 +313,7 @@ def solve_factored(inst: SCLInstance, *, starts: int = 6, seed: int = 0, maxiter
         converged=kkt <= KKT_TOL, seconds=time.perf_counter() - t0,
         variables={"H": H, "G": H.T @ H},
         diagnostics={"kkt_residual": kkt, "iterations": nit, "starts": len(runs),
+                     "evaluations": sum(r["evaluations"] for r in runs),
                      "start_values": values, "spread": max(values) - min(values), **choice.to_dict()},
     )
 
@@ -321,9 +326,10 @@ def _lbfgs_numpy(V0, cb, tau, nonneg, maxiter, stop_at):
     from scipy.optimize import minimize
 
     d, N = V0.shape
-    hit = {}
+    hit = {"nfev": 0}
 
     def fun(x):
+        hit["nfev"] += 1
         V = x.reshape(d, N)
         H, W, nr = _features_from_params(V, nonneg)
         f, gH = _loss_features(H, cb, tau, True)
@@ -334,10 +340,11 @@ def _lbfgs_numpy(V0, cb, tau, nonneg, maxiter, stop_at):
 
     try:
         res = minimize(fun, V0.ravel(), jac=True, method="L-BFGS-B",
-                       options={"maxiter": maxiter, "gtol": FACTORED_GTOL, "ftol": 1e-15, "maxcor": FACTORED_MEMORY})
+                       options={"maxiter": maxiter, "gtol": FACTORED_GTOL, "ftol": FACTORED_FTOL["float64"],
+                                "maxcor": FACTORED_MEMORY})
     except _TargetReached:
-        return hit["V"], None, "target value reached"
-    return res.x.reshape(d, N), int(res.nit), str(res.message)
+        return hit["V"], None, "target value reached", hit["nfev"]
+    return res.x.reshape(d, N), int(res.nit), str(res.message), hit["nfev"]
 
 
 def _torch_groups(cb: CompiledBatching, device, dtype):
@@ -365,7 +372,7 @@ def torch_loss(H, cb: CompiledBatching, tau: float, prepared=None):
     import torch
 
     groups = prepared if prepared is not None else _torch_groups(cb, H.device, H.dtype)
-    total = H.new_zeros(())
+    total = (H * 0).sum()  # zero, but on the graph (a batching may have no anchor at all)
     for idx, pos, inv, eye, anchor in groups:
         if idx is None:  # full batch in natural order
             S = (H.T @ H)[None] / tau
@@ -393,15 +400,21 @@ def _lbfgs_torch(V0, cb, tau, nonneg, maxiter, gtol, device, dtype, stop_at):
 
     tdt = torch.float64 if dtype == "float64" else torch.float32
     V = torch.tensor(V0, dtype=tdt, device=device, requires_grad=True)
+    # torch's tolerance_change is absolute (on loss changes and steps); scale the relative FTOL by the
+    # starting loss, as scipy's ftol is relative. Without it a start stuck at a local minimum runs to
+    # max_eval (measured: 4981 evaluations instead of ~500 at N = 200).
+    f0 = _loss_features(_features_from_params(V0, nonneg)[0], cb, tau, False)[0]
+    tol_change = FACTORED_FTOL[dtype] * max(1.0, abs(f0))
     opt = torch.optim.LBFGS([V], lr=1.0, max_iter=maxiter, max_eval=2 * maxiter, tolerance_grad=gtol,
-                            tolerance_change=0.0, history_size=FACTORED_MEMORY, line_search_fn="strong_wolfe")
-    hit = {}
+                            tolerance_change=tol_change, history_size=FACTORED_MEMORY, line_search_fn="strong_wolfe")
+    hit = {"nfev": 0}
     prepared = _torch_groups(cb, V.device, tdt)
 
     def closure():
+        hit["nfev"] += 1
         opt.zero_grad()
         val = torch_loss(torch_features(V, nonneg), cb, tau, prepared)
-        if stop_at is not None and float(val) <= stop_at:
+        if stop_at is not None and float(val.detach()) <= stop_at:
             hit["V"] = V.detach().to("cpu", torch.float64).numpy().copy()
             raise _TargetReached
         val.backward()
@@ -418,11 +431,11 @@ def _lbfgs_torch(V0, cb, tau, nonneg, maxiter, gtol, device, dtype, stop_at):
             torch.set_num_threads(1)
         opt.step(closure)
     except _TargetReached:
-        return hit["V"], None, "target value reached"
+        return hit["V"], None, "target value reached", hit["nfev"]
     finally:
         torch.set_num_threads(threads)
     nit = int(opt.state[opt._params[0]].get("n_iter", 0))
-    return V.detach().to("cpu", torch.float64).numpy(), nit, f"torch LBFGS on {device} ({dtype})"
+    return V.detach().to("cpu", torch.float64).numpy(), nit, f"torch LBFGS on {device} ({dtype})", hit["nfev"]
 
 
 #: d = 1 without nonnegativity: the sphere is {-1, +1}, so gradients carry no information; the
