@@ -17,6 +17,7 @@ Solvers return data (``solvers.common.Solution`` / ``Certificate``), never verdi
 
 from __future__ import annotations
 
+import math
 import time
 import warnings
 from dataclasses import dataclass, field
@@ -230,20 +231,49 @@ def kkt_residual(H: np.ndarray, gH: np.ndarray, nonneg: bool) -> float:
     return float(np.max(np.abs(r)))
 
 
+#: Projected-gradient stop of torch's L-BFGS in float32: the gradient cannot go much below ~1e-6
+#: of its scale in single precision; the result is then judged by its float64 KKT residual.
+FACTORED_GTOL_FLOAT32 = 1e-5
+#: Relative change of the loss below which L-BFGS stops (scipy's ftol; for torch scaled by the loss):
+#: ~5 ulps in float64. In float32, 1e-10 (far below one ulp) only stops a run whose loss no longer
+#: changes at all: a larger value (1e-7) was measured to stop N = 200 runs at a relative gap of 1.5e-6.
+FACTORED_FTOL = {"float64": 1e-15, "float32": 1e-10}
+#: L-BFGS memory (pairs), both backends. Measured on N = 200, k = 10 UFM+ (benchmarks/scl_bench.py):
+#: 20 pairs need fewer iterations than 10 at a negligible per-iteration cost for d*N ~ 2000.
+FACTORED_MEMORY = 20
+
+
+def initial_params(inst: SCLInstance, starts: int, seed: int) -> list[np.ndarray]:
+    """Random starts shared by every backend (numpy's generator, so backends start identically)."""
+    rng = np.random.default_rng(seed)
+    return [rng.standard_normal((inst.d, inst.N)) for _ in range(starts)]
+
+
 def solve_factored(inst: SCLInstance, *, starts: int = 6, seed: int = 0, maxiter: int = 5000,
-                   init: np.ndarray | None = None) -> Solution:
+                   init: np.ndarray | None = None, backend: str = "numpy", device: str | None = None,
+                   dtype: str = "float64", stop_at: float | None = None) -> Solution:
     """Minimise the loss over unit (and, for UFM+, nonnegative) features in R^d by L-BFGS on
-    a parametrisation, from ``starts`` random points (seeded) plus ``init`` if given; keep the best."""
-    from scipy.optimize import minimize
+    a parametrisation, from ``starts`` random points (seeded) plus ``init`` if given; keep the best.
+
+    ``backend="numpy"``: scipy's L-BFGS-B with the analytic gradient. ``backend="torch"``: the same
+    parametrisation and loss written in torch, minimised by torch.optim.LBFGS (strong Wolfe) on
+    ``device`` in ``dtype`` (fallbacks with messages: solvers.backends.resolve). Whatever the
+    backend, value, gradient and KKT residual are re-evaluated in float64 numpy, so ``converged``
+    (KKT residual <= KKT_TOL) does not depend on the dtype. ``stop_at``: a start stops as soon as the
+    loss is <= that value and no further start is run (benchmarks: time to a target accuracy).
+    """
+    from solvers.backends import resolve
+    from solvers.common import blas_threads
 
     starts = as_int("starts", starts, minimum=1)
     seed = as_int("seed", seed, minimum=0)
+    maxiter = as_int("maxiter", maxiter, minimum=1)
+    choice = resolve(backend, device, dtype)
     t0 = time.perf_counter()
     y = inst.labels
     cb = compile_batching(y, inst.batches)
     d, N, tau, nonneg = inst.d, inst.N, inst.tau, inst.nonneg
-    rng = np.random.default_rng(seed)
-    inits = [rng.standard_normal((d, N)) for _ in range(starts)]
+    inits = initial_params(inst, starts, seed)
     if init is not None:
         H0 = as_finite_array("init", init, ndim=2, shape=(d, N))
         if nonneg:
@@ -254,35 +284,159 @@ def solve_factored(inst: SCLInstance, *, starts: int = 6, seed: int = 0, maxiter
             inits.insert(0, H0.copy())
 
     if d == 1:
-        return _solve_line(inst, cb, t0)
+        sol = _solve_line(inst, cb, t0)
+        sol.diagnostics.update(choice.to_dict())
+        return sol
+
+    # Products here are d x N x N: tiny, so single-threaded BLAS (threads cost more than they save).
+    with blas_threads(2.0 * d * N * N):
+        best, runs = None, []
+        for V0 in inits:
+            if choice.backend == "numpy":
+                V, nit, msg, nfev = _lbfgs_numpy(V0, cb, tau, nonneg, maxiter, stop_at)
+            else:
+                gtol = FACTORED_GTOL if choice.dtype == "float64" else FACTORED_GTOL_FLOAT32
+                V, nit, msg, nfev = _lbfgs_torch(V0, cb, tau, nonneg, maxiter, gtol, choice.device, choice.dtype,
+                                                 stop_at)
+            H, _, _ = _features_from_params(V, nonneg)
+            f, gH = _loss_features(H, cb, tau, True)  # float64 re-evaluation, whatever the backend
+            kkt = kkt_residual(H, gH, nonneg)
+            runs.append({"value": f, "kkt": kkt, "iterations": nit, "evaluations": nfev, "message": msg})
+            if best is None or f < best[0]:
+                best = (f, H, kkt, nit)
+            if stop_at is not None and f <= stop_at:
+                break
+    f, H, kkt, nit = best
+    values = [r["value"] for r in runs]
+    param = "sphere x orthant, h = v^2/||v^2||" if nonneg else "sphere, h = v/||v||"
+    return Solution(
+        value=f, method=f"factored L-BFGS ({param}, {choice.backend}), {len(runs)} starts",
+        converged=kkt <= KKT_TOL, seconds=time.perf_counter() - t0,
+        variables={"H": H, "G": H.T @ H},
+        diagnostics={"kkt_residual": kkt, "iterations": nit, "starts": len(runs),
+                     "evaluations": sum(r["evaluations"] for r in runs),
+                     "start_values": values, "spread": max(values) - min(values), **choice.to_dict()},
+    )
+
+
+class _TargetReached(Exception):
+    pass
+
+
+def _lbfgs_numpy(V0, cb, tau, nonneg, maxiter, stop_at):
+    from scipy.optimize import minimize
+
+    d, N = V0.shape
+    hit = {"nfev": 0}
 
     def fun(x):
+        hit["nfev"] += 1
         V = x.reshape(d, N)
         H, W, nr = _features_from_params(V, nonneg)
         f, gH = _loss_features(H, cb, tau, True)
+        if stop_at is not None and f <= stop_at:
+            hit["V"] = V.copy()
+            raise _TargetReached
         return f, _param_grad(V, H, nr, gH, nonneg).ravel()
 
-    best = None
-    runs = []
-    for V0 in inits:
+    try:
         res = minimize(fun, V0.ravel(), jac=True, method="L-BFGS-B",
-                       options={"maxiter": maxiter, "gtol": FACTORED_GTOL, "ftol": 1e-15, "maxcor": 20})
-        H, _, _ = _features_from_params(res.x.reshape(d, N), nonneg)
-        f, gH = _loss_features(H, cb, tau, True)
-        kkt = kkt_residual(H, gH, nonneg)
-        runs.append({"value": f, "kkt": kkt, "iterations": int(res.nit)})
-        if best is None or f < best[0]:
-            best = (f, H, kkt, int(res.nit))
-    f, H, kkt, nit = best
-    values = [r["value"] for r in runs]
-    return Solution(
-        value=f, method=f"factored L-BFGS ({'sphere x orthant, h = v^2/||v^2||' if nonneg else 'sphere, h = v/||v||'}), "
-                        f"{len(inits)} starts",
-        converged=kkt <= KKT_TOL, seconds=time.perf_counter() - t0,
-        variables={"H": H, "G": H.T @ H},
-        diagnostics={"kkt_residual": kkt, "iterations": nit, "starts": len(inits),
-                     "start_values": values, "spread": max(values) - min(values)},
-    )
+                       options={"maxiter": maxiter, "gtol": FACTORED_GTOL, "ftol": FACTORED_FTOL["float64"],
+                                "maxcor": FACTORED_MEMORY})
+    except _TargetReached:
+        return hit["V"], None, "target value reached", hit["nfev"]
+    return res.x.reshape(d, N), int(res.nit), str(res.message), hit["nfev"]
+
+
+def _torch_groups(cb: CompiledBatching, device, dtype):
+    """The batching's index/mask arrays as torch tensors on ``device`` (prepared once per solve)."""
+    import torch
+
+    out = []
+    for g in cb.groups:
+        m = g.idx.shape[1]
+        out.append((None if cb.full else torch.as_tensor(g.idx, device=device),
+                    torch.as_tensor(g.pos, device=device),
+                    torch.as_tensor(1.0 / np.maximum(g.npos, 1), device=device, dtype=dtype),
+                    torch.eye(m, dtype=torch.bool, device=device),
+                    torch.as_tensor(g.anchor, device=device)))
+    return out
+
+
+def torch_loss(H, cb: CompiledBatching, tau: float, prepared=None):
+    """The loss of :func:`scl_loss` written with torch primitives (autograd gives the gradient).
+
+    ``H``: a torch tensor d x N (any dtype/device); ``cb``: a :class:`CompiledBatching`. Same
+    formula: per batch, LSE over l != i of G_il/tau minus the mean over positives, anchors without
+    a positive contribute 0, the batching's loss is the sum over batches. ``prepared``: the output
+    of ``_torch_groups`` for H's device and dtype (saves the host-to-device copies in loops)."""
+    import torch
+
+    groups = prepared if prepared is not None else _torch_groups(cb, H.device, H.dtype)
+    total = (H * 0).sum()  # zero, but on the graph (a batching may have no anchor at all)
+    for idx, pos, inv, eye, anchor in groups:
+        if idx is None:  # full batch in natural order
+            S = (H.T @ H)[None] / tau
+        else:
+            HB = H.T[idx]  # (b, m, d)
+            S = HB @ HB.transpose(1, 2) / tau
+        pos_mean = (S * pos).sum(-1) * inv
+        lse = torch.logsumexp(S.masked_fill(eye, float("-inf")), dim=-1)
+        total = total + torch.where(anchor, lse - pos_mean, torch.zeros_like(lse)).sum()
+    return total
+
+
+def torch_features(V, nonneg: bool):
+    """torch version of :func:`_features_from_params` (same map, zero columns left as zero)."""
+    import torch
+
+    W = V * V if nonneg else V
+    nr = torch.linalg.vector_norm(W, dim=0)
+    nr = torch.where(nr > 0, nr, torch.ones_like(nr))
+    return W / nr
+
+
+def _lbfgs_torch(V0, cb, tau, nonneg, maxiter, gtol, device, dtype, stop_at):
+    import torch
+
+    tdt = torch.float64 if dtype == "float64" else torch.float32
+    V = torch.tensor(V0, dtype=tdt, device=device, requires_grad=True)
+    # torch's tolerance_change is absolute (on loss changes and steps); scale the relative FTOL by the
+    # starting loss, as scipy's ftol is relative. Without it a start stuck at a local minimum runs to
+    # max_eval (measured: 4981 evaluations instead of ~500 at N = 200).
+    f0 = _loss_features(_features_from_params(V0, nonneg)[0], cb, tau, False)[0]
+    tol_change = FACTORED_FTOL[dtype] * max(1.0, abs(f0))
+    opt = torch.optim.LBFGS([V], lr=1.0, max_iter=maxiter, max_eval=2 * maxiter, tolerance_grad=gtol,
+                            tolerance_change=tol_change, history_size=FACTORED_MEMORY, line_search_fn="strong_wolfe")
+    hit = {"nfev": 0}
+    prepared = _torch_groups(cb, V.device, tdt)
+
+    def closure():
+        hit["nfev"] += 1
+        opt.zero_grad()
+        val = torch_loss(torch_features(V, nonneg), cb, tau, prepared)
+        if stop_at is not None and float(val.detach()) <= stop_at:
+            hit["V"] = V.detach().to("cpu", torch.float64).numpy().copy()
+            raise _TargetReached
+        val.backward()
+        return val
+
+    from solvers.common import SMALL_GEMM_FLOPS
+
+    # Small products on the CPU: one thread (as blas_threads does for numpy). Measured on the shared
+    # 2-core machine, N = 200, d = 11: 1.4 ms per evaluation with one thread, 2.5 ms to 80 ms with two.
+    threads = torch.get_num_threads()
+    one_thread = V.device.type == "cpu" and 2.0 * V0.shape[0] * V0.shape[1] ** 2 < SMALL_GEMM_FLOPS
+    try:
+        if one_thread:
+            torch.set_num_threads(1)
+        opt.step(closure)
+    except _TargetReached:
+        return hit["V"], None, "target value reached", hit["nfev"]
+    finally:
+        torch.set_num_threads(threads)
+    nit = int(opt.state[opt._params[0]].get("n_iter", 0))
+    return V.detach().to("cpu", torch.float64).numpy(), nit, f"torch LBFGS on {device} ({dtype})", hit["nfev"]
 
 
 #: d = 1 without nonnegativity: the sphere is {-1, +1}, so gradients carry no information; the
@@ -321,6 +475,8 @@ def _solve_line(inst: SCLInstance, cb: CompiledBatching, t0: float) -> Solution:
 # Convex Gram relaxations (certificates)
 # --------------------------------------------------------------------------------------
 
+_CLARABEL_TIGHT = {"tol_gap_abs": 1e-12, "tol_gap_rel": 1e-12, "tol_feas": 1e-12, "tol_ktratio": 1e-10,
+                   "max_iter": 500}
 _CLARABEL_RETRIES = [{"equilibrate_enable": False}, {"static_regularization_constant": 1e-7}]
 
 
@@ -438,6 +594,88 @@ def gram_relaxation(counts: Sequence[int], batches, tau: float, *, nonneg: bool 
         loss_at = float(_loss_gram(Gv, cb, tau, False)[0])
     return GramRelaxation(val, Gv, status, solver, "doubly-nonnegative" if nonneg else "sdp", secs, loss_at, tried,
                           free)
+
+
+def class_reduced_relaxation(counts: Sequence[int], tau: float, *, nonneg: bool = True,
+                             solver: str = "CLARABEL") -> GramRelaxation:
+    """The full-batch convex Gram relaxation reduced by symmetry to a k x k class matrix.
+
+    The full-batch loss and the constraints (G PSD, diag G = 1, and G >= 0 for UFM+) are
+    invariant under permuting samples within a class, and the problem is convex, so averaging an
+    optimal G over those permutations gives an optimal G of the form: 1 on the diagonal, a_c
+    between two samples of class c, b_cc' between classes c and c'. Such a G is PSD iff
+    a_c <= 1 (eigenvalue 1 - a_c on within-class zero-sum vectors) and the class matrix
+    M_cc = 1 + (n_c - 1) a_c, M_cc' = sqrt(n_c n_c') b_cc' is PSD (G on the span of the class
+    indicators). Its loss is sum_{c: n_c >= 2} n_c [log((n_c - 1) e^{a_c/tau} + sum_{c' != c} n_c' e^{b_cc'/tau})
+    - a_c/tau]. So this k x k program has exactly the optimal value of the N x N one: a lower
+    bound on the full-batch loss at every d, for any N. The returned G is the N x N expansion,
+    and ``loss_at_G`` re-evaluates it with the one definition of the loss (a cross-check)."""
+    import cvxpy as cp
+
+    inst = SCLInstance(tuple(counts), tau, 1, nonneg, None)
+    n = np.asarray(inst.counts, dtype=float)
+    k, N, tau = inst.k, inst.N, inst.tau
+    solver = str(solver).upper()
+    if solver not in ("CLARABEL", "SCS"):
+        raise InstanceError(f"solver must be CLARABEL or SCS, got {solver!r}")
+    t0 = time.perf_counter()
+    M = cp.Variable((k, k), symmetric=True)
+    multi = np.flatnonzero(n >= 2)
+    single = np.flatnonzero(n < 2)
+    nm = np.where(n >= 2, n - 1, 1.0)  # n_c - 1 (1 for singletons: their rows are not used)
+    dM = cp.diag(M)
+    a = (dM - 1) / nm  # a_c (meaningful for n_c >= 2)
+    cons = [M >> 0]
+    if single.size:
+        cons.append(dM[single] == 1)
+    if multi.size:
+        cons.append(dM[multi] <= n[multi])
+    if nonneg:
+        cons.append(M >= 0)  # a_c >= 0 (M_cc >= 1) and b_cc' >= 0
+    terms = []
+    if multi.size:
+        isq = 1.0 / np.sqrt(n)
+        B = cp.multiply(M, np.outer(isq, isq))  # b_cc' off the diagonal
+        # row c: entries b_cc'/tau + log n_c' (c' != c) and, on the diagonal, a_c/tau + log(n_c - 1)
+        corr = a / tau + np.log(nm) - (cp.multiply(dM, 1.0 / n) / tau + np.log(n))
+        Z = B / tau + np.tile(np.log(n), (k, 1)) + cp.diag(corr)
+        lse = cp.log_sum_exp(Z[multi, :], axis=1)
+        terms.append(n[multi] @ (lse - a[multi] / tau))
+    tried: list = []
+    if not terms:
+        Mv, val, status = np.eye(k), 0.0, "optimal"
+    else:
+        prob = cp.Problem(cp.Minimize(terms[0]), cons)
+        # k x k is small: ask Clarabel for tight tolerances (the default 1e-8 relative gap leaves the
+        # primal value ~3e-8 relative above the optimum at N = 200), then the usual retries.
+        attempts = ([_CLARABEL_TIGHT, {}] + _CLARABEL_RETRIES) if solver == "CLARABEL" else [{}]
+        status = "not solved"
+        for opts in attempts:
+            try:
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore", UserWarning)
+                    prob.solve(solver=solver, **opts)
+                status = str(prob.status)
+            except cp.error.SolverError as exc:
+                status = f"solver error: {exc}"
+            tried.append({"options": opts, "status": status})
+            if status == "optimal":
+                break
+        val = None if prob.value is None or not np.isfinite(prob.value) else float(prob.value)
+        Mv = None if M.value is None else 0.5 * (M.value + M.value.T)
+    Gv = None
+    loss_at = None
+    if Mv is not None:
+        y = inst.labels
+        sq = np.sqrt(n)
+        B = Mv / np.outer(sq, sq)  # b_cc' off the diagonal
+        for c in range(k):
+            B[c, c] = (Mv[c, c] - 1) / (n[c] - 1) if n[c] >= 2 else 1.0
+        Gv = B[np.ix_(y, y)]
+        np.fill_diagonal(Gv, 1.0)
+        loss_at = float(_loss_gram(Gv, compile_batching(y, None), tau, False)[0])
+    return GramRelaxation(val, Gv, status, solver, ("doubly-nonnegative" if nonneg else "sdp") + ", class-reduced k x k",
+                          time.perf_counter() - t0, loss_at, tried, [])
 
 
 def certify(solution: Solution, relax: GramRelaxation) -> Certificate | None:

@@ -1,0 +1,224 @@
+"""SCL at larger sizes: torch backend agreement with numpy, backend fallbacks, the class-reduced
+k x k relaxation against the full N x N one, and the benchmark's --quick smoke run."""
+
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+from hypothesis import given, settings, strategies as st
+
+from solvers import backends
+from solvers import scl as S
+from theory import scl as T
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def _torch():
+    return pytest.importorskip("torch", reason="torch not installed (optional extra: pip install torch)")
+
+
+def _torch_value_grad(H, labels, batches, tau):
+    torch = _torch()
+    cb = S.compile_batching(labels, batches)
+    Ht = torch.tensor(H, dtype=torch.float64, requires_grad=True)
+    f = S.torch_loss(Ht, cb, tau)
+    f.backward()
+    return float(f), Ht.grad.numpy()
+
+
+@settings(max_examples=15, deadline=None)
+@given(counts=st.lists(st.integers(1, 5), min_size=2, max_size=4), tau=st.floats(0.05, 3.0),
+       d=st.integers(2, 6), seed=st.integers(0, 10_000), minibatch=st.booleans(), nonneg=st.booleans())
+def test_torch_loss_and_gradient_agree_with_numpy(counts, tau, d, seed, minibatch, nonneg):
+    _torch()
+    y = T.labels_from_counts(counts)
+    N = y.size
+    rng = np.random.default_rng(seed)
+    H = rng.standard_normal((d, N))
+    if nonneg:
+        H = np.abs(H)
+    H /= np.linalg.norm(H, axis=0)
+    batches = None
+    if minibatch:  # random batches of random sizes, a sample may repeat across batches
+        batches = [sorted(rng.choice(N, size=int(rng.integers(1, N + 1)), replace=False).tolist())
+                   for _ in range(int(rng.integers(1, 5)))]
+    f_np, g_np = S.scl_loss(H, y, batches, tau)
+    f_t, g_t = _torch_value_grad(H, y, batches, tau)
+    assert f_t == pytest.approx(f_np, rel=1e-8, abs=1e-12)
+    np.testing.assert_allclose(g_t, g_np, rtol=1e-8, atol=1e-10)
+
+
+def test_torch_loss_matches_the_orthogonal_frame_value():
+    """Independent reference: at the collapsed orthogonal frame the full-batch loss is the Theorem 1
+    value sum_c n_c log(n_c - 1 + (N - n_c) e^{-1/tau}) (closed form, theory.scl)."""
+    _torch()
+    counts, tau = (4, 3, 2), 0.3
+    H = T.of_features(counts, 4)
+    f_t, _ = _torch_value_grad(H, T.labels_from_counts(counts), None, tau)
+    assert f_t == pytest.approx(T.theorem1_bound(counts, tau), rel=1e-12)
+
+
+def test_torch_loss_anchor_without_positive_contributes_zero():
+    _torch()
+    # batch {0, 2}: classes 0 and 1 have one member each, no anchor -> 0; batch {0, 1}: two samples
+    # of class 0, no negatives -> per anchor log e^{G01/tau} - G01/tau = 0.
+    H = np.eye(3)[:, [0, 0, 1]]
+    f, g = _torch_value_grad(H, [0, 0, 1], [[0, 2], [0, 1]], 0.5)
+    assert f == pytest.approx(0.0, abs=1e-14)
+
+
+@pytest.mark.parametrize("counts,nonneg,batches", [((3, 2, 3), True, None), ((3, 3), False, None),
+                                                   ((2, 2, 3), True, [[0, 1, 4, 5], [2, 3, 6], [0, 2, 5, 6]])])
+def test_torch_solver_agrees_with_numpy_solver(counts, nonneg, batches):
+    _torch()
+    inst = T.SCLInstance(counts, 0.5, len(counts) + 1, nonneg, batches)
+    a = S.solve_factored(inst, starts=2, seed=1, backend="numpy")
+    t = S.solve_factored(inst, starts=2, seed=1, backend="torch", dtype="float64")
+    assert t.diagnostics["backend"] == "torch" and t.diagnostics["device"] == "cpu"
+    assert t.diagnostics["dtype"] == "float64" and t.diagnostics["fallback"] is None
+    assert a.converged and t.converged
+    assert t.value == pytest.approx(a.value, rel=1e-8)
+    if nonneg:  # UFM+: the reconstructed Theorem 1/2 value (closed form), reached by both
+        assert t.value == pytest.approx(T.theorem2_bound(counts, batches, 0.5), rel=1e-8)
+    else:  # balanced full-batch UFM: the ETF value (closed form)
+        assert t.value == pytest.approx(T.etf_value(counts, 0.5), rel=1e-8)
+
+
+def test_torch_float32_is_judged_in_float64():
+    _torch()
+    inst = T.SCLInstance((3, 3, 2), 0.5, 4, True)
+    t = S.solve_factored(inst, starts=1, seed=0, backend="torch", dtype="float32")
+    assert t.diagnostics["dtype"] == "float32"
+    # value and KKT residual are float64 re-evaluations: the value is the float64 loss at H
+    H = t.variables["H"]
+    assert H.dtype == np.float64
+    assert t.value == S.scl_loss(H, inst.labels, None, inst.tau, grad=False)
+    assert t.converged == (t.diagnostics["kkt_residual"] <= S.KKT_TOL)
+
+
+def test_backend_fallback_when_torch_missing(monkeypatch):
+    monkeypatch.setattr(backends, "torch_available", lambda: False)
+    inst = T.SCLInstance((3, 2), 0.5, 3, True)
+    sol = S.solve_factored(inst, starts=1, backend="torch", device="cuda", dtype="float32")
+    assert sol.diagnostics["backend"] == "numpy" and sol.diagnostics["dtype"] == "float64"
+    assert "torch is not installed" in sol.diagnostics["fallback"][0]
+    assert sol.value == pytest.approx(T.theorem1_bound((3, 2), 0.5), rel=1e-8)
+
+
+def test_cuda_fallback_when_unavailable():
+    torch = _torch()
+    if torch.cuda.is_available():
+        pytest.skip("CUDA is available here: no fallback to test")
+    inst = T.SCLInstance((3, 2), 0.5, 3, True)
+    sol = S.solve_factored(inst, starts=1, backend="torch", device="cuda")
+    assert sol.diagnostics["backend"] == "torch" and sol.diagnostics["device"] == "cpu"
+    assert "CUDA is not available" in sol.diagnostics["fallback"][0]
+
+
+def test_bad_backend_arguments_are_clear():
+    inst = T.SCLInstance((3, 2), 0.5, 3, True)
+    with pytest.raises(ValueError, match="backend must be one of"):
+        S.solve_factored(inst, backend="jax")
+    with pytest.raises(ValueError, match="numpy backend runs in float64 only"):
+        S.solve_factored(inst, backend="numpy", dtype="float32")
+
+
+def test_cli_backend_keys_and_fallback_note(monkeypatch, capsys):
+    from proofs_check import cli
+
+    monkeypatch.setattr(backends, "torch_available", lambda: False)
+    rc = cli.main(["solve", "scl", "--counts", "3,2", "--tau", "0.5", "--starts", "1", "--backend", "torch",
+                   "--device", "cuda", "--json"])
+    out = capsys.readouterr()
+    assert rc == 0
+    assert "torch is not installed" in out.err
+    sol = json.loads(out.out)["solution"]
+    assert sol["backend"] == "numpy" and sol["device"] == "cpu" and sol["dtype"] == "float64"
+    assert "torch is not installed" in sol["fallback"][0]
+
+
+def test_cli_torch_backend_same_schema(capsys):
+    _torch()
+    from proofs_check import cli
+
+    args = ["solve", "scl", "--counts", "3,2,2", "--tau", "0.5", "--starts", "1", "--json"]
+    assert cli.main(args) == 0
+    a = json.loads(capsys.readouterr().out)
+    assert cli.main(args + ["--backend", "torch", "--dtype", "float64"]) == 0
+    t = json.loads(capsys.readouterr().out)
+    assert set(a) == set(t) and set(a["solution"]) == set(t["solution"])
+    assert t["solution"]["backend"] == "torch" and t["verdict"] == a["verdict"] == "VERIFIED"
+    assert t["solution"]["value"] == pytest.approx(a["solution"]["value"], rel=1e-8)
+
+
+# ---- class-reduced relaxation ------------------------------------------------------------
+
+@settings(max_examples=6, deadline=None)
+@given(counts=st.lists(st.integers(1, 5), min_size=2, max_size=4).filter(lambda c: sum(c) <= 14),
+       tau=st.floats(0.2, 2.0), nonneg=st.booleans())
+def test_class_reduced_relaxation_equals_the_full_relaxation(counts, tau, nonneg):
+    full = S.gram_relaxation(counts, None, tau, nonneg=nonneg)
+    red = S.class_reduced_relaxation(counts, tau, nonneg=nonneg)
+    assert full.ok and red.ok
+    assert red.value == pytest.approx(full.value, rel=1e-6, abs=1e-6)
+    # the expanded Gram is feasible and its loss (the one definition) is the reduced value
+    G = red.G
+    assert np.allclose(np.diag(G), 1.0) and np.linalg.eigvalsh(G).min() >= -1e-7
+    if nonneg:
+        assert G.min() >= -1e-8
+    assert red.loss_at_G == pytest.approx(red.value, rel=1e-7, abs=1e-7)
+
+
+@pytest.mark.parametrize("counts", [(20,) * 10, (36, 36, 36, 36, 36, 4, 4, 4, 4, 4)])
+def test_class_reduced_relaxation_at_N_200(counts):
+    """N = 200: UFM+ reaches the reconstructed Theorem 1 value (closed form) and the OF Gram; the
+    balanced UFM reaches the Graf ETF value (closed form)."""
+    red = S.class_reduced_relaxation(counts, 0.5)
+    assert red.ok and red.value == pytest.approx(T.theorem1_bound(counts, 0.5), rel=1e-9)
+    assert red.distance_to(T.of_gram(counts)) <= 1e-4
+    if len(set(counts)) == 1:
+        sdp = S.class_reduced_relaxation(counts, 0.5, nonneg=False)
+        assert sdp.value == pytest.approx(T.etf_value(counts, 0.5), rel=1e-9)
+
+
+def test_reduced_relaxation_is_a_lower_bound_not_an_answer_key():
+    """False statement: a value 1e-3 below the optimum is not what the relaxation returns, and a
+    feasible non-optimal Gram (all classes orthogonal but no collapse) has a larger loss."""
+    counts, tau = (3, 2, 2), 0.5
+    red = S.class_reduced_relaxation(counts, tau)
+    assert red.value != pytest.approx(T.theorem1_bound(counts, tau) - 1e-3, rel=1e-6)
+    H = np.eye(7)  # every sample orthogonal to every other: feasible, not collapsed
+    assert S.scl_loss(H, T.labels_from_counts(counts), None, tau, grad=False) > red.value + 1e-3
+
+
+@pytest.mark.parametrize("extra,kind", [(["--counts", "30,20,10,5"], "doubly-nonnegative"),
+                                        (["--counts", "20,20,20,20", "--no-nonneg"], "sdp")])
+def test_cli_uses_the_reduced_certificate_beyond_N_60(capsys, extra, kind):
+    from proofs_check import cli
+
+    assert cli.main(["solve", "scl", "--tau", "0.5", "--starts", "1", "--json", *extra]) == 0
+    o = json.loads(capsys.readouterr().out)
+    assert o["certificate"]["method"].startswith(f"convex Gram relaxation ({kind}, class-reduced")
+    assert o["verdict"] == "VERIFIED"
+    assert abs(o["certificate"]["gap"]) <= 1e-6 * o["certificate"]["lower_bound"]
+
+
+# ---- benchmark smoke ---------------------------------------------------------------------
+
+def test_scl_benchmark_quick_runs_and_writes_json(tmp_path):
+    out = tmp_path / "scl.json"
+    r = subprocess.run([sys.executable, os.path.join(ROOT, "benchmarks", "scl_bench.py"), "--quick", "--out", str(out)],
+                       capture_output=True, text=True, timeout=300, cwd=ROOT)
+    assert r.returncode == 0, r.stderr
+    data = json.loads(out.read_text())
+    methods = {row["method"] for row in data["rows"]}
+    assert any(m.startswith("certificate") for m in methods)
+    assert any(m.startswith("ncproofs factored (numpy") for m in methods)
+    assert any(m.startswith("peer-style GD") for m in methods)
+    for row in data["rows"]:
+        if row["method"].startswith("certificate") or row["method"].startswith("ncproofs"):
+            assert row["reached"] and row["gap"] <= 1e-6
