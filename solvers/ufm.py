@@ -35,6 +35,9 @@ LBFGS_GTOL_FLOAT32 = 1e-5
 #: evaluations as 20 or 30, while L-BFGS-B's per-iteration work grows with the memory (it
 #: dominated the run time at m = 30 for k = 100), so 10 is fastest overall.
 LBFGS_MEMORY = 10
+#: Rebalance (W, H) and restart L-BFGS every this many iterations (measured: 20 beat 50, 100, 200
+#: and no rebalancing on CE and MSE instances with k = 10..200).
+REBALANCE_EVERY = 20
 #: Relative rank threshold for singular values when reading the support of Z.
 RANK_RTOL = 1e-7
 #: Largest k*N for which ``auto`` also solves the convex program outright (cvxpy/Clarabel).
@@ -143,13 +146,19 @@ def initial_points(inst: UFMInstance, starts: int, seed: int, init_scale: float 
 
 def solve_factored(inst: UFMInstance, *, starts: int = 3, seed: int = 0, init_scale: float = 0.5,
                    maxiter: int = 20000, gtol: float | None = None, backend: str = "numpy",
-                   device: str | None = None, dtype: str = "float64", stop_at: float | None = None) -> Solution:
+                   device: str | None = None, dtype: str = "float64", stop_at: float | None = None,
+                   rebalance_every: int | None = REBALANCE_EVERY) -> Solution:
     """Minimise f(W, H, b) with L-BFGS (analytic or autograd gradient) from ``starts`` random starts.
 
     ``backend="numpy"`` uses scipy's L-BFGS-B; ``backend="torch"`` uses torch.optim.LBFGS with a
     strong-Wolfe line search on ``device`` in ``dtype`` (see solvers.backends for fallbacks).
     Whatever the backend, the reported value and gradient are re-evaluated in float64 numpy,
     and ``converged`` means the float64 gradient's max-abs entry is <= 10 gtol.
+    The numpy route restarts L-BFGS every ``rebalance_every`` iterations after replacing (W, H)
+    by the balanced factorization of the same Z = W H (:func:`rebalance`): the data term is
+    unchanged and the regularizer can only drop, so the objective never increases; it removes
+    the slow "balancing" directions whose only curvature is the weight decay (measured: 1.1-4x
+    fewer evaluations on the benchmark instances; ``None`` disables it).
     ``stop_at`` (numpy backend) stops a start as soon as the objective is <= that value
     (benchmarks: time to a target accuracy). Returns the best start; diagnostics list every
     start's value and the number of objective evaluations.
@@ -163,10 +172,36 @@ def solve_factored(inst: UFMInstance, *, starts: int = 3, seed: int = 0, init_sc
         gtol = LBFGS_GTOL if choice.dtype == "float64" else LBFGS_GTOL_FLOAT32
     t0 = time.perf_counter()
     with blas_threads(2.0 * inst.k * inst.d * inst.N):
-        return _solve_factored(inst, starts, seed, init_scale, maxiter, gtol, choice, stop_at, t0)
+        return _solve_factored(inst, starts, seed, init_scale, maxiter, gtol, choice, stop_at, t0, rebalance_every)
 
 
-def _solve_factored(inst, starts, seed, init_scale, maxiter, gtol, choice, stop_at, t0) -> Solution:
+def rebalance(inst: UFMInstance, x: np.ndarray) -> np.ndarray:
+    """(W, H, b) -> the balanced factorization of the same Z = W H (lw ||W||^2 = lh ||H||^2, minimal).
+
+    Exact when d >= rank Z, which always holds for Z = W H; the objective cannot increase.
+    """
+    W, H, b = unpack(inst, x)
+    W2, H2, _ = factor(inst, W @ H, b)
+    return np.concatenate([W2.ravel(), H2.ravel(), b])
+
+
+def _lbfgs_rebalanced(inst, fun, x0, maxiter, gtol, every):
+    opts = {"gtol": gtol, "ftol": 0.0, "maxcor": LBFGS_MEMORY}
+    if not every:
+        res = minimize(fun, x0, jac=True, method="L-BFGS-B", options={**opts, "maxiter": maxiter, "maxfun": 2 * maxiter})
+        return res.x, int(res.nit), str(res.message)
+    x, nit = rebalance(inst, x0), 0
+    while nit < maxiter:
+        res = minimize(fun, x, jac=True, method="L-BFGS-B",
+                       options={**opts, "maxiter": min(every, maxiter - nit), "maxfun": 4 * every})
+        nit += int(res.nit)
+        if np.max(np.abs(res.jac)) <= gtol or res.nit == 0:
+            return res.x, nit, str(res.message)
+        x = rebalance(inst, res.x)
+    return x, nit, "maximum number of iterations reached"
+
+
+def _solve_factored(inst, starts, seed, init_scale, maxiter, gtol, choice, stop_at, t0, rebalance_every) -> Solution:
     y = inst.labels()
     best, runs = None, []
     nfev_total = 0
@@ -174,10 +209,7 @@ def _solve_factored(inst, starts, seed, init_scale, maxiter, gtol, choice, stop_
         if choice.backend == "numpy":
             fun = _Objective(inst, stop_at)
             try:
-                res = minimize(fun, x0, jac=True, method="L-BFGS-B",
-                               options={"maxiter": maxiter, "gtol": gtol, "ftol": 0.0, "maxcor": LBFGS_MEMORY,
-                                        "maxfun": 2 * maxiter})
-                x, nit, msg = res.x, int(res.nit), str(res.message)
+                x, nit, msg = _lbfgs_rebalanced(inst, fun, x0, maxiter, gtol, rebalance_every)
             except _TargetReached:
                 x, nit, msg = fun.x_hit, fun.nfev, "target value reached"
             nfev_total += fun.nfev

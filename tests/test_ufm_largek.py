@@ -85,3 +85,27 @@ def test_large_k_certificate_runs_without_the_full_problem():
     cert = S.closed_form_certificate(inst)
     assert cert.details["valid"] and cert.gap <= 1e-10
     assert cert.lower_bound == pytest.approx(T.ce_optimum(inst).value, abs=1e-10)
+
+
+@settings(max_examples=10)
+@given(loss=st.sampled_from(["ce", "mse"]), k=st.integers(2, 6), n=st.integers(1, 4), extra=st.integers(0, 3),
+       seed=st.integers(0, 1000), scale=st.floats(0.01, 3.0))
+def test_rebalance_keeps_the_product_and_never_increases_the_objective(loss, k, n, extra, seed, scale):
+    inst = T.UFMInstance(loss, k, n, k - 1 + extra, 3e-3, 2e-2)
+    x = S.initial_points(inst, 1, seed, init_scale=scale)[0]
+    W, H, b = S.unpack(inst, x)
+    x2 = S.rebalance(inst, x)
+    W2, H2, b2 = S.unpack(inst, x2)
+    np.testing.assert_allclose(W2 @ H2, W @ H, atol=1e-10 * max(1.0, np.abs(W @ H).max()))
+    assert S.objective(inst, W2, H2, b2) <= S.objective(inst, W, H, b) + 1e-12
+    # balanced: lw ||W||^2 = lh ||H||^2
+    assert inst.lw * np.sum(W2 ** 2) == pytest.approx(inst.lh * np.sum(H2 ** 2), rel=1e-8, abs=1e-14)
+
+
+@pytest.mark.parametrize("loss", ["ce", "mse"])
+def test_rebalanced_and_plain_lbfgs_reach_the_same_certified_value(loss):
+    inst = T.UFMInstance(loss, 6, 3, 6, 1e-3, 3e-3)
+    cert = S.closed_form_certificate(inst)
+    for every in (None, 5, 20):
+        sol = S.solve_factored(inst, starts=1, seed=1, rebalance_every=every)
+        assert sol.converged and sol.value - cert.lower_bound <= 1e-9
