@@ -147,7 +147,9 @@ def cosine_matrix(vectors) -> list[list[float | None]]:
     V = as_finite_array("vectors", vectors, ndim=2)
     norms = np.linalg.norm(V, axis=0)
     scale = max(1.0, float(norms.max(initial=0.0)))
-    ok = norms > ZERO_TOL * scale
+    # A vector counts as zero when its norm is below sqrt(ZERO_TOL) (relative to max(1, largest norm)):
+    # the same threshold classify_gram applies to the Gram matrix (squared norms).
+    ok = norms > np.sqrt(ZERO_TOL) * scale
     G = V.T @ V
     out: list[list[float | None]] = []
     for i in range(V.shape[1]):
