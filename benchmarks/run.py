@@ -9,7 +9,7 @@ certified value from the same start:
 - ``ncproofs``: ``solvers.ufm.solve_factored(starts=1)`` (scipy L-BFGS-B, memory 30, fused gradient);
 - ``plain-lbfgs``: scipy L-BFGS-B with default options on a direct numpy objective;
 - ``peer-gd``: full-batch gradient descent, momentum 0.9, lr 0.1, float64.
-A baseline that has not reached the target by the cap (10x our time, at least 2 s, at most
+A baseline that has not reached the target by the cap (150x our time, at least 2 s, at most
 ``--cap`` seconds) is stopped and its ratio is reported as a lower bound (">=").
 Also: achieved GFLOP/s of one gradient evaluation against the measured float64 GEMM rate.
 Results go to JSON (default benchmarks/results/<timestamp>.json) for comparison over time.
@@ -38,6 +38,9 @@ from solvers import ufm as S  # noqa: E402
 from theory import ufm as T  # noqa: E402
 
 TARGET_REL_GAP = 1e-6
+#: A baseline is stopped at CAP_FACTOR x our time (at least 2 s, at most --cap): large enough to
+#: test the issue's "100x the peer-style baseline" target, reported as a lower bound when hit.
+CAP_FACTOR = 150
 
 
 def gemm_gflops(n: int, reps: int = 3) -> float:
@@ -85,7 +88,7 @@ def bench_instance(loss, k, n, d, lam, cap_max, skip_baselines=False) -> list[di
         return rows
     x0 = S.initial_points(inst, 1, 0)[0]
     args = (k, d, inst.N, inst.labels(), lam, lam, loss)
-    cap = min(max(10 * t_ours, 2.0), cap_max)
+    cap = min(max(CAP_FACTOR * t_ours, 2.0), cap_max)
     import functools
 
     for label, fn in (("plain scipy L-BFGS (defaults)", plain_lbfgs),
