@@ -235,14 +235,7 @@ def cvxpy_convex_optimum(inst: FCInstance, prob: FCProblem | None = None) -> dic
                             f"> {MAX_CVXPY_WORK}")
     K, L, n_w = inst.K, inst.L, inst.n_w
     Z = cp.Variable((K * L, n_w))
-    sc = 0
-    for l in range(L):
-        O = np.zeros((n_w, prob.S))
-        O[prob.X[:, l], prob.cols] = 1.0
-        sc = sc + Z[l::L, :] @ O
-    Py = np.zeros((K, prob.S))
-    Py[prob.y, prob.cols] = prob.p
-    obj = prob.p @ cp.log_sum_exp(sc, axis=0) - cp.sum(cp.multiply(Py, sc)) + inst.lam * cp.normNuc(Z)
+    obj = _cvx_cross_entropy(Z, prob, L, n_w, K) + inst.lam * cp.normNuc(Z)
     cpp = cp.Problem(cp.Minimize(obj))
     t0 = time.perf_counter()
     try:
@@ -253,6 +246,20 @@ def cvxpy_convex_optimum(inst: FCInstance, prob: FCProblem | None = None) -> dic
     out = nuclear_lower_bound(prob, Zv)
     out.update(cvxpy_value=float(cpp.value), status=cpp.status, seconds=time.perf_counter() - t0, Z=Zv)
     return out
+
+
+def _cvx_cross_entropy(Z, prob: FCProblem, L: int, n_w: int, K: int):
+    """Exact population cross-entropy of the scores h_k(x) = sum_l Z[(k,l), x_l] as a cvxpy expression."""
+    import cvxpy as cp
+
+    sc = 0
+    for l in range(L):
+        O = np.zeros((n_w, prob.S))
+        O[prob.X[:, l], prob.cols] = 1.0
+        sc = sc + Z[l::L, :] @ O
+    Py = np.zeros((K, prob.S))
+    Py[prob.y, prob.cols] = prob.p
+    return prob.p @ cp.log_sum_exp(sc, axis=0) - cp.sum(cp.multiply(Py, sc))
 
 
 def cvxpy_sdp_relaxation(inst: FCInstance, prob: FCProblem | None = None) -> dict:
@@ -269,14 +276,7 @@ def cvxpy_sdp_relaxation(inst: FCInstance, prob: FCProblem | None = None) -> dic
     K, L, n_w = inst.K, inst.L, inst.n_w
     M = cp.Variable((n_w + K * L, n_w + K * L), PSD=True)
     Z = M[n_w:, :n_w]
-    sc = 0
-    for l in range(L):
-        O = np.zeros((n_w, prob.S))
-        O[prob.X[:, l], prob.cols] = 1.0
-        sc = sc + Z[l::L, :] @ O
-    Py = np.zeros((K, prob.S))
-    Py[prob.y, prob.cols] = prob.p
-    obj = prob.p @ cp.log_sum_exp(sc, axis=0) - cp.sum(cp.multiply(Py, sc)) + inst.lam / 2 * cp.trace(M[n_w:, n_w:])
+    obj = _cvx_cross_entropy(Z, prob, L, n_w, K) + inst.lam / 2 * cp.trace(M[n_w:, n_w:])
     cpp = cp.Problem(cp.Minimize(obj), [cp.diag(M[:n_w, :n_w]) == inst.d])
     t0 = time.perf_counter()
     cpp.solve(solver=cp.CLARABEL)

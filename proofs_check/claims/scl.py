@@ -53,6 +53,17 @@ SPEC_REFERENCES = {((5, 3, 2), 0.5): (12.422968, 10.465194),
 SPEC_ATOL = 5e-7
 
 
+
+def _of_uniqueness_check(name: str, diff: float, ev: dict, refuted: str) -> Check:
+    """The relaxation's interior-point optimum against the OF Gram: equal (VERIFIED), visibly
+    different (REFUTED: the optimal face holds another Gram), or in between (INCONCLUSIVE)."""
+    if diff <= UNIQUE_TOL:
+        return Check(name, Verdict.VERIFIED, f"interior-point optimum equals the OF Gram (max diff {fmt(diff, 3)})", ev)
+    if diff >= NONUNIQUE_MIN:
+        return Check(name, Verdict.REFUTED, refuted, ev)
+    return Check(name, Verdict.INCONCLUSIVE,
+                 f"interior-point optimum is {fmt(diff, 3)} from the OF Gram (between thresholds)", ev)
+
 def _tol(value: float) -> float:
     return VALUE_RTOL * max(1.0, abs(value))
 
@@ -132,15 +143,8 @@ def make_theorem1_claim(bound: Callable[[Sequence[int], float], float] = T.theor
             if rel.ok and singles < 2:
                 diff = rel.distance_to(T.of_gram(counts))
                 ev = {"max_abs_diff_to_OF_gram": diff, "unique_tol": UNIQUE_TOL, "nonunique_min": NONUNIQUE_MIN}
-                if diff <= UNIQUE_TOL:
-                    yield Check(f"equality only at the OF (relaxation interior) [{lab}]", Verdict.VERIFIED,
-                                f"interior-point optimum equals the OF Gram (max diff {fmt(diff, 3)})", ev)
-                elif diff >= NONUNIQUE_MIN:
-                    yield Check(f"equality only at the OF (relaxation interior) [{lab}]", Verdict.REFUTED,
-                                f"the optimal face holds a non-OF Gram (max diff {fmt(diff, 3)})", ev)
-                else:
-                    yield Check(f"equality only at the OF (relaxation interior) [{lab}]", Verdict.INCONCLUSIVE,
-                                f"interior-point optimum is {fmt(diff, 3)} from the OF Gram (between thresholds)", ev)
+                yield _of_uniqueness_check(f"equality only at the OF (relaxation interior) [{lab}]", diff, ev,
+                                           f"the optimal face holds a non-OF Gram (max diff {fmt(diff, 3)})")
 
     return Claim(claim_id, FAMILY,
                  "Full batch, UFM+ (unit, nonnegative features), d >= k: L(H) >= sum_{c: n_c >= 2} n_c log(n_c - 1 + "
@@ -312,15 +316,9 @@ def make_uniqueness_claim(predict: Callable[[T.BatchingAnalysis], bool | None] =
             diff = rel.distance_to(T.of_gram(counts))
             ev.update(max_abs_diff_relaxation_vs_OF=diff, relaxation_value=rel.value, bound=bound)
             if pred:
-                if diff <= UNIQUE_TOL:
-                    yield Check(f"OF unique as predicted [{lab}]", Verdict.VERIFIED,
-                                f"interior-point optimum equals the OF Gram (max diff {fmt(diff, 3)})", ev)
-                elif diff >= NONUNIQUE_MIN:
-                    yield Check(f"OF unique as predicted [{lab}]", Verdict.REFUTED,
-                                f"predicted unique, but the optimal face holds a Gram {fmt(diff, 3)} away from the OF", ev)
-                else:
-                    yield Check(f"OF unique as predicted [{lab}]", Verdict.INCONCLUSIVE,
-                                f"interior-point optimum {fmt(diff, 3)} from the OF (between thresholds)", ev)
+                yield _of_uniqueness_check(f"OF unique as predicted [{lab}]", diff, ev,
+                                           f"predicted unique, but the optimal face holds a Gram {fmt(diff, 3)} "
+                                           "away from the OF")
                 continue
             # predicted non-unique: a second minimiser must attain the bound with another Gram
             H2 = T.alternative_minimiser(counts, batches, d)
