@@ -24,7 +24,7 @@ Two equivalent forms, in any test file::
 
 A failing claim raises :class:`ClaimFailure` (an ``AssertionError``) whose message holds the
 instance, the reason and the evidence; hypothesis shrinks the instance to a minimal one
-and prints it as the "Falsifying example".
+and prints it as the falsifying example ("Failing test case" in newer hypothesis).
 
 Kinds (``kind=``) and what ``predict(p)`` / ``solve(p)`` return:
 
