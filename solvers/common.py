@@ -61,6 +61,12 @@ def blas_threads(flops_per_gemm: float):
 
     if flops_per_gemm >= SMALL_GEMM_FLOPS:
         return contextlib.nullcontext()
-    from threadpoolctl import threadpool_limits
+    global _CONTROLLER
+    if _CONTROLLER is None:  # inspecting the loaded libraries costs ~2 ms: do it once
+        from threadpoolctl import ThreadpoolController
 
-    return threadpool_limits(limits=1, user_api="blas")
+        _CONTROLLER = ThreadpoolController()
+    return _CONTROLLER.limit(limits=1, user_api="blas")
+
+
+_CONTROLLER = None
