@@ -147,7 +147,8 @@ def initial_points(inst: UFMInstance, starts: int, seed: int, init_scale: float 
 def solve_factored(inst: UFMInstance, *, starts: int = 3, seed: int = 0, init_scale: float = 0.5,
                    maxiter: int = 20000, gtol: float | None = None, backend: str = "numpy",
                    device: str | None = None, dtype: str = "float64", stop_at: float | None = None,
-                   rebalance_every: int | None = REBALANCE_EVERY) -> Solution:
+                   rebalance_every: int | None = REBALANCE_EVERY,
+                   variable_projection: bool | None = None) -> Solution:
     """Minimise f(W, H, b) with L-BFGS (analytic or autograd gradient) from ``starts`` random starts.
 
     ``backend="numpy"`` uses scipy's L-BFGS-B; ``backend="torch"`` uses torch.optim.LBFGS with a
@@ -162,17 +163,29 @@ def solve_factored(inst: UFMInstance, *, starts: int = 3, seed: int = 0, init_sc
     ``stop_at`` (numpy backend) stops a start as soon as the objective is <= that value
     (benchmarks: time to a target accuracy). Returns the best start; diagnostics list every
     start's value and the number of objective evaluations.
+
+    ``variable_projection`` (MSE, numpy backend; default on there): minimise over W only, with
+    (H, b) replaced by their exact minimiser for that W (:func:`projected_objective_and_grad`).
+    The problem and its global minima are unchanged (min_{W,H,b} f = min_W min_{H,b} f); only W
+    starts at random (the W part of the same start), and the joint gradient of the result is
+    checked as for the joint route. ``False`` runs L-BFGS on (W, H, b) jointly.
     """
     from solvers.backends import resolve
 
     if starts < 1:
         raise ValueError(f"starts must be >= 1, got {starts}")
     choice = resolve(backend, device, dtype)
+    if variable_projection is None:
+        variable_projection = inst.loss == "mse" and choice.backend == "numpy"
+    elif variable_projection and (inst.loss != "mse" or choice.backend != "numpy"):
+        raise ValueError("variable_projection needs loss 'mse' and the numpy backend "
+                         f"(got loss {inst.loss!r}, backend {choice.backend!r})")
     if gtol is None:
         gtol = LBFGS_GTOL if choice.dtype == "float64" else LBFGS_GTOL_FLOAT32
     t0 = time.perf_counter()
     with blas_threads(2.0 * inst.k * inst.d * inst.N):
-        return _solve_factored(inst, starts, seed, init_scale, maxiter, gtol, choice, stop_at, t0, rebalance_every)
+        return _solve_factored(inst, starts, seed, init_scale, maxiter, gtol, choice, stop_at, t0, rebalance_every,
+                               variable_projection)
 
 
 def rebalance(inst: UFMInstance, x: np.ndarray) -> np.ndarray:
@@ -201,12 +214,24 @@ def _lbfgs_rebalanced(inst, fun, x0, maxiter, gtol, every):
     return x, nit, "maximum number of iterations reached"
 
 
-def _solve_factored(inst, starts, seed, init_scale, maxiter, gtol, choice, stop_at, t0, rebalance_every) -> Solution:
+def _solve_factored(inst, starts, seed, init_scale, maxiter, gtol, choice, stop_at, t0, rebalance_every,
+                    variable_projection) -> Solution:
     y = inst.labels()
     best, runs = None, []
     nfev_total = 0
     for x0 in initial_points(inst, starts, seed, init_scale):
-        if choice.backend == "numpy":
+        if variable_projection:
+            fun = _Objective(inst, stop_at, projected_objective_and_grad)
+            try:
+                res = minimize(fun, x0[: inst.k * inst.d], jac=True, method="L-BFGS-B",
+                               options={"gtol": gtol, "ftol": 0.0, "maxcor": LBFGS_MEMORY, "maxiter": maxiter,
+                                        "maxfun": 2 * maxiter})
+                w, nit, msg = res.x, int(res.nit), str(res.message)
+            except _TargetReached:
+                w, nit, msg = fun.x_hit, fun.nfev, "target value reached"
+            nfev_total += fun.nfev
+            x = projected_point(inst, w)
+        elif choice.backend == "numpy":
             fun = _Objective(inst, stop_at)
             try:
                 x, nit, msg = _lbfgs_rebalanced(inst, fun, x0, maxiter, gtol, rebalance_every)
@@ -223,12 +248,13 @@ def _solve_factored(inst, starts, seed, init_scale, maxiter, gtol, choice, stop_
             best = (float(f), x, gnorm, nit)
     f, x, gnorm, nit = best
     W, H, b = unpack(inst, x)
-    return Solution(f, f"factored-lbfgs({choice.backend})", gnorm <= 10 * gtol, time.perf_counter() - t0,
+    method = "factored-lbfgs(numpy, variable projection)" if variable_projection else f"factored-lbfgs({choice.backend})"
+    return Solution(f, method, gnorm <= 10 * gtol, time.perf_counter() - t0,
                     {"W": W, "H": H, "b": b},
                     {"iterations": nit, "grad_max": gnorm, "starts": starts, "seed": seed, "evaluations": nfev_total,
                      "start_values": [r["value"] for r in runs],
                      "start_spread": float(max(r["value"] for r in runs) - min(r["value"] for r in runs)),
-                     **choice.to_dict()})
+                     "variable_projection": bool(variable_projection), **choice.to_dict()})
 
 
 class _TargetReached(Exception):
@@ -238,17 +264,72 @@ class _TargetReached(Exception):
 class _Objective:
     """objective_and_grad with an evaluation counter and an optional early stop at a target value."""
 
-    def __init__(self, inst: UFMInstance, stop_at: float | None):
+    def __init__(self, inst: UFMInstance, stop_at: float | None, fn=None):
         self.inst, self.stop_at, self.nfev, self.y = inst, stop_at, 0, inst.labels()
         self.x_hit = None
+        self.fn = fn
 
     def __call__(self, x):
         self.nfev += 1
-        f, g = objective_and_grad(x, self.inst, self.y)
+        f, g = objective_and_grad(x, self.inst, self.y) if self.fn is None else self.fn(x, self.inst)
         if self.stop_at is not None and f <= self.stop_at:
             self.x_hit = x.copy()
             raise _TargetReached
         return f, g
+
+
+# ---------------------------------------------------------------------------------------
+# Variable projection (MSE): (H, b) eliminated in closed form
+# ---------------------------------------------------------------------------------------
+
+def _projection(inst: UFMInstance, W: np.ndarray):
+    """For MSE and a given W: B = (W W^T + c I)^{-1} with c = N lh, and u = B 1 (k x k, k).
+
+    Derivation (docs/DEVELOPING.md, "variable projection"): for fixed W the objective is a
+    strictly convex quadratic in (H, b). Its minimiser is b = 1/k (balanced classes; the
+    bias is unregularized) and, for every sample of class c, h = W^T B (e_c - 1/k) (by
+    h = (W^T W + c I)^{-1} W^T t = W^T (W W^T + c I)^{-1} t). The residual of that sample is
+    -c B (e_c - 1/k), and the value reduces to f(W) = (lh n / 2) tr(B P) + (lw / 2) ||W||^2
+    with P = I - 11^T/k; by the envelope theorem grad f(W) = lw W - lh n B P B W.
+    """
+    import scipy.linalg as sl
+
+    k = inst.k
+    M = W @ W.T
+    M.flat[:: k + 1] += inst.N * inst.lh
+    try:
+        cf = sl.cho_factor(M, lower=True, check_finite=False)
+    except np.linalg.LinAlgError as exc:  # c = N lh below rounding of ||W||^2: no reliable projection
+        raise FloatingPointError(f"variable projection: W W^T + N lh I is not numerically positive definite "
+                                 f"(N lh = {inst.N * inst.lh:g}); use variable_projection=False") from exc
+    B = sl.cho_solve(cf, np.eye(k), check_finite=False)
+    return B, B.sum(axis=1)
+
+
+def projected_objective_and_grad(w: np.ndarray, inst: UFMInstance):
+    """MSE: f(W) = min_{H,b} objective(W, H, b) and its gradient, for w = vec(W) (see :func:`_projection`).
+
+    Costs O(k^2 d + k^3) per evaluation, independent of the number of samples N.
+    """
+    k, d = inst.k, inst.d
+    W = w.reshape(k, d)
+    B, u = _projection(inst, W)
+    scale = inst.lh * inst.n
+    f = 0.5 * scale * (np.trace(B) - u.sum() / k) + 0.5 * inst.lw * float(w @ w)
+    # B P B W = B (B W) - u (u^T W) / k, ordered to do the cheaper products
+    BW = B @ (B @ W) if d < k else (B @ B) @ W
+    G = inst.lw * W - scale * (BW - np.outer(u, u @ W) / k)
+    return float(f), G.ravel()
+
+
+def projected_point(inst: UFMInstance, w: np.ndarray) -> np.ndarray:
+    """The packed point (W, H*(W), b*(W)) whose objective equals :func:`projected_objective_and_grad`."""
+    k, d = inst.k, inst.d
+    W = w.reshape(k, d)
+    B, u = _projection(inst, W)
+    Hc = W.T @ (B - u[:, None] / k)  # column c: W^T B (e_c - 1/k)
+    H = np.repeat(Hc, inst.n, axis=1)
+    return np.concatenate([W.ravel(), H.ravel(), np.full(k, 1.0 / k)])
 
 
 def _lbfgs_torch(inst: UFMInstance, x0: np.ndarray, *, maxiter: int, gtol: float, device: str, dtype: str):

@@ -109,3 +109,61 @@ def test_rebalanced_and_plain_lbfgs_reach_the_same_certified_value(loss):
     for every in (None, 5, 20):
         sol = S.solve_factored(inst, starts=1, seed=1, rebalance_every=every)
         assert sol.converged and sol.value - cert.lower_bound <= 1e-9
+
+
+# --- variable projection (MSE): (H, b) eliminated in closed form --------------------------
+
+mse_instances = st.builds(
+    lambda k, n, d, lw, lh: T.UFMInstance("mse", k, n, d, lw, lh),
+    k=st.integers(2, 9), n=st.integers(1, 4), d=st.integers(1, 10),
+    lw=st.floats(1e-4, 1e-1), lh=st.floats(1e-4, 1e-1))
+
+
+@settings(max_examples=25)
+@given(inst=mse_instances, seed=st.integers(0, 10**6), scale=st.floats(0.01, 3.0))
+def test_projected_objective_is_the_joint_objective_at_the_projected_point(inst, seed, scale):
+    rng = np.random.default_rng(seed)
+    w = scale * rng.standard_normal(inst.k * inst.d)
+    f, g = S.projected_objective_and_grad(w, inst)
+    x = S.projected_point(inst, w)
+    fj, gj = S.objective_and_grad(x, inst)
+    kd = inst.k * inst.d
+    assert f == pytest.approx(fj, rel=1e-12, abs=1e-15)
+    # (H, b) is stationary, and the projected gradient is the joint W-gradient (envelope theorem)
+    np.testing.assert_allclose(gj[kd:], 0.0, atol=1e-12 * max(1.0, np.abs(gj).max()))
+    np.testing.assert_allclose(g, gj[:kd], rtol=1e-9, atol=1e-13)
+    # and it is the minimum over (H, b): any other (H, b) with the same W is no better
+    for _ in range(3):
+        H = x[kd: kd + inst.d * inst.N] + rng.standard_normal(inst.d * inst.N) * rng.uniform(1e-4, 1)
+        b = x[kd + inst.d * inst.N:] + rng.standard_normal(inst.k) * rng.uniform(1e-4, 1)
+        assert S.objective(inst, w.reshape(inst.k, inst.d), H.reshape(inst.d, inst.N), b) >= f - 1e-14
+
+
+@settings(max_examples=15)
+@given(inst=mse_instances, seed=st.integers(0, 10**6))
+def test_projected_gradient_matches_finite_differences(inst, seed):
+    rng = np.random.default_rng(seed)
+    w, e = rng.standard_normal((2, inst.k * inst.d))
+    _, g = S.projected_objective_and_grad(w, inst)
+    h = 1e-6
+    fd = (S.projected_objective_and_grad(w + h * e, inst)[0] - S.projected_objective_and_grad(w - h * e, inst)[0]) / (2 * h)
+    assert fd == pytest.approx(g @ e, rel=1e-5, abs=1e-8)
+
+
+@settings(max_examples=10, deadline=None)
+@given(inst=mse_instances, seed=st.integers(0, 1000))
+def test_variable_projection_reaches_the_joint_and_certified_optimum(inst, seed):
+    vp = S.solve_factored(inst, starts=2, seed=seed)
+    joint = S.solve_factored(inst, starts=2, seed=seed, variable_projection=False)
+    assert vp.diagnostics["variable_projection"] and not joint.diagnostics["variable_projection"]
+    assert vp.converged
+    if inst.d >= inst.k - 1:  # the closed form and its certificate apply
+        cert = S.closed_form_certificate(inst)
+        assert vp.value - cert.lower_bound <= 1e-9 * max(1.0, abs(cert.lower_bound))
+    else:  # rank-constrained: no certificate; both routes must agree (or VP does better)
+        assert vp.value <= joint.value + 1e-9 * max(1.0, abs(joint.value))
+
+
+def test_variable_projection_refuses_ce_and_torch():
+    with pytest.raises(ValueError, match="variable_projection needs loss 'mse'"):
+        S.solve_factored(T.UFMInstance("ce", 3, 2, 3, 1e-2, 1e-2), variable_projection=True)
