@@ -56,7 +56,7 @@ SMALL_GEMM_FLOPS = 2e8
 
 
 def blas_threads(flops_per_gemm: float):
-    """Context manager: single-threaded BLAS for small products, unchanged otherwise."""
+    """Context manager: single-threaded BLAS for small products (any below SMALL_GEMM_FLOPS; 0 for always), unchanged otherwise."""
     import contextlib
 
     if flops_per_gemm >= SMALL_GEMM_FLOPS:

@@ -167,3 +167,22 @@ def test_variable_projection_reaches_the_joint_and_certified_optimum(inst, seed)
 def test_variable_projection_refuses_ce_and_torch():
     with pytest.raises(ValueError, match="variable_projection needs loss 'mse'"):
         S.solve_factored(T.UFMInstance("ce", 3, 2, 3, 1e-2, 1e-2), variable_projection=True)
+
+
+@settings(max_examples=25)
+@given(loss=st.sampled_from(["ce", "mse"]), k=st.integers(2, 8), n=st.integers(1, 6), d=st.integers(1, 9),
+       blocks=st.integers(2, 7), seed=st.integers(0, 10**6), scale=st.floats(0.01, 5.0), lb=st.sampled_from([0.0, 0.03]))
+def test_column_blocked_objective_equals_the_reference_loss(loss, k, n, d, blocks, seed, scale, lb):
+    inst = T.UFMInstance(loss, k, n, d, 2e-3, 7e-3, lb if loss == "ce" else 0.0)
+    x = S.initial_points(inst, 1, seed, init_scale=scale)[0]
+    x[-k:] = np.random.default_rng(seed).standard_normal(k)
+    J = S.JointObjective(inst, blocks=blocks)
+    assert J.blocks == min(blocks, inst.N)
+    f, g = J(x)
+    f1, g1 = S.JointObjective(inst, blocks=1)(x)
+    W, H, b = S.unpack(inst, x)
+    assert f == pytest.approx(S.objective(inst, W, H, b), rel=1e-12)  # the scipy-based reference loss
+    assert f == pytest.approx(f1, rel=1e-13)
+    np.testing.assert_allclose(g, g1, rtol=1e-11, atol=1e-14)
+    f2, g2 = J(x)  # buffers are reused: a second evaluation gives the same answer
+    assert f2 == f and np.array_equal(g2, g)
