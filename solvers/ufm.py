@@ -19,13 +19,13 @@ import os
 import time
 
 import numpy as np
-from scipy.optimize import minimize
 from scipy.special import log_softmax, logsumexp, softmax
 
+from solvers import lbfgs
 from solvers.common import Certificate, Solution, blas_threads
 from theory.ufm import UFMInstance
 
-#: Projected-gradient tolerance for L-BFGS (scipy's gtol, max-abs of the gradient); the
+#: Gradient tolerance for L-BFGS (max-abs entry of the gradient); the
 #: objective is smooth and strongly convex near the ETF optimum (away from s = 1/k), so
 #: 1e-9 gives values accurate to ~1e-12.
 LBFGS_GTOL = 1e-9
@@ -33,8 +33,7 @@ LBFGS_GTOL = 1e-9
 #: reported with its float64 gradient and is "converged" only if that is small too.
 LBFGS_GTOL_FLOAT32 = 1e-5
 #: L-BFGS memory. Measured (benchmarks, CE/MSE k = 50..300): 10 pairs need about as many
-#: evaluations as 20 or 30, while L-BFGS-B's per-iteration work grows with the memory (it
-#: dominated the run time at m = 30 for k = 100), so 10 is fastest overall.
+#: evaluations as 20 or 30, while the per-iteration work grows with the memory, so 10 is fastest.
 LBFGS_MEMORY = 10
 #: Rebalance (W, H) and restart L-BFGS every this many iterations (measured: 20 beat 50, 100, 200
 #: and no rebalancing on CE and MSE instances with k = 10..200).
@@ -277,18 +276,19 @@ def rebalance(inst: UFMInstance, x: np.ndarray) -> np.ndarray:
 
 
 def _lbfgs_rebalanced(inst, fun, x0, maxiter, gtol, every):
-    opts = {"gtol": gtol, "ftol": 0.0, "maxcor": LBFGS_MEMORY}
     if not every:
-        res = minimize(fun, x0, jac=True, method="L-BFGS-B", options={**opts, "maxiter": maxiter, "maxfun": 2 * maxiter})
-        return res.x, int(res.nit), str(res.message)
-    x, nit = rebalance(inst, x0), 0
+        r = lbfgs.minimize(fun, x0, gtol=gtol, maxiter=maxiter, memory=LBFGS_MEMORY)
+        return r.x, r.nit, r.message
+    x, nit, r = rebalance(inst, x0), 0, None
     while nit < maxiter:
-        res = minimize(fun, x, jac=True, method="L-BFGS-B",
-                       options={**opts, "maxiter": min(every, maxiter - nit), "maxfun": 4 * every})
-        nit += int(res.nit)
-        if np.max(np.abs(res.jac)) <= gtol or res.nit == 0:
-            return res.x, nit, str(res.message)
-        x = rebalance(inst, res.x)
+        # a restart keeps the storage and the last inverse-Hessian scale, not the stale pairs
+        # (measured: the scale saves 3-12% of the evaluations on the benchmark instances)
+        r = lbfgs.minimize(fun, x, gtol=gtol, maxiter=min(every, maxiter - nit), memory=LBFGS_MEMORY,
+                           state=r.state if r else None, gamma0=r.gamma if r else None)
+        nit += r.nit
+        if r.converged or r.nit == 0 or not r.message.startswith("maximum number of iterations"):
+            return r.x, nit, r.message
+        x = rebalance(inst, r.x)
     return x, nit, "maximum number of iterations reached"
 
 
@@ -301,10 +301,8 @@ def _solve_factored(inst, starts, seed, init_scale, maxiter, gtol, choice, stop_
         if variable_projection:
             fun = _Objective(inst, stop_at, projected_objective_and_grad)
             try:
-                res = minimize(fun, x0[: inst.k * inst.d], jac=True, method="L-BFGS-B",
-                               options={"gtol": gtol, "ftol": 0.0, "maxcor": LBFGS_MEMORY, "maxiter": maxiter,
-                                        "maxfun": 2 * maxiter})
-                w, nit, msg = res.x, int(res.nit), str(res.message)
+                res = lbfgs.minimize(fun, x0[: inst.k * inst.d], gtol=gtol, maxiter=maxiter, memory=LBFGS_MEMORY)
+                w, nit, msg = res.x, res.nit, res.message
             except _TargetReached:
                 w, nit, msg = fun.x_hit, fun.nfev, "target value reached"
             nfev_total += fun.nfev
