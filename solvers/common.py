@@ -61,12 +61,32 @@ def blas_threads(flops_per_gemm: float):
 
     if flops_per_gemm >= SMALL_GEMM_FLOPS:
         return contextlib.nullcontext()
+    return _controller().limit(limits=1, user_api="blas")
+
+
+def blas_all_threads():
+    """Context manager: BLAS on every usable core, e.g. for a memory-bound pass over a large
+    array inside a region that :func:`blas_threads` made single-threaded (measured: the L-BFGS
+    memory passes at 6 million variables ran 2-4x faster on two cores than on one)."""
+    return _controller().limit(limits=usable_cores(), user_api="blas")
+
+
+def usable_cores() -> int:
+    import os
+
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # not on Linux
+        return max(1, os.cpu_count() or 1)
+
+
+def _controller():
     global _CONTROLLER
     if _CONTROLLER is None:  # inspecting the loaded libraries costs ~2 ms: do it once
         from threadpoolctl import ThreadpoolController
 
         _CONTROLLER = ThreadpoolController()
-    return _CONTROLLER.limit(limits=1, user_api="blas")
+    return _CONTROLLER
 
 
 _CONTROLLER = None

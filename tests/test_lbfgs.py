@@ -40,11 +40,21 @@ def test_compact_direction_equals_the_two_loop_recursion(n, m, pushes, clear_at,
         A = A @ A.T + 0.1 * np.eye(n)  # s^T y > 0
         s = rng.standard_normal(n)
         y = A @ s
-        mem.push(s, y, float(s @ y))
+        x = rng.standard_normal(n)
+        g = rng.standard_normal(n)
+        assert mem.push(x + s, x, g + y, g)
         pairs.append((s, y))
         g = rng.standard_normal(n)
         expect = _two_loop(g, pairs[-m:])
         np.testing.assert_allclose(mem.direction(g), expect, rtol=1e-8, atol=1e-10 * np.abs(expect).max())
+
+
+def test_pairs_without_positive_curvature_are_not_stored():
+    mem = L._Memory(2, 2)
+    z = np.zeros(2)
+    assert mem.push(np.array([1.0, 0.0]), z, np.array([1.0, 0.0]), z)
+    assert not mem.push(np.array([0.0, 1.0]), z, np.array([0.0, -1.0]), z)  # s^T y < 0
+    assert len(mem.slots) == 1 and mem.gamma == 1.0
 
 
 def test_empty_memory_gives_steepest_descent():
