@@ -67,10 +67,14 @@ def clean(obj: Any) -> Any:
         x = float(obj)
         return x if math.isfinite(x) else None
     if isinstance(obj, np.ndarray):
+        if obj.dtype.kind == "f" and bool(np.isfinite(obj).all()):  # fast path: large float arrays
+            return obj.tolist()
         return clean(obj.tolist())
     if isinstance(obj, dict):
         return {str(k): clean(v) for k, v in obj.items()}
     if isinstance(obj, (list, tuple)):
+        if obj and all(type(v) is float for v in obj) and all(map(math.isfinite, obj)):  # fast path
+            return list(obj)
         return [clean(v) for v in obj]
     if hasattr(obj, "to_dict"):
         return clean(obj.to_dict())

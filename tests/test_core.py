@@ -50,6 +50,15 @@ def test_clean_turns_nan_into_null():
     assert out == {"a": None, "b": [1.0, None], "c": 2.0}
 
 
+def test_clean_fast_paths_give_the_same_json_safe_values():
+    M = np.arange(6.0).reshape(2, 3)
+    assert core.clean(M) == [[0.0, 1.0, 2.0], [3.0, 4.0, 5.0]]
+    assert core.clean([[0.5, float("inf")], [1.5, 2.5]]) == [[0.5, None], [1.5, 2.5]]
+    assert core.clean([1.0, np.float64(np.nan), 2]) == [1.0, None, 2]
+    assert core.clean(np.array([[1.0, np.nan]])) == [[1.0, None]]
+    assert core.clean(np.array([1, 2])) == [1, 2] and core.clean([]) == []
+
+
 def _claim(check, cid="t"):
     return Claim(cid, "test", "statement", "source", "derived", check)
 

@@ -111,3 +111,14 @@ def test_bad_inputs_name_the_parameter():
         G.nc_metrics(Hn, y)
     with pytest.raises(InstanceError, match="W must have size"):
         G.nc_metrics(H, y, W[:, :2])
+
+
+def test_cosines_with_some_zero_columns_are_null_only_there():
+    V = np.array([[1.0, 0.0, 2.0, 1e-12], [0.0, 0.0, 2.0, 0.0]])
+    cos = G.cosine_matrix(V)
+    for i in range(4):
+        for j in range(4):
+            if i in (1, 3) or j in (1, 3):
+                assert cos[i][j] is None
+    assert cos[0][2] == pytest.approx(1 / np.sqrt(2)) and cos[2][0] == pytest.approx(1 / np.sqrt(2))
+    assert cos[0][0] == pytest.approx(1.0) and cos[2][2] == pytest.approx(1.0)

@@ -150,13 +150,17 @@ def cosine_matrix(vectors) -> list[list[float | None]]:
     # A vector counts as zero when its norm is below sqrt(ZERO_TOL) (relative to max(1, largest norm)):
     # the same threshold classify_gram applies to the Gram matrix (squared norms).
     ok = norms > np.sqrt(ZERO_TOL) * scale
-    G = V.T @ V
-    out: list[list[float | None]] = []
-    for i in range(V.shape[1]):
-        row = []
-        for j in range(V.shape[1]):
-            row.append(float(G[i, j] / (norms[i] * norms[j])) if ok[i] and ok[j] else None)
-        out.append(row)
+    safe = np.where(ok, norms, 1.0)
+    C = (V.T @ V) / np.outer(safe, safe)
+    out: list[list[float | None]] = C.tolist()
+    bad = np.flatnonzero(~ok)
+    if bad.size:
+        for i in range(len(out)):
+            if not ok[i]:
+                out[i] = [None] * len(out)
+            else:
+                for j in bad:
+                    out[i][j] = None
     return out
 
 
