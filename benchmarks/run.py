@@ -6,7 +6,7 @@
 For every instance: the certified optimum (closed form + class-reduced KKT dual certificate,
 timed), then the time each method needs to reach a relative objective gap of 1e-6 to the
 certified value from the same start:
-- ``ncproofs``: ``solvers.ufm.solve_factored(starts=1)``: scipy L-BFGS-B (memory 10) on the fused,
+- ``ncproofs``: ``solvers.ufm.solve_factored(starts=1)``: solvers.lbfgs (memory 10) on the fused,
   column-blocked joint objective with (W, H) rebalancing (CE), or over W alone with (H, b)
   eliminated in closed form (MSE, variable projection);
 - ``plain-lbfgs``: scipy L-BFGS-B on a direct numpy objective, default and tight options;

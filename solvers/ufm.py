@@ -222,7 +222,7 @@ def solve_factored(inst: UFMInstance, *, starts: int = 3, seed: int = 0, init_sc
                    variable_projection: bool | None = None) -> Solution:
     """Minimise f(W, H, b) with L-BFGS (analytic or autograd gradient) from ``starts`` random starts.
 
-    ``backend="numpy"`` uses scipy's L-BFGS-B; ``backend="torch"`` uses torch.optim.LBFGS with a
+    ``backend="numpy"`` uses :mod:`solvers.lbfgs`; ``backend="torch"`` uses torch.optim.LBFGS with a
     strong-Wolfe line search on ``device`` in ``dtype`` (see solvers.backends for fallbacks).
     Whatever the backend, the reported value and gradient are re-evaluated in float64 numpy,
     and ``converged`` means the float64 gradient's max-abs entry is <= 10 gtol.
