@@ -328,6 +328,23 @@ def geometry_is(name: str, expected: str, geometry, *, evidence: dict | None = N
     return Check(name, Verdict.REFUTED, f"geometry is {geometry.classification}, expected {expected}", ev)
 
 
+def at_certified_point(check: Check, *, value: float | None, lower_bound: float | None, tol: float,
+                       converged: bool = True) -> Check:
+    """A statement about the solver's point (its geometry, its collapse) says something about the
+    minimiser only when that point is a certified global minimiser (value - lower bound <= tol, and
+    the solver converged). Otherwise the check becomes INCONCLUSIVE, whatever it found: a local
+    minimum neither refutes nor verifies a statement about the global one."""
+    gap = None if value is None or lower_bound is None else float(value - lower_bound)
+    if gap is not None and gap <= tol and converged:
+        return check
+    why = ("no certificate" if gap is None else f"certificate gap {fmt(gap, 3)} > {fmt(tol, 3)}" if gap > tol
+           else "the solver did not converge")
+    return Check(check.name, Verdict.INCONCLUSIVE,
+                 f"not judged: the solver's point is not a certified global minimiser ({why}); "
+                 f"at that point: {check.verdict.value}, {check.reason}",
+                 {**check.evidence, "certificate_gap": gap, "verdict_at_solver_point": check.verdict.value})
+
+
 def condition(name: str, ok: bool, *, verified: str, refuted: str, evidence: dict | None = None,
               inconclusive: bool = False) -> Check:
     """A boolean measured statement. ``inconclusive=True`` turns a failure into INCONCLUSIVE."""

@@ -99,3 +99,18 @@ def test_registered_claims_have_source_and_provenance():
     assert claims, "no claims registered"
     for c in claims:
         assert c.source and c.statement and isinstance(c.provenance, Provenance)
+
+
+def test_checks_at_a_non_certified_point_are_not_judged():
+    refuted = Check("geometry", Verdict.REFUTED, "geometry is other", {"x": 1})
+    verified = Check("geometry", Verdict.VERIFIED, "geometry is orthogonal-frame")
+    # certified: unchanged
+    assert core.at_certified_point(refuted, value=1.0, lower_bound=1.0 - 1e-9, tol=1e-6) is refuted
+    # a gap above tolerance, no certificate, or no convergence: INCONCLUSIVE either way
+    for kw in ({"value": 1.7, "lower_bound": 1.0}, {"value": 1.0, "lower_bound": None},
+               {"value": 1.0, "lower_bound": 1.0, "converged": False}):
+        for c in (refuted, verified):
+            out = core.at_certified_point(c, tol=1e-6, **kw)
+            assert out.verdict is Verdict.INCONCLUSIVE and out.name == c.name
+            assert "not a certified global minimiser" in out.reason and c.verdict.value in out.reason
+    assert core.at_certified_point(refuted, value=1.7, lower_bound=1.0, tol=1e-6).evidence["certificate_gap"] == pytest.approx(0.7)

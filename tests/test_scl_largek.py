@@ -195,6 +195,100 @@ def test_reduced_relaxation_is_a_lower_bound_not_an_answer_key():
     assert S.scl_loss(H, T.labels_from_counts(counts), None, tau, grad=False) > red.value + 1e-3
 
 
+# ---- class-reduced dual bound (no conic solver) ---------------------------------------------
+
+small_counts = st.lists(st.integers(1, 5), min_size=2, max_size=5).filter(lambda c: sum(c) <= 14 and max(c) >= 2)
+
+
+@settings(max_examples=15, deadline=None)
+@given(counts=small_counts, tau=st.floats(0.2, 2.0), seed=st.integers(0, 10**6))
+def test_reduced_loss_is_the_loss_of_the_class_symmetric_gram(counts, tau, seed):
+    rng = np.random.default_rng(seed)
+    k, N = len(counts), sum(counts)
+    # a class-symmetric Gram: 1 on the diagonal, a_c within, b_cc' between (not necessarily PSD)
+    ab = rng.uniform(-0.5, 1.0, (k, k))
+    ab = 0.5 * (ab + ab.T)
+    y = T.labels_from_counts(counts)
+    G = ab[np.ix_(y, y)]
+    np.fill_diagonal(G, 1.0)
+    M = S.class_matrix(G, counts, features=False)
+    F, C = S.reduced_loss(M, counts, tau)
+    assert F == pytest.approx(S.scl_loss(G, y, None, tau, gram=True, grad=False), rel=1e-11, abs=1e-11)
+    E = rng.standard_normal((k, k))
+    E = E + E.T
+    h = 1e-6
+    fd = (S.reduced_loss(M + h * E, counts, tau)[0] - S.reduced_loss(M - h * E, counts, tau)[0]) / (2 * h)
+    assert fd == pytest.approx(float(np.sum(C * E)), rel=1e-5, abs=1e-7)
+    H = rng.standard_normal((4, N))
+    assert np.allclose(S.class_matrix(H, counts, features=True), S.class_matrix(H.T @ H, counts, features=False))
+
+
+@settings(max_examples=8, deadline=None)
+@given(counts=small_counts, tau=st.floats(0.2, 2.0), nonneg=st.booleans(), seed=st.integers(0, 10**6))
+def test_reduced_dual_bound_is_a_lower_bound_from_any_candidate(counts, tau, nonneg, seed):
+    """Validity: candidates that are far from optimal (random matrices, random features) give
+    bounds that never exceed the full N x N relaxation's optimum (solved with Clarabel)."""
+    rng = np.random.default_rng(seed)
+    k = len(counts)
+    full = S.gram_relaxation(counts, None, tau, nonneg=nonneg)
+    assert full.ok
+    A = rng.standard_normal((k, k))
+    H = rng.standard_normal((k + 1, sum(counts)))
+    if nonneg:
+        H = np.abs(H)
+    H /= np.linalg.norm(H, axis=0)
+    cands = [A @ A.T, A + A.T, S.class_matrix(H, counts, features=True), np.zeros((k, k))]
+    for M0 in cands:
+        d = S.class_reduced_dual(counts, tau, nonneg=nonneg, candidates=[M0])
+        assert d.ok and d.value <= full.value + 1e-7 * max(1.0, abs(full.value))
+
+
+@settings(max_examples=6, deadline=None)
+@given(counts=small_counts, tau=st.floats(0.3, 2.0), nonneg=st.booleans())
+def test_reduced_dual_bound_is_tight_at_the_solvers_point(counts, tau, nonneg):
+    inst = T.SCLInstance(tuple(counts), tau, len(counts) + 1, nonneg)
+    sol = S.solve_factored(inst, starts=4, seed=0)
+    red = S.class_reduced_relaxation(counts, tau, nonneg=nonneg)
+    d = S.class_reduced_dual(counts, tau, nonneg=nonneg, candidates=[S.class_matrix(sol.variables["H"], counts,
+                                                                                    features=True)])
+    assert red.ok and d.ok
+    assert d.value <= red.value + 1e-7 * max(1.0, abs(red.value))
+    if sol.value - red.value <= 1e-7 * max(1.0, abs(red.value)):  # the solver found the optimum
+        assert red.value - d.value <= 1e-6 * max(1.0, abs(red.value))
+
+
+@pytest.mark.parametrize("k", [40, 300])
+def test_reduced_dual_bound_at_large_k_equals_the_closed_forms(k):
+    """Theorem 1 (UFM+, imbalanced) and the ETF value (balanced UFM), at sizes far beyond Clarabel."""
+    counts = tuple(int(c) for c in np.random.default_rng(k).integers(2, 30, k))
+    inst = T.SCLInstance(counts, 0.5, k + 1, True)
+    d = S.class_reduced_dual(counts, 0.5, nonneg=True, candidates=S.reduced_candidates(inst))
+    assert d.value == pytest.approx(T.theorem1_bound(counts, 0.5), rel=1e-11)
+    assert d.value <= T.theorem1_bound(counts, 0.5)
+    bal = (20,) * k
+    d2 = S.class_reduced_dual(bal, 0.5, nonneg=False, candidates=S.reduced_candidates(T.SCLInstance(bal, 0.5, k, False)))
+    assert d2.value == pytest.approx(T.etf_value(bal, 0.5), rel=1e-11) and d2.value <= T.etf_value(bal, 0.5)
+
+
+def test_reduced_dual_refutes_a_false_value():
+    """False statement: the OF value is the balanced UFM (no nonnegativity) optimum. The dual bound
+    from the ETF candidate is below the OF value by far more than the tolerance."""
+    counts = (20,) * 50
+    d = S.class_reduced_dual(counts, 0.5, nonneg=False,
+                             candidates=S.reduced_candidates(T.SCLInstance(counts, 0.5, 50, False)))
+    assert T.theorem1_bound(counts, 0.5) - d.value > 1.0
+
+
+def test_reduced_dual_bad_candidates_are_clear_errors():
+    from theory._validate import InstanceError
+
+    with pytest.raises(InstanceError, match="candidate class matrix must be 3 x 3"):
+        S.class_reduced_dual((2, 2, 2), 0.5, candidates=[np.eye(2)])
+    with pytest.raises(InstanceError, match="candidate class matrix"):
+        S.class_reduced_dual((2, 2, 2), 0.5, candidates=[np.full((3, 3), np.nan)])
+    assert not S.class_reduced_dual((2, 2, 2), 0.5, candidates=[]).ok
+
+
 @pytest.mark.parametrize("extra,kind", [(["--counts", "30,20,10,5"], "doubly-nonnegative"),
                                         (["--counts", "20,20,20,20", "--no-nonneg"], "sdp")])
 def test_cli_uses_the_reduced_certificate_beyond_N_60(capsys, extra, kind):
@@ -205,6 +299,18 @@ def test_cli_uses_the_reduced_certificate_beyond_N_60(capsys, extra, kind):
     assert o["certificate"]["method"].startswith(f"convex Gram relaxation ({kind}, class-reduced")
     assert o["verdict"] == "VERIFIED"
     assert abs(o["certificate"]["gap"]) <= 1e-6 * o["certificate"]["lower_bound"]
+
+
+def test_cli_uses_the_dual_bound_beyond_the_conic_solvers_reach(capsys):
+    """k = 31 > REDUCED_CONIC_MAX_CLASSES, balanced UFM: certified by the class-reduced dual bound."""
+    from proofs_check import cli
+
+    k = S.REDUCED_CONIC_MAX_CLASSES + 1
+    assert cli.main(["solve", "scl", "--tau", "0.5", "--no-nonneg", "--json", "--counts", ",".join(["2"] * k)]) == 0
+    o = json.loads(capsys.readouterr().out)
+    assert "dual bound at candidates" in o["certificate"]["method"]
+    assert o["verdict"] == "VERIFIED"
+    assert o["certificate"]["lower_bound"] == pytest.approx(T.etf_value((2,) * k, 0.5), rel=1e-9)
 
 
 # ---- benchmark smoke ---------------------------------------------------------------------

@@ -15,7 +15,7 @@ from typing import Callable, Sequence
 
 import numpy as np
 
-from proofs_check.core import (Check, Claim, Provenance, RunContext, Verdict, close, condition, fmt,
+from proofs_check.core import (Check, Claim, Provenance, RunContext, Verdict, at_certified_point, close, condition, fmt,
                                geometry_is, hypothesis_fails, lower_bound_holds, optimum_matches,
                                symbolic_true, symbolic_zero)
 from solvers import scl as S
@@ -133,12 +133,14 @@ def make_theorem1_claim(bound: Callable[[Sequence[int], float], float] = T.theor
                                   evidence={"instance": inst.to_dict(), "kkt_residual": sol.diagnostics["kkt_residual"],
                                             "of_value": of_val})
             H = sol.variables["H"]
-            yield geometry_is(f"optimal class means [{lab}]", geometry, classify_gram(_mean_gram(H, y)),
-                              evidence={"class_mean_cosines": cosine_matrix(class_means(H, y))})
+            at_opt = dict(value=sol.value, lower_bound=rel.value if rel.ok else None, tol=tol, converged=sol.converged)
+            yield at_certified_point(geometry_is(f"optimal class means [{lab}]", geometry, classify_gram(_mean_gram(H, y)),
+                                                 evidence={"class_mean_cosines": cosine_matrix(class_means(H, y))}), **at_opt)
             dev = within_class_max_deviation(H, y)
-            yield condition(f"within-class collapse [{lab}]", dev <= COLLAPSE_TOL,
-                            verified=f"max ||h_i - mu|| = {fmt(dev, 3)}", refuted=f"no collapse: max ||h_i - mu|| = {fmt(dev, 3)}",
-                            evidence={"max_deviation": dev, "tolerance": COLLAPSE_TOL})
+            yield at_certified_point(condition(
+                f"within-class collapse [{lab}]", dev <= COLLAPSE_TOL, verified=f"max ||h_i - mu|| = {fmt(dev, 3)}",
+                refuted=f"no collapse: max ||h_i - mu|| = {fmt(dev, 3)}",
+                evidence={"max_deviation": dev, "tolerance": COLLAPSE_TOL}), **at_opt)
             singles = sum(1 for n in counts if n == 1)
             if rel.ok and singles < 2:
                 diff = rel.distance_to(T.of_gram(counts))
@@ -420,8 +422,10 @@ def make_graf_claim(value: Callable = T.etf_value, geometry: str = "simplex-etf"
             yield optimum_matches(f"ETF value is the certified optimum [{lab}]", pred, attained=sol.value,
                                   lower_bound=rel.value if rel.ok else None, tol=tol, converged=sol.converged,
                                   certificate=f"SDP Gram relaxation ({rel.solver}, {rel.status})")
-            yield geometry_is(f"optimal class means [{lab}]", geometry,
-                              classify_gram(_mean_gram(sol.variables["H"], y)))
+            yield at_certified_point(geometry_is(f"optimal class means [{lab}]", geometry,
+                                                 classify_gram(_mean_gram(sol.variables["H"], y))),
+                                     value=sol.value, lower_bound=rel.value if rel.ok else None, tol=tol,
+                                     converged=sol.converged)
 
     return Claim(claim_id, FAMILY,
                  "Balanced classes (n per class), full batch, UFM without nonnegativity, d >= k-1: the minimum is "
@@ -511,7 +515,9 @@ def make_minibatch_ufm_claim(etf_optimal: bool = False, claim_id: str = "scl.ufm
                             verified=f"optimum {fmt(sol.value)} (SDP {fmt(lb)}) < ETF configuration {fmt(etf_conf)}",
                             refuted=f"optimum {fmt(sol.value)} not certified below the ETF configuration {fmt(etf_conf)}",
                             evidence=ev)
-            yield geometry_is(f"optimal class means [{lab}]", "other", classify_gram(_mean_gram(sol.variables["H"], y)))
+            yield at_certified_point(geometry_is(f"optimal class means [{lab}]", "other",
+                                                 classify_gram(_mean_gram(sol.variables["H"], y))),
+                                     value=sol.value, lower_bound=lb, tol=tol, converged=sol.converged)
 
     return Claim(claim_id, FAMILY,
                  "Mini-batches without nonnegativity (UFM): no single geometry is optimal for every batch, so the "

@@ -10,7 +10,7 @@ import numpy as np
 
 from proofs_check.commands import (ExtraCommand, SolveCommand, TableCommand, UsageError, add_backend_arguments,
                                    backend_from_args, float_list, int_list)
-from proofs_check.core import (Check, Verdict, clean, condition, fmt, geometry_is, hypothesis_fails,
+from proofs_check.core import (Check, Verdict, at_certified_point, clean, condition, fmt, geometry_is, hypothesis_fails,
                                lower_bound_holds, optimum_matches, worst)
 from proofs_check.tables import Table
 from theory import scl as T
@@ -66,8 +66,12 @@ def solve_scl(args) -> dict:
     relax = None
     if N <= S.MAX_CERTIFICATE_SAMPLES:
         relax = S.gram_relaxation(inst.counts, inst.batches, tau, nonneg=inst.nonneg, solver=args.solver)
-    elif inst.full_batch:  # symmetry reduces the N x N relaxation to a k x k class matrix (same value)
+    elif inst.full_batch and k <= S.REDUCED_CONIC_MAX_CLASSES:
+        # symmetry reduces the N x N relaxation to a k x k class matrix (same value)
         relax = S.class_reduced_relaxation(inst.counts, tau, nonneg=inst.nonneg, solver=args.solver)
+    elif inst.full_batch:  # beyond a conic solver's reach: the dual bound of the k x k relaxation
+        relax = S.class_reduced_dual(inst.counts, tau, nonneg=inst.nonneg,
+                                     candidates=S.reduced_candidates(inst, H))
     checks: list[Check] = []
     predicted: dict = {"value": None, "theorem": None, "geometry": None,
                        "theorem1_bound": T.theorem1_bound(inst.counts, tau), "etf_value": T.etf_value(inst.counts, tau)}
@@ -130,10 +134,13 @@ def solve_scl(args) -> dict:
                     txt += f"; relaxation interior is {fmt(ev['relaxation_interior_diff_to_OF'], 3)} from the OF Gram"
                 checks.append(hypothesis_fails("C1 and C2 (unique minimiser)", txt, ev))
             else:
-                checks.append(geometry_is("optimal class means", "orthogonal-frame", classify_gram(_mean_gram(H, y))))
+                at_opt = dict(value=sol.value, lower_bound=lower, tol=tol, converged=sol.converged)
+                checks.append(at_certified_point(
+                    geometry_is("optimal class means", "orthogonal-frame", classify_gram(_mean_gram(H, y))), **at_opt))
                 dev = within_class_max_deviation(H, y)
-                checks.append(condition("within-class collapse", dev <= COLLAPSE_TOL, verified=f"max deviation {fmt(dev, 3)}",
-                                        refuted=f"max deviation {fmt(dev, 3)}", evidence={"max_deviation": dev}))
+                checks.append(at_certified_point(
+                    condition("within-class collapse", dev <= COLLAPSE_TOL, verified=f"max deviation {fmt(dev, 3)}",
+                              refuted=f"max deviation {fmt(dev, 3)}", evidence={"max_deviation": dev}), **at_opt))
                 diff = of_diff()
                 if diff is not None:
                     v = Verdict.VERIFIED if diff <= UNIQUE_TOL else (Verdict.REFUTED if diff >= NONUNIQUE_MIN else Verdict.INCONCLUSIVE)
@@ -151,7 +158,9 @@ def solve_scl(args) -> dict:
                 checks.append(optimum_matches("ETF value is the optimum", etf, attained=sol.value, lower_bound=lower,
                                               tol=tol, converged=sol.converged,
                                               certificate=(certificate or {}).get("method", "")))
-                checks.append(geometry_is("optimal class means", "simplex-etf", classify_gram(_mean_gram(H, y))))
+                checks.append(at_certified_point(
+                    geometry_is("optimal class means", "simplex-etf", classify_gram(_mean_gram(H, y))),
+                    value=sol.value, lower_bound=lower, tol=tol, converged=sol.converged))
         else:
             tol = VALUE_RTOL * max(1.0, abs(etf))
             gap = None if lower is None else sol.value - lower
