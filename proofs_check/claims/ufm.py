@@ -17,7 +17,7 @@ from typing import Callable
 
 import numpy as np
 
-from proofs_check.core import (Check, Claim, Provenance, RunContext, Verdict, close, condition,
+from proofs_check.core import (Check, Claim, Provenance, RunContext, Verdict, at_certified_point, close, condition,
                                geometry_is, hypothesis_fails, optimum_matches, symbolic_zero, worst)
 from solvers import ufm as S
 from theory import geometry as G
@@ -150,6 +150,7 @@ def check_instance(inst: T.UFMInstance, *, method: str = "auto", starts: int = 3
                                 {"classification": geo["classification"]}))
         else:
             gc = G.GeometryClass(geo["classification"], geo["distance_etf"], geo["distance_of"], G.GEOMETRY_TOL)
+            n_before = len(checks)
             checks.append(geometry_is("geometry", exp_geo, gc, evidence={"source": point[3]}))
             if exp_geo != "zero":
                 nc1 = geo["metrics"]["NC1"]
@@ -170,6 +171,10 @@ def check_instance(inst: T.UFMInstance, *, method: str = "auto", starts: int = 3
                 else:
                     checks.append(close("bias-1/k", 1.0 / inst.k, geo["bias_mean"], rtol=SELF_DUAL_TOL,
                                         what="mean bias vs 1/k"))
+            # statements about the point found count only if it is a certified global minimiser
+            point_value = S.objective(inst, *point[:3])
+            checks[n_before:] = [at_certified_point(c, value=point_value, lower_bound=lower, tol=tol, converged=converged)
+                                 for c in checks[n_before:]]
     # If a route did not converge, no check may be VERIFIED on its numbers alone.
     if not converged:
         checks = [c if c.verdict != Verdict.VERIFIED or c.name == "optimal-value" else
