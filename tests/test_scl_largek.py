@@ -328,3 +328,39 @@ def test_scl_benchmark_quick_runs_and_writes_json(tmp_path):
     for row in data["rows"]:
         if row["method"].startswith("certificate") or row["method"].startswith("ncproofs"):
             assert row["reached"] and row["gap"] <= 1e-6
+
+
+# ---- basin hopping (UFM+ at large k) ------------------------------------------------------
+
+def test_hops_escape_the_non_global_points_of_ufm_plus_at_k_31():
+    counts = (2,) * 31
+    inst = T.SCLInstance(counts, 0.5, 32, True)
+    target = T.theorem1_bound(counts, 0.5)
+    plain = S.solve_factored(inst, starts=6, seed=0)
+    assert plain.value - target > 0.1  # every start ends at a non-global KKT point (two classes merged)
+    hopped = S.solve_factored(inst, starts=6, seed=0, hops=10, hop_until=target + 1e-6 * target)
+    assert hopped.value - target <= 1e-6 * target and hopped.converged
+    assert 1 <= hopped.diagnostics["hops"] <= 10 and hopped.diagnostics["hops_accepted"] >= 1
+    assert hopped.diagnostics["start_values"] == plain.diagnostics["start_values"]
+
+
+@settings(max_examples=6, deadline=None)
+@given(counts=small_counts, nonneg=st.booleans(), seed=st.integers(0, 100))
+def test_hops_never_make_the_answer_worse(counts, nonneg, seed):
+    inst = T.SCLInstance(tuple(counts), 0.5, len(counts) + 1, nonneg)
+    a = S.solve_factored(inst, starts=1, seed=seed)
+    b = S.solve_factored(inst, starts=1, seed=seed, hops=3)
+    assert b.value <= a.value and b.diagnostics["hops"] == 3
+
+
+def test_cli_hops_certify_ufm_plus_beyond_the_conic_solvers_reach(capsys):
+    from proofs_check import cli
+
+    args = ["solve", "scl", "--tau", "0.5", "--json", "--counts", ",".join(["2"] * 31)]
+    assert cli.main(args) == 0
+    o = json.loads(capsys.readouterr().out)
+    assert o["verdict"] == "VERIFIED" and "dual bound at candidates" in o["certificate"]["method"]
+    assert o["certificate"]["lower_bound"] == pytest.approx(T.theorem1_bound((2,) * 31, 0.5), rel=1e-9)
+    assert o["solution"]["hops"] >= 1
+    assert cli.main([*args, "--hops", "-1"]) == 2
+    assert "--hops must be >= 0" in capsys.readouterr().err

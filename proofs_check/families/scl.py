@@ -40,6 +40,9 @@ def _solve_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--starts", type=int, default=6, help="random starts of the factored solver (d = k has local minima)")
     p.add_argument("--solver", choices=("CLARABEL", "SCS"), default="CLARABEL", help="solver of the convex certificate")
+    p.add_argument("--hops", type=int, default=20,
+                   help="full batch: up to this many perturbation restarts from the best point while its value is "
+                        "not certified by the lower bound (numpy backend; default 20, 0 to disable)")
     add_backend_arguments(p)
 
 
@@ -61,8 +64,8 @@ def solve_scl(args) -> dict:
     y = inst.labels
     k, N, tau, d = inst.k, inst.N, inst.tau, inst.d
     backend = backend_from_args(args)
-    sol = S.solve_factored(inst, starts=args.starts, seed=args.seed, **backend)
-    H = sol.variables["H"]
+    if args.hops < 0:
+        raise UsageError(f"--hops must be >= 0, got {args.hops}")
     relax = None
     if N <= S.MAX_CERTIFICATE_SAMPLES:
         relax = S.gram_relaxation(inst.counts, inst.batches, tau, nonneg=inst.nonneg, solver=args.solver)
@@ -70,8 +73,14 @@ def solve_scl(args) -> dict:
         # symmetry reduces the N x N relaxation to a k x k class matrix (same value)
         relax = S.class_reduced_relaxation(inst.counts, tau, nonneg=inst.nonneg, solver=args.solver)
     elif inst.full_batch:  # beyond a conic solver's reach: the dual bound of the k x k relaxation
-        relax = S.class_reduced_dual(inst.counts, tau, nonneg=inst.nonneg,
-                                     candidates=S.reduced_candidates(inst, H))
+        relax = S.class_reduced_dual(inst.counts, tau, nonneg=inst.nonneg, candidates=S.reduced_candidates(inst))
+    # Hop while the best point is not certified by the (prediction-free) lower bound of the relaxation.
+    hop_until = relax.value + VALUE_RTOL * max(1.0, abs(relax.value)) if relax is not None and relax.ok else None
+    hops = args.hops if hop_until is not None and inst.full_batch else 0
+    sol = S.solve_factored(inst, starts=args.starts, seed=args.seed, hops=hops, hop_until=hop_until, **backend)
+    H = sol.variables["H"]
+    if relax is not None and relax.solver == "kkt-dual":  # add the solver's point as a candidate
+        relax = S.class_reduced_dual(inst.counts, tau, nonneg=inst.nonneg, candidates=S.reduced_candidates(inst, H))
     checks: list[Check] = []
     predicted: dict = {"value": None, "theorem": None, "geometry": None,
                        "theorem1_bound": T.theorem1_bound(inst.counts, tau), "etf_value": T.etf_value(inst.counts, tau)}
