@@ -710,6 +710,8 @@ def run_sweep(spec: SweepSpec, store_path: str, *, scheduler: str | None = None,
                 _run_pool(nworkers, sw, spec.modules, pending, on_result)
         except KeyboardInterrupt:
             status = "interrupted"
+            # Ctrl-C may land between storing a result and counting it: count what the store holds.
+            computed = len(store.done_keys(i.key for i in pending))
         finally:
             prog.finish()
             store.end_run(run_id, status, computed)
