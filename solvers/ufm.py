@@ -296,24 +296,29 @@ def _solve_factored(inst, starts, seed, init_scale, maxiter, gtol, choice, stop_
     y = inst.labels()
     best, runs = None, []
     nfev_total = 0
+    fallback = None
     for x0 in initial_points(inst, starts, seed, init_scale):
-        if variable_projection:
+        x = None
+        if variable_projection and fallback is None:
             fun = _Objective(inst, stop_at, projected_objective_and_grad)
             try:
-                res = lbfgs.minimize(fun, x0[: inst.k * inst.d], gtol=gtol, maxiter=maxiter, memory=LBFGS_MEMORY)
-                w, nit, msg = res.x, res.nit, res.message
-            except _TargetReached:
-                w, nit, msg = fun.x_hit, fun.nfev, "target value reached"
+                try:
+                    res = lbfgs.minimize(fun, x0[: inst.k * inst.d], gtol=gtol, maxiter=maxiter, memory=LBFGS_MEMORY)
+                    w, nit, msg = res.x, res.nit, res.message
+                except _TargetReached:
+                    w, nit, msg = fun.x_hit, fun.nfev, "target value reached"
+                x = projected_point(inst, w)
+            except FloatingPointError as exc:  # N lh below rounding: the joint route still works
+                fallback = f"{exc}; ran the joint route instead"
             nfev_total += fun.nfev
-            x = projected_point(inst, w)
-        elif choice.backend == "numpy":
+        if x is None and choice.backend == "numpy":
             fun = _Objective(inst, stop_at)
             try:
                 x, nit, msg = _lbfgs_rebalanced(inst, fun, x0, maxiter, gtol, rebalance_every)
             except _TargetReached:
                 x, nit, msg = fun.x_hit, fun.nfev, "target value reached"
             nfev_total += fun.nfev
-        else:
+        elif x is None:
             x, nit, msg = _lbfgs_torch(inst, x0, maxiter=maxiter, gtol=gtol, device=choice.device, dtype=choice.dtype)
         f, g = objective_and_grad(x, inst, y)
         gnorm = float(np.max(np.abs(g)))
@@ -323,13 +328,15 @@ def _solve_factored(inst, starts, seed, init_scale, maxiter, gtol, choice, stop_
             best = (float(f), x, gnorm, nit)
     f, x, gnorm, nit = best
     W, H, b = unpack(inst, x)
+    variable_projection = variable_projection and fallback is None
     method = "factored-lbfgs(numpy, variable projection)" if variable_projection else f"factored-lbfgs({choice.backend})"
     return Solution(f, method, gnorm <= 10 * gtol, time.perf_counter() - t0,
                     {"W": W, "H": H, "b": b},
                     {"iterations": nit, "grad_max": gnorm, "starts": starts, "seed": seed, "evaluations": nfev_total,
                      "start_values": [r["value"] for r in runs],
                      "start_spread": float(max(r["value"] for r in runs) - min(r["value"] for r in runs)),
-                     "variable_projection": bool(variable_projection), **choice.to_dict()})
+                     "variable_projection": bool(variable_projection), "variable_projection_fallback": fallback,
+                     **choice.to_dict()})
 
 
 class _TargetReached(Exception):

@@ -186,3 +186,13 @@ def test_column_blocked_objective_equals_the_reference_loss(loss, k, n, d, block
     np.testing.assert_allclose(g, g1, rtol=1e-11, atol=1e-14)
     f2, g2 = J(x)  # buffers are reused: a second evaluation gives the same answer
     assert f2 == f and np.array_equal(g2, g)
+
+
+def test_variable_projection_falls_back_to_the_joint_route_when_not_positive_definite():
+    # N lh = 3e-17 is below the rounding of ||W||^2 and W W^T (10 x 10, rank 3) is singular
+    inst = T.UFMInstance("mse", 10, 3, 3, 1e-18, 1e-18)
+    sol = S.solve_factored(inst, starts=2)
+    assert not sol.diagnostics["variable_projection"] and sol.method == "factored-lbfgs(numpy)"
+    assert "not numerically positive definite" in sol.diagnostics["variable_projection_fallback"]
+    with pytest.raises(FloatingPointError, match="N lh = 3e-17"):
+        S.projected_objective_and_grad(S.initial_points(inst, 1, 0)[0][:30], inst)
