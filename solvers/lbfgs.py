@@ -11,10 +11,11 @@ callers re-evaluate the final gradient in float64 and certify the value independ
 Method: the compact representation of the L-BFGS inverse Hessian (Byrd, Nocedal and Schnabel,
 "Representations of quasi-Newton matrices and their use in limited memory methods", Math.
 Programming 63, 1994, eq. (3.1)) with the scaling gamma = s^T y / y^T y of the newest pair, and
-a line search for the weak Wolfe conditions (c1 = 1e-4, c2 = 0.9) by bracketing and safeguarded
-cubic interpolation (Nocedal and Wright, Numerical Optimization, 2nd ed., Algorithms 3.5 and
-3.6). The unit step is tried first (after the first iteration), and the Wolfe curvature
-condition guarantees s^T y > 0, so every accepted pair keeps the matrix positive definite.
+a line search for the strong Wolfe conditions (c1 = 1e-4, c2 = 0.9) by bracketing and
+safeguarded cubic interpolation (Nocedal and Wright, Numerical Optimization, 2nd ed., Algorithms
+3.5 and 3.6). The unit step is tried first (after the first iteration); the curvature condition
+gives s^T y > 0, and a pair without it (a step accepted on sufficient decrease alone, when the
+bracket collapses at rounding level) is not stored, so the matrix stays positive definite.
 """
 
 from __future__ import annotations
