@@ -182,14 +182,19 @@ class JointObjective:
 
 
 _POOL = None
+_POOL_WORKERS = 0
 
 
 def _thread_pool(workers: int):
-    global _POOL
-    if _POOL is None or _POOL._max_workers < workers:
+    """One process-wide pool for the column blocks, grown when more workers are needed."""
+    global _POOL, _POOL_WORKERS
+    if _POOL is None or _POOL_WORKERS < workers:
         from concurrent.futures import ThreadPoolExecutor
 
+        if _POOL is not None:
+            _POOL.shutdown(wait=False)
         _POOL = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="ncproofs-ufm")
+        _POOL_WORKERS = workers
     return _POOL
 
 
