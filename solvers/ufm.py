@@ -191,8 +191,7 @@ def _thread_pool(workers: int):
     if _POOL is None or _POOL_WORKERS < workers:
         from concurrent.futures import ThreadPoolExecutor
 
-        if _POOL is not None:
-            _POOL.shutdown(wait=False)
+        # the old pool is not shut down: another thread may be submitting to it right now
         _POOL = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="ncproofs-ufm")
         _POOL_WORKERS = workers
     return _POOL
