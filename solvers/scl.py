@@ -726,15 +726,21 @@ def class_matrix(G_or_H: np.ndarray, counts: Sequence[int], *, features: bool) -
     For a class-symmetric G (1 on the diagonal, a_c within, b_cc' between classes) this is the
     matrix of :func:`class_reduced_relaxation`: M_cc = 1 + (n_c - 1) a_c, M_cc' = sqrt(n_c n_c') b_cc'.
     """
+    counts = as_int_tuple_counts(counts)
     n = np.asarray(counts, dtype=float)
-    y = np.repeat(np.arange(n.size), np.asarray(counts))
-    E = np.zeros((y.size, n.size))
-    E[np.arange(y.size), y] = 1.0
+    y = np.repeat(np.arange(n.size), counts)
+    N = y.size
+    E = np.zeros((N, n.size))
+    E[np.arange(N), y] = 1.0
     if features:
-        S = np.asarray(G_or_H, dtype=float) @ E  # class sums (d x k)
+        H = as_finite_array("H", G_or_H, ndim=2)
+        if H.shape[1] != N:
+            raise InstanceError(f"H must have one column per sample: {N} (sum of counts), got {H.shape[1]}")
+        S = H @ E  # class sums (d x k)
         B = S.T @ S
     else:
-        B = E.T @ np.asarray(G_or_H, dtype=float) @ E
+        G = as_finite_array("G", G_or_H, ndim=2, shape=(N, N))
+        B = E.T @ G @ E
     isq = 1.0 / np.sqrt(n)
     return B * np.outer(isq, isq)
 
@@ -749,6 +755,8 @@ def reduced_loss(M: np.ndarray, counts: Sequence[int], tau: float) -> tuple[floa
     """
     n = np.asarray(counts, dtype=float)
     k = n.size
+    M = as_finite_array("class matrix M", M, ndim=2, shape=(k, k))
+    tau = as_float("tau", tau, positive=True)
     multi = n >= 2
     sq = np.sqrt(n)
     nm = np.where(multi, n - 1.0, 1.0)

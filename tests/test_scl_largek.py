@@ -364,3 +364,16 @@ def test_cli_hops_certify_ufm_plus_beyond_the_conic_solvers_reach(capsys):
     assert o["solution"]["hops"] >= 1
     assert cli.main([*args, "--hops", "-1"]) == 2
     assert "--hops must be >= 0" in capsys.readouterr().err
+
+
+def test_class_matrix_and_reduced_loss_bad_input_are_clear_errors():
+    from theory._validate import InstanceError
+
+    with pytest.raises(InstanceError, match="H must have one column per sample: 5"):
+        S.class_matrix(np.ones((3, 4)), (3, 2), features=True)
+    with pytest.raises(InstanceError, match="G must have size 5"):
+        S.class_matrix(np.eye(4), (3, 2), features=False)
+    with pytest.raises(InstanceError, match="class matrix M"):
+        S.reduced_loss(np.full((2, 2), np.inf), (3, 2), 0.5)
+    with pytest.raises(InstanceError, match="tau"):
+        S.reduced_loss(np.eye(2), (3, 2), 0.0)
