@@ -123,7 +123,8 @@ class JointObjective:
         self.U = [np.empty((k, b - a)) for a, b in zip(self.edges, self.edges[1:])]
         self.T = [np.empty((d, b - a)) for a, b in zip(self.edges, self.edges[1:])]
         self.PW = [np.empty((k, d)) for _ in range(blocks)]
-        self.cols = [np.arange(b - a) for a, b in zip(self.edges, self.edges[1:])]
+        # flat positions of the label entries (row y_i, column i) in each block's U
+        self.label_pos = [self.y[a:b] * (b - a) + np.arange(b - a) for a, b in zip(self.edges, self.edges[1:])]
         self.nfev = 0
 
     def __call__(self, x: np.ndarray):
@@ -158,21 +159,22 @@ class JointObjective:
         """Samples edges[j]:edges[j+1]: (sum of their data losses, their G H^T, their G 1); writes W^T G + lh H."""
         a, e = self.edges[j], self.edges[j + 1]
         N = self.inst.N
-        U, cols, yj = self.U[j], self.cols[j], self.y[a:e]
+        U, flat = self.U[j], self.label_pos[j]
+        Uf = U.reshape(-1)  # a view: U is contiguous
         Hj = H[:, a:e]
         np.matmul(W, Hj, out=U)
         U += b[:, None]
         if self.inst.loss == "ce":
-            zy = U[yj, cols]
+            zy = Uf[flat]
             m = U.max(axis=0)
             U -= m
             np.exp(U, out=U)
             ssum = U.sum(axis=0)
             val = float(np.sum(np.log(ssum) + m - zy))
             U *= 1.0 / (N * ssum)  # softmax / N
-            U[yj, cols] -= 1.0 / N  # G = (P - Y) / N
+            Uf[flat] -= 1.0 / N  # G = (P - Y) / N
         else:
-            U[yj, cols] -= 1.0
+            Uf[flat] -= 1.0
             val = 0.5 * float(np.vdot(U, U))
             U *= 1.0 / N  # G = (U - Y) / N
         gHj = gH[:, a:e]
