@@ -289,6 +289,7 @@ def solve_factored(inst: SCLInstance, *, starts: int = 6, seed: int = 0, maxiter
     starts = as_int("starts", starts, minimum=1)
     seed = as_int("seed", seed, minimum=0)
     maxiter = as_int("maxiter", maxiter, minimum=1)
+    hops = as_int("hops", hops, minimum=0)
     choice = resolve(backend, device, dtype)
     t0 = time.perf_counter()
     y = inst.labels
@@ -327,7 +328,6 @@ def solve_factored(inst: SCLInstance, *, starts: int = 6, seed: int = 0, maxiter
                 best = (f, H, kkt, nit)
             if stop_at is not None and f <= stop_at:
                 break
-        hops = as_int("hops", hops, minimum=0)
         rng = np.random.default_rng([seed, 1])
         n_hops = accepted = 0
         while (n_hops < hops and choice.backend == "numpy" and not (stop_at is not None and best[0] <= stop_at)
