@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
-import json
 import os
 import platform
 import sys
@@ -40,6 +39,7 @@ sys.path.insert(0, HERE)
 
 from baselines import peer_gd, plain_lbfgs  # noqa: E402
 
+from results_io import write_results  # noqa: E402
 from solvers import ufm as S  # noqa: E402
 from theory import ufm as T  # noqa: E402
 
@@ -177,11 +177,7 @@ def main(argv=None) -> int:
                   f"{r['gradient_seconds'] * 1e3:.2f} ms = {r['gradient_gflops']:.1f} GFLOP/s "
                   f"({100 * r['gradient_gflops'] / gemm:.0f}% of GEMM), median {r['gradient_median_seconds'] * 1e3:.2f} ms "
                   f"({100 * r['gradient_median_gflops'] / gemm:.0f}%)")
-    path = args.out or os.path.join(HERE, "results", dt.datetime.now().strftime("%Y%m%d-%H%M%S") + ".json")
-    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-    with open(path, "w") as f:
-        json.dump(out, f, indent=2)
-    print(f"results: {path}")
+    write_results(out, args.out, "")
     return 0
 
 

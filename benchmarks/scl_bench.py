@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
-import json
 import os
 import platform
 import sys
@@ -39,6 +38,7 @@ import numpy as np
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.dirname(HERE))
 
+from results_io import write_results  # noqa: E402
 from solvers import scl as S  # noqa: E402
 from solvers.backends import torch_available  # noqa: E402
 from solvers.common import blas_threads  # noqa: E402
@@ -189,11 +189,7 @@ def main(argv=None) -> int:
     for r in rows:
         if "certified_seconds" in r:
             print(f"certified (reduced certificate + factored solve): {r['instance']}: {r['certified_seconds']:.2f} s")
-    path = args.out or os.path.join(HERE, "results", "scl-" + dt.datetime.now().strftime("%Y%m%d-%H%M%S") + ".json")
-    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-    with open(path, "w") as f:
-        json.dump(out, f, indent=2)
-    print(f"results: {path}")
+    write_results(out, args.out, "scl-")
     return 0
 
 
