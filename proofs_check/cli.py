@@ -100,19 +100,53 @@ def render_solve(out: dict) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Entry point. Exit status: 0 fine, 1 REFUTED/ERROR or an internal error, 2 bad input.
+
+    The user's mistakes (:class:`theory._validate.InputError`, argparse errors) are one line and
+    exit 2. Anything else is a defect of the tool: one line "internal error in <command>: ..."
+    and exit 1 (the traceback with ``--debug``, and in the JSON with ``solve --json``).
+    """
+    import os
+    import traceback
+
+    from theory._validate import InputError
+
+    argv = list(sys.argv[1:] if argv is None else argv)
+    debug = "--debug" in argv or os.environ.get("NCPROOFS_DEBUG") == "1"
+    argv = [a for a in argv if a != "--debug"]
     parser, smap, tmap, emap = build_parser()
     args = parser.parse_args(argv)
+    where = " ".join(x for x in (getattr(args, "command", None), getattr(args, "family", None)) if x) or "ncproofs"
     try:
         return _dispatch(parser, args, smap, tmap, emap)
-    except (UsageError, ValueError) as exc:
-        # InstanceError is a ValueError; both carry a message naming the parameter.
-        print(f"ncproofs: error: {exc}", file=sys.stderr)
+    except InputError as exc:
+        # the message names the parameter and the constraint
+        print(f"ncproofs: error: {_one_line(exc)}", file=sys.stderr)
         return 2
     except BrokenPipeError:  # pragma: no cover - output piped into head etc.
         return 0
     except KeyboardInterrupt:  # pragma: no cover
         print("ncproofs: interrupted", file=sys.stderr)
         return 130
+    except MemoryError:
+        print(f"ncproofs: error: {where}: out of memory (reduce the instance size or pass a smaller budget)",
+              file=sys.stderr)
+        return 1
+    except Exception as exc:  # a defect of the tool, never reported as bad input
+        tb = traceback.format_exc()
+        if debug:
+            sys.stderr.write(tb)
+        print(f"ncproofs: internal error in {where}: {type(exc).__name__}: {_one_line(exc)} "
+              "(rerun with --debug for the traceback)", file=sys.stderr)
+        if getattr(args, "json", False) is True:
+            print(json.dumps({"verdict": "ERROR", "reason": f"internal error: {type(exc).__name__}: {_one_line(exc)}",
+                              "traceback": tb}))
+        return 1
+
+
+def _one_line(exc: BaseException, limit: int = 300) -> str:
+    text = " ".join(str(exc).split()) or type(exc).__name__
+    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 def _dispatch(parser, args, smap, tmap, emap) -> int:

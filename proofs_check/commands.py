@@ -11,7 +11,10 @@ from typing import Callable
 from proofs_check.tables import Table
 
 
-class UsageError(ValueError):
+from theory._validate import InputError
+
+
+class UsageError(InputError):
     """Bad command-line input: printed as one line, exit status 2."""
 
 

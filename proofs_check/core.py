@@ -25,6 +25,7 @@ import numpy as np
 
 class Verdict(str, Enum):
     VERIFIED = "VERIFIED"
+    NOT_APPLICABLE = "NOT_APPLICABLE"  # a hypothesis of the theorem fails for the instance
     INCONCLUSIVE = "INCONCLUSIVE"
     REFUTED = "REFUTED"
     ERROR = "ERROR"  # the check itself crashed: a defect, never hidden
@@ -33,15 +34,65 @@ class Verdict(str, Enum):
         return self.value
 
 
+# NOT_APPLICABLE has no severity: it never enters the worst verdict over applicable statements.
 _SEVERITY = {Verdict.VERIFIED: 0, Verdict.INCONCLUSIVE: 1, Verdict.REFUTED: 2, Verdict.ERROR: 3}
 
 
 def worst(verdicts: Iterable[Verdict | str]) -> Verdict:
-    """Worst verdict: ERROR > REFUTED > INCONCLUSIVE > VERIFIED. Empty input is INCONCLUSIVE."""
+    """Worst verdict over the applicable ones: ERROR > REFUTED > INCONCLUSIVE > VERIFIED.
+
+    NOT_APPLICABLE verdicts are left out; when every verdict is NOT_APPLICABLE the result is
+    NOT_APPLICABLE. Empty input is INCONCLUSIVE (nothing checked is never VERIFIED).
+    """
     vs = [Verdict(v) for v in verdicts]
     if not vs:
         return Verdict.INCONCLUSIVE
-    return max(vs, key=_SEVERITY.__getitem__)
+    applicable = [v for v in vs if v is not Verdict.NOT_APPLICABLE]
+    if not applicable:
+        return Verdict.NOT_APPLICABLE
+    return max(applicable, key=_SEVERITY.__getitem__)
+
+
+#: The console shows at most this many characters of a reason (the full text is in the JSON).
+SHORT_REASON = 160
+
+
+def shorten(text: str, limit: int = SHORT_REASON) -> str:
+    """One line of at most ``limit`` characters (whitespace collapsed, an ellipsis when cut)."""
+    t = " ".join(str(text).split())
+    return t if len(t) <= limit else t[: limit - 1] + "…"
+
+
+def summarise(items: Iterable[Any], *, what: str = "checks") -> tuple[Verdict, str]:
+    """The one place that turns a list of checks (or claim results, or anything with ``verdict``,
+    ``reason``, a name and optionally ``independent``) into a verdict and its reason.
+
+    - Verdict: the worst over the applicable items (:func:`worst`); all NOT_APPLICABLE gives
+      NOT_APPLICABLE; nothing checked is INCONCLUSIVE.
+    - A VERIFIED result needs at least one VERIFIED item marked ``independent`` (a comparison with
+      a separate computation); restatements alone give INCONCLUSIVE.
+    - Reason: the names and reasons of the items that decided the verdict (at most three).
+    """
+    items = list(items)
+    if not items:
+        return Verdict.INCONCLUSIVE, f"no {what} were run"
+
+    def name_of(x):
+        return getattr(x, "name", None) or getattr(getattr(x, "claim", None), "id", None) or getattr(x, "id", "?")
+
+    verdict = worst(x.verdict for x in items)
+    if verdict is Verdict.NOT_APPLICABLE:
+        return verdict, "; ".join(f"{name_of(x)}: {x.reason}" for x in items[:3])
+    if verdict is Verdict.VERIFIED:
+        applicable = [x for x in items if x.verdict is not Verdict.NOT_APPLICABLE]
+        if not any(getattr(x, "independent", True) for x in applicable):
+            return Verdict.INCONCLUSIVE, ("only consistency checks passed (restatements); no independent "
+                                          "check supports the statement")
+        na = len(items) - len(applicable)
+        return verdict, f"all {len(applicable)} applicable {what} hold" + (f" ({na} not applicable)" if na else "")
+    bad = [x for x in items if x.verdict is verdict]
+    return verdict, "; ".join(f"{name_of(x)}: {x.reason}" for x in bad[:3]) + \
+        (f" (and {len(bad) - 3} more)" if len(bad) > 3 else "")
 
 
 class Provenance(str, Enum):
@@ -92,10 +143,17 @@ class Check:
     verdict: Verdict
     reason: str
     evidence: dict = field(default_factory=dict)
+    #: True when the check compares with a separate computation (a solver, a certificate, an exact
+    #: enumeration, a symbolic proof, a numeric evaluation of an identity at random points); False
+    #: for a consistency check (a restatement that cannot fail independently of the formula).
+    independent: bool = True
+
+    def __post_init__(self):
+        self.verdict = Verdict(self.verdict)
 
     def to_dict(self) -> dict:
         return {"name": self.name, "verdict": self.verdict.value, "reason": self.reason,
-                "evidence": clean(self.evidence)}
+                "independent": bool(self.independent), "evidence": clean(self.evidence)}
 
 
 @dataclass(frozen=True)
@@ -104,6 +162,14 @@ class RunContext:
 
     profile: str = "quick"
     seed: int = 0
+
+    def __post_init__(self):
+        from theory._validate import InputError
+
+        if self.profile not in ("quick", "full"):
+            raise InputError(f"profile must be 'quick' or 'full', got {self.profile!r}")
+        if isinstance(self.seed, bool) or not isinstance(self.seed, (int, np.integer)) or self.seed < 0:
+            raise InputError(f"seed must be an integer >= 0, got {self.seed!r}")
 
     @property
     def full(self) -> bool:
@@ -144,13 +210,7 @@ class Claim:
             checks.append(Check("error", Verdict.ERROR, error,
                                 {"traceback": traceback.format_exc(limit=8)}))
         seconds = time.perf_counter() - t0
-        verdict = worst(c.verdict for c in checks)
-        if not checks:
-            reason = "no checks were run"
-        else:
-            bad = [c for c in checks if c.verdict == verdict and verdict != Verdict.VERIFIED]
-            reason = "; ".join(f"{c.name}: {c.reason}" for c in bad[:3]) if bad else \
-                f"all {len(checks)} checks hold"
+        verdict, reason = summarise(checks)
         return ClaimResult(self, verdict, reason, checks, seconds)
 
 
@@ -177,10 +237,16 @@ class ClaimResult:
                     break
         return out
 
+    @property
+    def independent_checks(self) -> int:
+        return sum(1 for ch in self.checks if ch.independent)
+
     def to_dict(self) -> dict:
         c = self.claim
         return {"id": c.id, "family": c.family, "statement": c.statement, "source": c.source,
                 "provenance": c.provenance.value, "verdict": self.verdict.value, "reason": self.reason,
+                "independent_checks": self.independent_checks,
+                "consistency_checks": len(self.checks) - self.independent_checks,
                 "seconds": round(self.seconds, 4), "key_numbers": self.key_numbers(),
                 "checks": [ch.to_dict() for ch in self.checks]}
 
@@ -242,85 +308,183 @@ def symbolic_true(name: str, relation, *, note: str = "") -> Check:
                                                                          "simplified": str(res)[:300]})
 
 
+# ---- fail-closed numeric comparisons -------------------------------------------------------
+# Every comparison that decides a verdict goes through these: NaN or inf never passes.
+
+def is_finite(*xs) -> bool:
+    """True when every argument is a finite real number (None, NaN, inf and non-numbers are not)."""
+    for x in xs:
+        if x is None or isinstance(x, (bool, np.bool_)):
+            return False
+        try:
+            if not math.isfinite(float(x)):
+                return False
+        except (TypeError, ValueError):
+            return False
+    return True
+
+
+def tolerance(scale: float, *, rtol: float, atol: float) -> float:
+    """A scale-aware tolerance ``atol + rtol * |scale|`` (so a value of size 1e-7 cannot accept a 1%
+    error through an absolute part sized for values near 1). Not finite scale: ``atol``."""
+    return float(atol + rtol * abs(float(scale))) if is_finite(scale) else float(atol)
+
+
+def within(err, tol) -> bool:
+    """``err <= tol`` that fails closed: False whenever either side is NaN, inf or missing."""
+    return is_finite(err, tol) and float(err) <= float(tol)
+
+
+def exceeds(err, tol) -> bool:
+    """``err > tol`` with both sides finite (a witness needs real numbers): False otherwise."""
+    return is_finite(err, tol) and float(err) > float(tol)
+
+
 def close(name: str, predicted, measured, *, rtol: float, atol: float = 0.0, what: str = "value",
-          evidence: dict | None = None) -> Check:
+          evidence: dict | None = None, independent: bool = True) -> Check:
     """An identity or predicted number: VERIFIED when |measured - predicted| <= atol + rtol |predicted|,
-    REFUTED otherwise (an identity violated beyond its stated tolerance)."""
+    REFUTED otherwise (an identity violated beyond its stated tolerance). Undefined or non-finite
+    numbers on either side: INCONCLUSIVE (fails closed)."""
     ev = dict(evidence or {})
     if predicted is None or measured is None:
         ev.update(predicted=predicted, measured=measured)
-        return Check(name, Verdict.INCONCLUSIVE, f"{what} is undefined (null)", ev)
-    p = np.asarray(predicted, dtype=float)
-    m = np.asarray(measured, dtype=float)
+        return Check(name, Verdict.INCONCLUSIVE, f"{what} is undefined (null)", ev, independent)
+    try:
+        p = np.asarray(predicted, dtype=float)
+        m = np.asarray(measured, dtype=float)
+    except (TypeError, ValueError):
+        return Check(name, Verdict.INCONCLUSIVE, f"{what} is not a number", ev, independent)
     if p.shape != m.shape:
-        return Check(name, Verdict.REFUTED, f"{what}: shapes differ {p.shape} vs {m.shape}", ev)
-    if not (np.all(np.isfinite(p)) and np.all(np.isfinite(m))):
+        return Check(name, Verdict.REFUTED, f"{what}: shapes differ {p.shape} vs {m.shape}", ev, independent)
+    if not (np.all(np.isfinite(p)) and np.all(np.isfinite(m))) or not is_finite(rtol, atol):
         ev.update(predicted=p, measured=m)
-        return Check(name, Verdict.INCONCLUSIVE, f"{what} is not finite", ev)
+        return Check(name, Verdict.INCONCLUSIVE, f"{what} is not finite", ev, independent)
     err = float(np.max(np.abs(m - p))) if p.size else 0.0
     bound = atol + rtol * float(np.max(np.abs(p))) if p.size else atol
     ev.update(predicted=p if p.size <= 64 else None, measured=m if m.size <= 64 else None,
-              abs_error=err, tolerance=bound)
-    if err <= bound:
-        return Check(name, Verdict.VERIFIED, f"{what} matches: |error| = {fmt(err, 3)} <= {fmt(bound, 3)}", ev)
+              abs_error=err, tolerance=bound, rtol=rtol, atol=atol)
+    if within(err, bound):
+        return Check(name, Verdict.VERIFIED, f"{what} matches: |error| = {fmt(err, 3)} <= {fmt(bound, 3)}", ev,
+                     independent)
+    if not is_finite(err):
+        return Check(name, Verdict.INCONCLUSIVE, f"{what}: error is not finite", ev, independent)
     return Check(name, Verdict.REFUTED, f"{what} differs: |error| = {fmt(err, 3)} > {fmt(bound, 3)}"
-                 f" (predicted {fmt(p.ravel()[0] if p.size == 1 else '…')}, measured {fmt(m.ravel()[0] if m.size == 1 else '…')})", ev)
+                 f" (predicted {fmt(p.ravel()[0] if p.size == 1 else '…')}, measured {fmt(m.ravel()[0] if m.size == 1 else '…')})",
+                 ev, independent)
 
 
-def optimum_matches(name: str, predicted: float, *, attained: float, lower_bound: float | None,
+def optimum_matches(name: str, predicted: float, *, attained: float | None, lower_bound: float | None,
                     tol: float, converged: bool = True, certificate: str = "",
                     evidence: dict | None = None) -> Check:
-    """Predicted global optimum against a solver's attained value and a certified lower bound.
+    """Predicted global optimum against a feasible value and a proven lower bound.
 
-    - REFUTED if a feasible point is strictly below the prediction (attained < predicted - tol),
-      or the certified lower bound is above it (lower_bound > predicted + tol).
-    - INCONCLUSIVE if no certificate, the certificate gap (attained - lower_bound) exceeds tol,
-      or the solver did not converge.
+    - REFUTED if a feasible point is below the prediction (attained < predicted - tol), or the
+      proven lower bound is above it (lower_bound > predicted + tol). Both need finite numbers.
+    - INCONCLUSIVE if any number is missing or not finite, there is no certificate, or the
+      certificate gap (attained - lower_bound) exceeds tol.
     - VERIFIED otherwise: predicted lies in [lower_bound - tol, attained + tol] with a gap <= tol.
 
-    ``tol`` is absolute; callers scale it by the problem's value.
+    ``attained`` must be the objective evaluated at a feasible point, so it is an upper bound on
+    the optimum whether or not the solver reported convergence: ``converged`` is recorded in the
+    evidence but does not decide (an auxiliary route's trouble never blocks a proven statement).
+    ``tol`` is absolute; build it with :func:`tolerance`.
     """
     ev = dict(evidence or {})
     ev.update(predicted=predicted, attained=attained, lower_bound=lower_bound, tolerance=tol,
               certificate=certificate or None, converged=converged)
-    if attained is not None and attained < predicted - tol:
-        ev["witness_gap"] = predicted - attained
-        return Check(name, Verdict.REFUTED, f"a feasible point attains {fmt(attained)} < predicted optimum "
-                     f"{fmt(predicted)} (by {fmt(predicted - attained, 3)})", ev)
-    if lower_bound is not None and lower_bound > predicted + tol:
-        ev["witness_gap"] = lower_bound - predicted
-        return Check(name, Verdict.REFUTED, f"certified lower bound {fmt(lower_bound)} > predicted optimum "
-                     f"{fmt(predicted)} (by {fmt(lower_bound - predicted, 3)})", ev)
-    if lower_bound is None:
-        return Check(name, Verdict.INCONCLUSIVE, "no certificate (lower bound) for the global optimum", ev)
-    gap = attained - lower_bound
+    if not is_finite(predicted):
+        return Check(name, Verdict.INCONCLUSIVE, f"predicted optimum is not a finite number ({predicted})", ev)
+    if not is_finite(tol) or tol < 0:
+        return Check(name, Verdict.INCONCLUSIVE, f"tolerance is not a finite number >= 0 ({tol})", ev)
+    att = float(attained) if is_finite(attained) else None
+    lb = float(lower_bound) if is_finite(lower_bound) else None
+    if att is not None and exceeds(predicted - att, tol):
+        ev["witness_gap"] = predicted - att
+        return Check(name, Verdict.REFUTED, f"a feasible point attains {fmt(att)} < predicted optimum "
+                     f"{fmt(predicted)} (by {fmt(predicted - att, 3)} > tolerance {fmt(tol, 3)})", ev)
+    if lb is not None and exceeds(lb - predicted, tol):
+        ev["witness_gap"] = lb - predicted
+        return Check(name, Verdict.REFUTED, f"proven lower bound {fmt(lb)} > predicted optimum "
+                     f"{fmt(predicted)} (by {fmt(lb - predicted, 3)} > tolerance {fmt(tol, 3)})", ev)
+    if att is None:
+        return Check(name, Verdict.INCONCLUSIVE, "no finite feasible value", ev)
+    if lb is None:
+        return Check(name, Verdict.INCONCLUSIVE, "no certificate (proven lower bound) for the global optimum", ev)
+    gap = att - lb
     ev["gap"] = gap
-    if gap > tol:
+    if not within(gap, tol):
         return Check(name, Verdict.INCONCLUSIVE, f"certificate gap {fmt(gap, 3)} > tolerance {fmt(tol, 3)}", ev)
-    if not converged:
-        return Check(name, Verdict.INCONCLUSIVE, "solver did not report convergence", ev)
     return Check(name, Verdict.VERIFIED, f"optimum {fmt(predicted)} certified: gap {fmt(gap, 3)} <= {fmt(tol, 3)}"
                  + (f" ({certificate})" if certificate else ""), ev)
 
 
-def lower_bound_holds(name: str, bound: float, feasible_value: float, *, tol: float,
+def lower_bound_claim(name: str, claimed: float, *, proven_lower: float | None, feasible_value: float | None,
+                      tol: float, feasible_points: int | None = None, certificate: str = "",
                       evidence: dict | None = None) -> Check:
-    """A claimed lower bound against the value at a feasible point: REFUTED iff value < bound - tol."""
+    """The statement "min >= claimed".
+
+    VERIFIED only by a proof: a proven lower bound >= claimed - tol. REFUTED by a witness: a feasible
+    point with value < claimed - tol. Anything else (for example "no counterexample among N feasible
+    points") is INCONCLUSIVE, with N in the evidence.
+    """
     ev = dict(evidence or {})
-    ev.update(bound=bound, feasible_value=feasible_value, tolerance=tol, slack=feasible_value - bound)
-    if feasible_value < bound - tol:
-        return Check(name, Verdict.REFUTED, f"feasible point at {fmt(feasible_value)} lies below the bound "
-                     f"{fmt(bound)}", ev)
-    return Check(name, Verdict.VERIFIED, f"bound {fmt(bound)} <= feasible value {fmt(feasible_value)}", ev)
+    ev.update(claimed_lower_bound=claimed, proven_lower_bound=proven_lower, feasible_value=feasible_value,
+              tolerance=tol, feasible_points=feasible_points, certificate=certificate or None)
+    if not is_finite(claimed, tol):
+        return Check(name, Verdict.INCONCLUSIVE, f"claimed bound or tolerance is not finite ({claimed}, {tol})", ev)
+    if is_finite(feasible_value) and exceeds(claimed - feasible_value, tol):
+        ev["witness_gap"] = claimed - float(feasible_value)
+        return Check(name, Verdict.REFUTED, f"a feasible point attains {fmt(feasible_value)} < claimed lower bound "
+                     f"{fmt(claimed)}", ev)
+    if is_finite(proven_lower) and within(claimed - proven_lower, tol):
+        return Check(name, Verdict.VERIFIED, f"proven lower bound {fmt(proven_lower)} >= claimed {fmt(claimed)}"
+                     + (f" ({certificate})" if certificate else ""), ev)
+    why = ("no proven lower bound" if not is_finite(proven_lower)
+           else f"the best proven lower bound {fmt(proven_lower)} is below the claimed {fmt(claimed)}")
+    n = f"; no counterexample among {feasible_points} feasible points" if feasible_points else ""
+    return Check(name, Verdict.INCONCLUSIVE, f"not proven: {why}{n}", ev)
+
+
+def upper_bound_claim(name: str, claimed: float, *, feasible_value: float | None, proven_lower: float | None,
+                      tol: float, evidence: dict | None = None) -> Check:
+    """The statement "min <= claimed": VERIFIED by a feasible point with value <= claimed + tol;
+    REFUTED by a proven lower bound > claimed + tol; INCONCLUSIVE otherwise."""
+    ev = dict(evidence or {})
+    ev.update(claimed_upper_bound=claimed, feasible_value=feasible_value, proven_lower_bound=proven_lower,
+              tolerance=tol)
+    if not is_finite(claimed, tol):
+        return Check(name, Verdict.INCONCLUSIVE, f"claimed bound or tolerance is not finite ({claimed}, {tol})", ev)
+    if is_finite(proven_lower) and exceeds(proven_lower - claimed, tol):
+        ev["witness_gap"] = float(proven_lower) - claimed
+        return Check(name, Verdict.REFUTED, f"proven lower bound {fmt(proven_lower)} > claimed upper bound "
+                     f"{fmt(claimed)}", ev)
+    if is_finite(feasible_value) and within(feasible_value - claimed, tol):
+        return Check(name, Verdict.VERIFIED, f"a feasible point attains {fmt(feasible_value)} <= {fmt(claimed)}", ev)
+    return Check(name, Verdict.INCONCLUSIVE, "not proven: no feasible point at or below the claimed upper bound "
+                 "and no proven lower bound above it", ev)
+
+
+def lower_bound_holds(name: str, bound: float, feasible_value: float, *, tol: float,
+                      proven_lower: float | None = None, feasible_points: int | None = None,
+                      evidence: dict | None = None) -> Check:
+    """Backward-compatible name for :func:`lower_bound_claim` ("min >= bound"): a feasible value
+    can only refute; VERIFIED needs ``proven_lower``."""
+    return lower_bound_claim(name, bound, proven_lower=proven_lower, feasible_value=feasible_value, tol=tol,
+                             feasible_points=feasible_points, evidence=evidence)
 
 
 def hypothesis_fails(name: str, reason: str, evidence: dict | None = None) -> Check:
-    """A theorem hypothesis does not hold for this instance: INCONCLUSIVE with the reason."""
-    return Check(name, Verdict.INCONCLUSIVE, f"hypothesis fails: {reason}", dict(evidence or {}))
+    """A theorem hypothesis does not hold for this instance: NOT_APPLICABLE with the failed
+    hypothesis. It does not count in the overall verdict."""
+    return Check(name, Verdict.NOT_APPLICABLE, f"hypothesis fails: {reason}", dict(evidence or {}))
 
 
 def geometry_is(name: str, expected: str, geometry, *, evidence: dict | None = None) -> Check:
-    """A classified geometry (``theory.geometry.GeometryClass``) must equal ``expected``."""
+    """A classified geometry (``theory.geometry.GeometryClass``) must equal ``expected``.
+
+    This compares a *point's* geometry; about the minimiser it says something only through
+    :func:`at_certified_point` (a proven radius) or when the point is the proven unique minimiser.
+    """
     ev = dict(evidence or {})
     ev.update(geometry.to_dict())
     if geometry.classification == expected:
@@ -328,26 +492,130 @@ def geometry_is(name: str, expected: str, geometry, *, evidence: dict | None = N
     return Check(name, Verdict.REFUTED, f"geometry is {geometry.classification}, expected {expected}", ev)
 
 
+def point_statement(name: str, deviation: float | None, tau: float, *, radius: float | None,
+                    lipschitz: float = 1.0, how: str = "", what: str = "deviation",
+                    evidence: dict | None = None) -> Check:
+    """A statement measured at a solver's point, about every minimiser.
+
+    ``deviation`` is the measured violation at the point (0 = the statement holds exactly),
+    ``tau`` the statement's tolerance, ``radius`` a proven bound on the distance from the point to
+    every minimiser (in the coordinates where the statement's measure is ``lipschitz``-Lipschitz),
+    and ``how`` says how ``radius`` was proven.
+
+    - VERIFIED when deviation + lipschitz * radius <= tau (it holds at every minimiser);
+    - REFUTED when deviation - lipschitz * radius > tau (violated at every point within the radius);
+    - INCONCLUSIVE otherwise, or without a radius ("no geometry certificate"), or with non-finite
+      numbers.
+    """
+    ev = dict(evidence or {})
+    ev.update(deviation=deviation, tolerance=tau, radius=radius, lipschitz=lipschitz,
+              radius_proof=how or None)
+    if not is_finite(deviation, tau, lipschitz):
+        return Check(name, Verdict.INCONCLUSIVE, f"{what} at the point is not a finite number", ev)
+    if not is_finite(radius) or radius < 0:
+        return Check(name, Verdict.INCONCLUSIVE,
+                     f"no geometry certificate: a value gap does not certify the point ({what} at the point "
+                     f"{fmt(deviation, 3)}, tolerance {fmt(tau, 3)})", ev)
+    slack = lipschitz * radius
+    if within(deviation + slack, tau):
+        return Check(name, Verdict.VERIFIED, f"{what} {fmt(deviation, 3)} + proven radius term {fmt(slack, 3)} <= "
+                     f"{fmt(tau, 3)}" + (f" ({how})" if how else ""), ev)
+    if exceeds(deviation - slack, tau):
+        return Check(name, Verdict.REFUTED, f"{what} {fmt(deviation, 3)} - proven radius term {fmt(slack, 3)} > "
+                     f"{fmt(tau, 3)}: violated at every minimiser" + (f" ({how})" if how else ""), ev)
+    return Check(name, Verdict.INCONCLUSIVE, f"{what} {fmt(deviation, 3)} within the proven radius term "
+                 f"{fmt(slack, 3)} of the tolerance {fmt(tau, 3)}: not decided", ev)
+
+
 def at_certified_point(check: Check, *, value: float | None, lower_bound: float | None, tol: float,
-                       converged: bool = True) -> Check:
+                       converged: bool = True, unique: bool = False, how: str = "") -> Check:
     """A statement about the solver's point (its geometry, its collapse) says something about the
-    minimiser only when that point is a certified global minimiser (value - lower bound <= tol, and
-    the solver converged). Otherwise the check becomes INCONCLUSIVE, whatever it found: a local
-    minimum neither refutes nor verifies a statement about the global one."""
-    gap = None if value is None or lower_bound is None else float(value - lower_bound)
-    if gap is not None and gap <= tol and converged:
-        return check
-    why = ("no certificate" if gap is None else f"certificate gap {fmt(gap, 3)} > {fmt(tol, 3)}" if gap > tol
-           else "the solver did not converge")
+    minimiser only when the point is proven to be *the* minimiser in the coordinates the statement
+    uses. A value within tolerance of a proven lower bound is not enough (in a flat landscape an
+    epsilon-optimal point can be far from every minimiser), so without ``unique=True`` (a proof that
+    the minimiser is unique and equal to this point, ``how`` saying which) the check becomes
+    INCONCLUSIVE ("no geometry certificate"). For tolerance statements at an approximate point use
+    :func:`point_statement` with a proven radius."""
+    gap = None if not is_finite(value, lower_bound) else float(value - lower_bound)
+    if unique and within(gap, tol):
+        return Check(check.name, check.verdict, check.reason + (f" (unique minimiser: {how})" if how else ""),
+                     {**check.evidence, "certificate_gap": gap, "geometry_certificate": how or "unique"},
+                     check.independent)
+    if gap is None:
+        why = "no certificate"
+    elif not within(gap, tol):
+        why = f"certificate gap {fmt(gap, 3)} > {fmt(tol, 3)}"
+    else:
+        why = "no geometry certificate: a value gap does not certify the point"
     return Check(check.name, Verdict.INCONCLUSIVE,
-                 f"not judged: the solver's point is not a certified global minimiser ({why}); "
+                 f"not judged: the point is not proven to be the minimiser ({why}); "
                  f"at that point: {check.verdict.value}, {check.reason}",
-                 {**check.evidence, "certificate_gap": gap, "verdict_at_solver_point": check.verdict.value})
+                 {**check.evidence, "certificate_gap": gap, "verdict_at_solver_point": check.verdict.value},
+                 check.independent)
 
 
 def condition(name: str, ok: bool, *, verified: str, refuted: str, evidence: dict | None = None,
-              inconclusive: bool = False) -> Check:
-    """A boolean measured statement. ``inconclusive=True`` turns a failure into INCONCLUSIVE."""
-    if ok:
-        return Check(name, Verdict.VERIFIED, verified, dict(evidence or {}))
-    return Check(name, Verdict.INCONCLUSIVE if inconclusive else Verdict.REFUTED, refuted, dict(evidence or {}))
+              inconclusive: bool = False, independent: bool = True) -> Check:
+    """A boolean measured statement. ``inconclusive=True`` turns a failure into INCONCLUSIVE.
+    ``ok`` must be a real boolean (numpy bools accepted); anything else fails closed."""
+    if isinstance(ok, (bool, np.bool_)) and bool(ok):
+        return Check(name, Verdict.VERIFIED, verified, dict(evidence or {}), independent)
+    return Check(name, Verdict.INCONCLUSIVE if inconclusive or not isinstance(ok, (bool, np.bool_)) else Verdict.REFUTED,
+                 refuted, dict(evidence or {}), independent)
+
+
+# --------------------------------------------------------------------------------------
+# The one report type of `ncproofs solve` (and check_instance, sweeps, plots, the plugin)
+# --------------------------------------------------------------------------------------
+
+@dataclass
+class SolveReport:
+    """Everything one instance check found, built by ``check_instance`` of a family.
+
+    The CLI, the runner, sweeps, plots and the pytest plugin only render or store it.
+    ``to_dict()`` is the documented ``solve --json`` schema (docs/DEVELOPING.md); the verdict and
+    its reason come from :func:`summarise` over ``claims`` (one :class:`Check` per statement, its
+    ``name`` the statement id in kebab-case). ``diagnostics`` collects route trouble and solver
+    warnings that do not decide anything; ``extra`` holds family-specific top-level keys.
+    """
+
+    family: str
+    instance: dict
+    predicted: dict = field(default_factory=dict)
+    solution: dict | None = None
+    certificate: dict | None = None
+    geometry: dict = field(default_factory=dict)
+    claims: list[Check] = field(default_factory=list)
+    routes: dict = field(default_factory=dict)
+    diagnostics: list[str] = field(default_factory=list)
+    extra: dict = field(default_factory=dict)
+    seconds: float | None = None
+
+    @property
+    def verdict(self) -> Verdict:
+        return summarise(self.claims, what="statements")[0]
+
+    @property
+    def reason(self) -> str:
+        return summarise(self.claims, what="statements")[1]
+
+    def to_dict(self) -> dict:
+        v, r = summarise(self.claims, what="statements")
+        out = {"family": self.family, "instance": self.instance, "predicted": self.predicted,
+               "solution": self.solution, "certificate": self.certificate, "geometry": self.geometry,
+               "routes": self.routes, "verdict": v.value, "reason": r,
+               "claims": [{"id": c.name, "verdict": c.verdict.value, "reason": c.reason,
+                           "independent": bool(c.independent), "evidence": c.evidence} for c in self.claims],
+               "diagnostics": list(self.diagnostics)}
+        if self.seconds is not None:
+            out["seconds"] = self.seconds
+        for k, val in self.extra.items():
+            out.setdefault(k, val)
+        return clean(out)
+
+    # dict-style read access keeps older callers (``out["verdict"]``) working
+    def __getitem__(self, key):
+        return self.to_dict()[key]
+
+    def get(self, key, default=None):
+        return self.to_dict().get(key, default)

@@ -13,7 +13,16 @@ from typing import Iterable, Sequence
 import numpy as np
 
 
-class InstanceError(ValueError):
+class InputError(ValueError):
+    """Bad input from the user (a parameter outside its domain, a malformed file or option).
+
+    The one exception class for the user's mistakes: the CLI prints its message as one line
+    and exits with status 2. Anything else that escapes is a defect of the tool (exit 1).
+    The message names the parameter and the constraint.
+    """
+
+
+class InstanceError(InputError):
     """An instance parameter violates its constraint. The message names both."""
 
 
