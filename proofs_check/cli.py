@@ -93,10 +93,27 @@ def render_solve(out: dict) -> str:
             lines.append("class-mean cosines:")
             for row in cos:
                 lines.append("  " + " ".join("   null" if x is None else f"{x:7.4f}" for x in row))
-    for c in out.get("claims", []):
-        lines.append(f"  [{c['verdict']}] {c['id']}: {c['reason']}")
-    lines.append(f"verdict: {out.get('verdict')} ({out.get('reason')})")
+    lines.extend(render_claims(out))
     return "\n".join(lines)
+
+
+def render_claims(out: dict) -> list[str]:
+    """Per statement one line (reasons of statements that are not VERIFIED, shortened), the
+    diagnostics that decided nothing, and the verdict line. Full texts are in ``--json``."""
+    from proofs_check.core import shorten
+
+    lines = []
+    for c in out.get("claims", []):
+        tag = "" if c.get("independent", True) else " (consistency)"
+        if c["verdict"] == "VERIFIED":
+            lines.append(f"  [{c['verdict']}] {c['id']}{tag}")
+        else:
+            lines.append(f"  [{c['verdict']}] {c['id']}{tag}: {shorten(c['reason'])}")
+    diags = out.get("diagnostics") or []
+    if diags:
+        lines.append(f"diagnostics ({len(diags)}; decided nothing): " + shorten("; ".join(map(str, diags)), 140))
+    lines.append(f"verdict: {out.get('verdict')} ({shorten(out.get('reason') or '', 140)})")
+    return lines
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -193,7 +210,7 @@ def _dispatch(parser, args, smap, tmap, emap) -> int:
             print(json.dumps(out, indent=2, allow_nan=False) if len(text) < 1_000_000 else text)
         else:
             print((cmd.render or render_solve)(out))
-        return 1 if out.get("verdict") == "REFUTED" else 0
+        return 1 if out.get("verdict") in ("REFUTED", "ERROR") else 0
     if args.command == "table":
         if args.family is None:
             raise UsageError("table needs a family: " + ", ".join(tmap))

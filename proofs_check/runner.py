@@ -9,7 +9,7 @@ import time
 from dataclasses import dataclass
 from typing import Callable, TextIO
 
-from proofs_check.core import Claim, ClaimResult, RunContext, Verdict, clean, worst
+from proofs_check.core import Claim, ClaimResult, RunContext, Verdict, clean, shorten, summarise
 
 
 @dataclass
@@ -20,7 +20,12 @@ class RunResult:
 
     @property
     def verdict(self) -> Verdict:
-        return worst(r.verdict for r in self.results)
+        """Worst over the applicable claims (NOT_APPLICABLE claims do not count)."""
+        return summarise(self.results, what="claims")[0]
+
+    @property
+    def reason(self) -> str:
+        return summarise(self.results, what="claims")[1]
 
     def counts(self) -> dict[str, int]:
         out = {v.value: 0 for v in Verdict}
@@ -39,6 +44,7 @@ class RunResult:
         return clean({
             "tool": "ncproofs", "profile": self.context.profile, "seed": self.context.seed,
             "overall_verdict": self.verdict.value if self.results else None,
+            "overall_reason": self.reason if self.results else None,
             "counts": self.counts(), "seconds": round(self.seconds, 3),
             "environment": {"python": platform.python_version(), "numpy": numpy.__version__,
                             "scipy": scipy.__version__, "sympy": sympy.__version__,
@@ -64,7 +70,9 @@ class Progress:
         if not self.enabled:
             return
         elapsed = time.perf_counter() - self.t0
-        line = f"[{i:>3}/{self.total}] {res.verdict.value:<12} {res.claim.id:<40} {res.seconds:7.2f} s  (total {elapsed:6.1f} s)"
+        line = f"[{i:>3}/{self.total}] {res.verdict.value:<14} {res.claim.id:<40} {res.seconds:7.2f} s  (total {elapsed:6.1f} s)"
+        if res.verdict is not Verdict.VERIFIED:
+            line += "\n        " + shorten(res.reason)
         self.stream.write(("\r\033[K" if self.tty else "") + line + "\n")
         self.stream.flush()
 
@@ -104,15 +112,25 @@ def summary_table(run: RunResult) -> str:
     for r in run.results:
         rows.append((r.claim.id, r.claim.source, r.claim.provenance.value, r.verdict.value,
                      key_numbers_text(r), f"{r.seconds:.2f}"))
-    caps = (38, 34, 13, 12, 60, 8)
+    caps = (38, 34, 13, 14, 60, 8)
     rows = [tuple(str(c)[: w - 1] + "…" if len(str(c)) > w else str(c) for c, w in zip(row, caps)) for row in rows]
     widths = [max(len(row[i]) for row in rows) for i in range(6)]
     lines = ["  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip() for row in rows]
     lines.insert(1, "  ".join("-" * w for w in widths))
     counts = run.counts()
     lines.append("")
+    others = [r for r in run.results if r.verdict is not Verdict.VERIFIED]
+    if others:
+        lines.append("")
+        lines.append("not VERIFIED (full reasons in the report):")
+        order = {Verdict.ERROR: 0, Verdict.REFUTED: 1, Verdict.INCONCLUSIVE: 2, Verdict.NOT_APPLICABLE: 3}
+        for r in sorted(others, key=lambda r: order.get(r.verdict, 9)):
+            lines.append(f"  {r.verdict.value:<14} {r.claim.id}: {shorten(r.reason, 120)}")
+    lines.append("")
     lines.append(f"overall: {run.verdict.value}  ({', '.join(f'{v} {k}' for k, v in counts.items() if v)})"
                  f"  in {run.seconds:.1f} s, profile {run.context.profile}")
+    if run.verdict is not Verdict.VERIFIED and run.results:
+        lines.append("why: " + shorten(run.reason))
     return "\n".join(lines)
 
 
@@ -125,7 +143,12 @@ def markdown_report(run: RunResult) -> str:
     out = ["# ncproofs report", "",
            f"Overall verdict: **{d['overall_verdict']}**, profile `{run.context.profile}`, seed {run.context.seed}, "
            f"{run.seconds:.1f} s.", "",
-           "Counts: " + ", ".join(f"{k} {v}" for k, v in d["counts"].items() if v), "",
+           "Counts: " + ", ".join(f"{k} {v}" for k, v in d["counts"].items() if v), ""]
+    others = [r for r in run.results if r.verdict is not Verdict.VERIFIED]
+    if others:
+        out += ["Not VERIFIED:", ""] + [f"- `{r.claim.id}` **{r.verdict.value}**: {_md_escape(shorten(r.reason, 300))}"
+                                         for r in others] + [""]
+    out += [
            "| claim | source | provenance | verdict | key numbers | seconds |", "|---|---|---|---|---|---|"]
     for r in run.results:
         out.append(f"| `{r.claim.id}` | {_md_escape(r.claim.source)} | {r.claim.provenance.value} | "
@@ -136,9 +159,10 @@ def markdown_report(run: RunResult) -> str:
                 f"- Statement: {r.claim.statement}",
                 f"- Source: {r.claim.source} ({r.claim.provenance.value})",
                 f"- Reason: {r.reason}", "",
-                "| check | verdict | reason |", "|---|---|---|"]
+                "| check | kind | verdict | reason |", "|---|---|---|---|"]
         for c in r.checks:
-            out.append(f"| {_md_escape(c.name)} | {c.verdict.value} | {_md_escape(c.reason)} |")
+            kind = "independent" if c.independent else "consistency"
+            out.append(f"| {_md_escape(c.name)} | {kind} | {c.verdict.value} | {_md_escape(c.reason)} |")
         out.append("")
     return "\n".join(out)
 

@@ -33,10 +33,12 @@ def test_optimum_matches_branches():
     assert om("b", 1.0, attained=0.99, lower_bound=0.98, tol=1e-9).verdict is Verdict.REFUTED
     # a certified lower bound above the prediction refutes it
     assert om("c", 1.0, attained=1.2, lower_bound=1.1, tol=1e-9).verdict is Verdict.REFUTED
-    # gap too large or no certificate or no convergence: never VERIFIED
+    # gap too large or no certificate: never VERIFIED
     assert om("d", 1.0, attained=1.0, lower_bound=0.9, tol=1e-9).verdict is Verdict.INCONCLUSIVE
     assert om("e", 1.0, attained=1.0, lower_bound=None, tol=1e-9).verdict is Verdict.INCONCLUSIVE
-    assert om("f", 1.0, attained=1.0, lower_bound=1.0, tol=1e-9, converged=False).verdict is Verdict.INCONCLUSIVE
+    # a feasible value and a proven bound decide: a route's convergence flag is only a diagnostic
+    f = om("f", 1.0, attained=1.0, lower_bound=1.0, tol=1e-9, converged=False)
+    assert f.verdict is Verdict.VERIFIED and f.evidence["converged"] is False
 
 
 def test_close_and_null():
@@ -101,16 +103,20 @@ def test_registered_claims_have_source_and_provenance():
         assert c.source and c.statement and isinstance(c.provenance, Provenance)
 
 
-def test_checks_at_a_non_certified_point_are_not_judged():
+def test_checks_at_a_point_need_a_geometry_certificate():
     refuted = Check("geometry", Verdict.REFUTED, "geometry is other", {"x": 1})
     verified = Check("geometry", Verdict.VERIFIED, "geometry is orthogonal-frame")
-    # certified: unchanged
-    assert core.at_certified_point(refuted, value=1.0, lower_bound=1.0 - 1e-9, tol=1e-6) is refuted
-    # a gap above tolerance, no certificate, or no convergence: INCONCLUSIVE either way
+    # a value gap alone never certifies the point, whatever the check found there
+    for c in (refuted, verified):
+        out = core.at_certified_point(c, value=1.0, lower_bound=1.0 - 1e-12, tol=1e-6)
+        assert out.verdict is Verdict.INCONCLUSIVE and "no geometry certificate" in out.reason
+    # proven unique minimiser at this point: the check stands
+    out = core.at_certified_point(refuted, value=1.0, lower_bound=1.0 - 1e-9, tol=1e-6, unique=True, how="strict")
+    assert out.verdict is Verdict.REFUTED and out.evidence["geometry_certificate"] == "strict"
+    # a gap above tolerance, no certificate: INCONCLUSIVE even with a uniqueness proof
     for kw in ({"value": 1.7, "lower_bound": 1.0}, {"value": 1.0, "lower_bound": None},
-               {"value": 1.0, "lower_bound": 1.0, "converged": False}):
+               {"value": float("nan"), "lower_bound": 1.0}):
         for c in (refuted, verified):
-            out = core.at_certified_point(c, tol=1e-6, **kw)
-            assert out.verdict is Verdict.INCONCLUSIVE and out.name == c.name
-            assert "not a certified global minimiser" in out.reason and c.verdict.value in out.reason
+            out = core.at_certified_point(c, tol=1e-6, unique=True, **kw)
+            assert out.verdict is Verdict.INCONCLUSIVE and out.name == c.name and c.verdict.value in out.reason
     assert core.at_certified_point(refuted, value=1.7, lower_bound=1.0, tol=1e-6).evidence["certificate_gap"] == pytest.approx(0.7)
