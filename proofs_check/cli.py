@@ -133,6 +133,10 @@ def main(argv: list[str] | None = None) -> int:
     argv = [a for a in argv if a != "--debug"]
     parser, smap, tmap, emap = build_parser()
     args = parser.parse_args(argv)
+    bad = _non_finite_option(args)
+    if bad:
+        print(f"ncproofs: error: {bad}", file=sys.stderr)
+        return 2
     where = " ".join(x for x in (getattr(args, "command", None), getattr(args, "family", None)) if x) or "ncproofs"
     try:
         return _dispatch(parser, args, smap, tmap, emap)
@@ -159,6 +163,19 @@ def main(argv: list[str] | None = None) -> int:
             print(json.dumps({"verdict": "ERROR", "reason": f"internal error: {type(exc).__name__}: {_one_line(exc)}",
                               "traceback": tb}))
         return 1
+
+
+def _non_finite_option(args: argparse.Namespace) -> str | None:
+    """A NaN or infinite number in any option is bad input for every command (no option of
+    ncproofs means "unbounded" by inf): the message names the option."""
+    import math
+
+    for name, value in vars(args).items():
+        vals = value if isinstance(value, (list, tuple)) else [value]
+        for v in vals:
+            if isinstance(v, float) and not math.isfinite(v):
+                return f"--{name.replace('_', '-')} must be a finite number, got {v}"
+    return None
 
 
 def _one_line(exc: BaseException, limit: int = 300) -> str:
