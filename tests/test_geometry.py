@@ -109,8 +109,10 @@ def test_bad_inputs_name_the_parameter():
     Hn[0, 0] = np.nan
     with pytest.raises(InstanceError, match="H must contain only finite"):
         G.nc_metrics(Hn, y)
-    with pytest.raises(InstanceError, match="W must have size"):
+    with pytest.raises(InstanceError, match="W must be k x d = 4 x 5"):
         G.nc_metrics(H, y, W[:, :2])
+    with pytest.raises(InstanceError, match=r"did you pass W\^T \(d x k\)\? transpose it"):
+        G.nc_metrics(H, y, W.T)
 
 
 def test_cosines_with_some_zero_columns_are_null_only_there():

@@ -20,7 +20,7 @@ from hypothesis import given
 from proofs_check import sweep
 from proofs_check.core import Check, Claim, Verdict
 from proofs_check.runner import run_claims
-from proofs_check.user import ClaimFailure, Measured, UserClaim, UserContext, classes, configure, current_context
+from proofs_check.user import Bounds, ClaimFailure, Measured, ProvenPoint, UserClaim, UserContext, classes, configure, current_context
 from solvers.common import Certificate, Solution
 from theory.geometry import orthogonal_frame, simplex_etf
 
@@ -56,7 +56,7 @@ def test_equals_tolerance_is_honoured_and_must_be_stated():
         UserClaim(id="x", statement="s", source="s", params={}, predict=lambda p: 0, solve=lambda p: 0)
     with pytest.raises(ValueError, match="rtol must be a finite number >= 0"):
         UserClaim(id="x", statement="s", source="s", params={}, predict=lambda p: 0, solve=lambda p: 0, rtol=-1)
-    with pytest.raises(ValueError, match="'derivedd' is not a valid Provenance"):
+    with pytest.raises(ValueError, match="provenance must be one of quoted, reconstructed, derived, got 'derivedd'"):
         UserClaim(id="x", statement="s", source="s", params={}, predict=lambda p: 0, solve=lambda p: 0, atol=0,
                   provenance="derivedd")
     with pytest.raises(ValueError, match="kind must be one of"):
@@ -71,19 +71,27 @@ def _sq_dist(p):
 
 @pytest.mark.parametrize("k", [2, 3, 7])
 def test_lower_and_upper_bounds(k):
-    def claim(kind, bound):
-        return UserClaim(id="t.b", statement="s", source="s", params={}, predict=lambda p: bound, solve=_sq_dist,
+    """Feasible values alone only refute "min >= L" and only verify "min <= U"; the other side
+    needs a proven lower bound (the squared distances of an ETF are the feasible values here)."""
+    def claim(kind, bound, solve=_sq_dist):
+        return UserClaim(id="t.b", statement="s", source="s", params={}, predict=lambda p: bound, solve=solve,
                          kind=kind, atol=1e-9)
 
     exact = 2 * k / (k - 1)
-    assert claim("lower_bound", exact).check_instance({"k": k}).verdict == Verdict.VERIFIED
+    res = claim("lower_bound", exact).check_instance({"k": k})
+    assert res.verdict == Verdict.INCONCLUSIVE and "no proven lower bound" in res.reason
+    assert res.checks[0].evidence["feasible_points"] == k * (k - 1) // 2
     assert claim("upper_bound", exact).check_instance({"k": k}).verdict == Verdict.VERIFIED
-    assert claim("lower_bound", exact + 1e-6).check_instance({"k": k}).verdict == Verdict.REFUTED
-    res = claim("upper_bound", exact - 1e-6).check_instance({"k": k})
-    assert res.verdict == Verdict.REFUTED and "lies above the bound" in res.reason
+    res = claim("lower_bound", exact + 1e-6).check_instance({"k": k})
+    assert res.verdict == Verdict.REFUTED and "a feasible point attains" in res.reason
+    assert claim("upper_bound", exact - 1e-6).check_instance({"k": k}).verdict == Verdict.INCONCLUSIVE
+    proven = lambda p: Bounds(feasible=_sq_dist(p), proven_lower=exact, certificate="exact")  # noqa: E731
+    assert claim("lower_bound", exact, proven).check_instance({"k": k}).verdict == Verdict.VERIFIED
+    res = claim("upper_bound", exact - 1e-6, proven).check_instance({"k": k})
+    assert res.verdict == Verdict.REFUTED and "proven lower bound" in res.reason
 
 
-def test_optimum_kind_needs_a_certificate_and_convergence():
+def test_optimum_kind_needs_a_certificate_not_a_convergence_flag():
     def claim(pred, sol):
         return UserClaim(id="t.opt", statement="s", source="s", params={}, predict=lambda p: pred,
                          solve=lambda p: sol, kind="optimum", rtol=1e-8)
@@ -95,8 +103,11 @@ def test_optimum_kind_needs_a_certificate_and_convergence():
     nocert = Solution(value=1.0, method="lbfgs", converged=True, seconds=0.0)
     res = claim(1.0, nocert).check_instance({})
     assert res.verdict == Verdict.INCONCLUSIVE and "no certificate" in res.reason
+    # a feasible value is an upper bound whether or not the solver reported convergence: the
+    # certificate decides (core.optimum_matches); the flag is kept in the evidence
     notconv = Solution(value=1.0, method="lbfgs", converged=False, seconds=0.0, certificate=cert)
-    assert claim(1.0, notconv).check_instance({}).verdict == Verdict.INCONCLUSIVE
+    res = claim(1.0, notconv).check_instance({})
+    assert res.verdict == Verdict.VERIFIED and res.checks[0].evidence["converged"] is False
     d = {"value": 1.0, "lower_bound": 0.5, "converged": True}
     res = claim(1.0, d).check_instance({})
     assert res.verdict == Verdict.INCONCLUSIVE and "certificate gap" in res.reason
@@ -104,20 +115,27 @@ def test_optimum_kind_needs_a_certificate_and_convergence():
 
 @pytest.mark.parametrize("k", [3, 5])
 def test_geometry_kind(k):
-    def claim(expected, frame):
+    def claim(expected, frame, proven=True):
+        def solve(p):
+            gram = frame(p["k"]).T @ frame(p["k"])
+            return ProvenPoint(gram, how="exact construction", unique=True) if proven else gram
         return UserClaim(id="t.geo", statement="s", source="s", params={}, predict=lambda p: expected,
-                         solve=lambda p: frame(p["k"]).T @ frame(p["k"]), kind="geometry")
+                         solve=solve, kind="geometry")
 
     assert claim("simplex-etf", simplex_etf).check_instance({"k": k}).verdict == Verdict.VERIFIED
     assert claim("orthogonal-frame", orthogonal_frame).check_instance({"k": k}).verdict == Verdict.VERIFIED
     wrong = claim("simplex-etf", orthogonal_frame).check_instance({"k": k})
     assert wrong.verdict == Verdict.REFUTED and "geometry is orthogonal-frame, expected simplex-etf" in wrong.reason
+    # a bare Gram is a point not proven to be the minimiser: never a verdict about the minimiser
+    bare = claim("simplex-etf", orthogonal_frame, proven=False).check_instance({"k": k})
+    assert bare.verdict == Verdict.INCONCLUSIVE and "not proven to be the minimiser" in bare.reason
+    assert bare.checks[0].evidence["verdict_at_solver_point"] == "REFUTED"
 
 
 def test_requires_crash_custom_and_measured_evidence():
     c = cosine_claim(lambda p: -1.0 / (p["k"] - 1), requires=lambda p: None if p["k"] >= 3 else "needs k >= 3")
     res = c.check_instance({"k": 2})
-    assert res.verdict == Verdict.INCONCLUSIVE and "hypothesis fails: needs k >= 3" in res.reason
+    assert res.verdict == Verdict.NOT_APPLICABLE and "hypothesis fails: needs k >= 3" in res.reason
     boom = UserClaim(id="t.boom", statement="s", source="s", params={}, predict=lambda p: 0,
                      solve=lambda p: 1 / 0, atol=0)
     res = boom.check_instance({})

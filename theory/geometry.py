@@ -10,11 +10,12 @@ of a zero vector) is returned as ``None``, never NaN.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 import numpy as np
 
-from theory._validate import InstanceError, as_finite_array, as_int, as_labels
+from theory._validate import InputError, InstanceError, as_finite_array, as_float, as_int, as_labels
 
 #: Default tolerance for geometry classification: Frobenius distance between the
 #: normalised Gram and the normalised template. 1e-3 separates an optimum found to
@@ -22,13 +23,82 @@ from theory._validate import InstanceError, as_finite_array, as_int, as_labels
 #: geometries (the imbalanced SCL optimum is ~1e-2 away from an ETF).
 GEOMETRY_TOL = 1e-3
 
-#: Below this Frobenius norm a Gram matrix counts as zero (trivial phase); relative to 1.
+#: Below this Frobenius norm a Gram matrix counts as zero (trivial phase); an absolute threshold
+#: (Grams of class means of order one; callers with another scale pass ``zero_tol=`` to
+#: :func:`classify_gram` and read its ``scale``).
 ZERO_TOL = 1e-8
+
+#: A Gram matrix must be symmetric up to this relative entry-wise asymmetry (products M^T M are
+#: symmetric to rounding, ~1e-16 relative; anything beyond 1e-8 is not a Gram matrix).
+SYMMETRY_RTOL = 1e-8
+
+#: Budgets (preamble: refuse before allocating what exceeds ~2 GB or ~2 minutes on 2 cores).
+#: Largest dense float64 array a constructor allocates (2 GB).
+MAX_ARRAY_BYTES = 2_000_000_000
+#: Largest k for which :func:`simplex_etf` runs its k x k symmetric eigendecomposition
+#: (measured order: k = 4000 in ~10 s on 2 cores; O(k^3)).
+MAX_EIGH_K = 5000
+#: Largest number of columns :func:`cosine_matrix` returns a nested Python list for
+#: (k^2 Python floats of ~32 bytes each: 7000^2 x 32 B ~ 1.6 GB).
+MAX_COSINE_COLUMNS = 7000
+
+GEOMETRY_CLASSES = ("simplex-etf", "orthogonal-frame", "other", "zero")
+
+
+def _check_bytes(what: str, entries: float) -> None:
+    need = 8.0 * float(entries)
+    if need > MAX_ARRAY_BYTES:
+        raise InputError(f"{what}: needs about {need / 1e9:.3g} GB of memory, above the limit of "
+                         f"{MAX_ARRAY_BYTES / 1e9:.3g} GB")
+
+
+def _as_tol(name: str, value) -> float:
+    """A finite tolerance >= 0 (TypeError for non-numbers, InputError otherwise)."""
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, float, np.integer, np.floating)):
+        raise TypeError(f"{name} must be a real number >= 0, got {type(value).__name__} {value!r}")
+    return as_float(name, value, nonnegative=True)
+
+
+def _as_norm(name: str, value) -> float:
+    """A vector norm: a finite real number > 0."""
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, float, np.integer, np.floating)):
+        raise TypeError(f"{name} must be a real number > 0, got {type(value).__name__} {value!r}")
+    return as_float(name, value, positive=True)
+
+
+def _as_count(name: str, value, minimum: int) -> int:
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)):
+        if isinstance(value, (float, np.floating)) and math.isfinite(float(value)) and float(value).is_integer():
+            return as_int(name, value, minimum=minimum)
+        raise TypeError(f"{name} must be an integer >= {minimum}, got {type(value).__name__} {value!r}")
+    return as_int(name, value, minimum=minimum)
+
+
+def _as_gram(G, name: str = "G") -> np.ndarray:
+    """A Gram matrix: a finite, square, symmetric, non-empty 2-D array with a nonnegative diagonal."""
+    if isinstance(G, (str, bytes)) or G is None:
+        raise TypeError(f"{name} must be a square numeric matrix (a Gram matrix of class means), got "
+                        f"{type(G).__name__}")
+    G = as_finite_array(name, G, ndim=2)
+    if G.shape[0] != G.shape[1]:
+        raise InstanceError(f"{name} must be a square Gram matrix (k x k), got shape {G.shape[0]} x {G.shape[1]}")
+    if G.shape[0] == 0:
+        raise InstanceError(f"{name} must not be empty (k >= 1 class), got shape {G.shape}")
+    big = float(np.max(np.abs(G)))
+    asym = float(np.max(np.abs(G - G.T)))
+    if asym > SYMMETRY_RTOL * big:
+        raise InstanceError(f"{name} must be symmetric (a Gram matrix M^T M): max |G - G^T| = {asym:.3g} > "
+                            f"{SYMMETRY_RTOL:g} x max |G| = {SYMMETRY_RTOL * big:.3g}")
+    if float(np.min(np.diag(G))) < -SYMMETRY_RTOL * big:
+        raise InstanceError(f"{name} must have a nonnegative diagonal (squared norms), got "
+                            f"min diagonal {float(np.min(np.diag(G))):.3g}")
+    return G
 
 
 def centering_matrix(k: int) -> np.ndarray:
     """J_k = I_k - 11^T / k."""
-    k = as_int("k", k, minimum=1)
+    k = _as_count("k", k, 1)
+    _check_bytes(f"centering_matrix(k={k})", float(k) * k)
     return np.eye(k) - np.ones((k, k)) / k
 
 
@@ -36,12 +106,16 @@ def simplex_etf(k: int, d: int | None = None, r: float = 1.0) -> np.ndarray:
     """A simplex ETF: k vectors of norm ``r`` in R^d (columns of a d x k matrix).
 
     Gram = r^2 k/(k-1) J_k (pairwise cosine -1/(k-1), zero sum). Exists iff d >= k-1
-    (spec/geometry.md). Default d = k.
+    (spec/geometry.md). Default d = k. ``r`` must be > 0.
     """
-    k = as_int("k", k, minimum=2)
-    d = k if d is None else as_int("d", d, minimum=1)
+    k = _as_count("k", k, 2)
+    d = k if d is None else _as_count("d", d, 1)
+    r = _as_norm("r", r)
     if d < k - 1:
         raise InstanceError(f"d must be >= k-1 = {k - 1} for a simplex ETF of k = {k} vectors, got d = {d}")
+    if k > MAX_EIGH_K:
+        raise InputError(f"k must be <= {MAX_EIGH_K} for simplex_etf (a k x k eigendecomposition, O(k^3)), got {k}")
+    _check_bytes(f"simplex_etf(k={k}, d={d})", float(d) * k + 3.0 * k * k)
     J = centering_matrix(k)
     # Orthonormal basis of the (k-1)-dim range of J_k gives an isometric embedding.
     evals, evecs = np.linalg.eigh(J)
@@ -53,31 +127,35 @@ def simplex_etf(k: int, d: int | None = None, r: float = 1.0) -> np.ndarray:
 
 
 def orthogonal_frame(k: int, d: int | None = None, r: float = 1.0) -> np.ndarray:
-    """Orthogonal frame: ``r`` e_1..e_k in R^d (d x k, nonnegative, disjoint supports). Needs d >= k."""
-    k = as_int("k", k, minimum=1)
-    d = k if d is None else as_int("d", d, minimum=1)
+    """Orthogonal frame: ``r`` e_1..e_k in R^d (d x k, nonnegative, disjoint supports). Needs d >= k, r > 0."""
+    k = _as_count("k", k, 1)
+    d = k if d is None else _as_count("d", d, 1)
+    r = _as_norm("r", r)
     if d < k:
         raise InstanceError(f"d must be >= k = {k} for an orthogonal frame, got d = {d}")
+    _check_bytes(f"orthogonal_frame(k={k}, d={d})", float(d) * k)
     out = np.zeros((d, k))
     out[np.arange(k), np.arange(k)] = r
     return out
 
 
 def etf_gram(k: int, r: float = 1.0) -> np.ndarray:
-    """Gram matrix of a simplex ETF with vector norm r: r^2 k/(k-1) J_k."""
+    """Gram matrix of a simplex ETF with vector norm r > 0: r^2 k/(k-1) J_k (k >= 2)."""
+    k = _as_count("k", k, 2)
+    r = _as_norm("r", r)
     return r * r * k / (k - 1) * centering_matrix(k)
 
 
-def _normalised(G: np.ndarray) -> np.ndarray | None:
+def _normalised(G: np.ndarray, zero_tol: float = ZERO_TOL) -> np.ndarray | None:
     nrm = np.linalg.norm(G)
-    if nrm <= ZERO_TOL:
+    if not nrm > zero_tol:
         return None
     return G / nrm
 
 
 def distance_to_etf(G) -> float | None:
-    """NC2_etf-style distance || G/||G|| - J_k/||J_k|| ||_F; None for a zero Gram."""
-    G = as_finite_array("G", G, ndim=2)
+    """NC2_etf-style distance || G/||G|| - J_k/||J_k|| ||_F; None for a zero Gram or k = 1."""
+    G = _as_gram(G)
     k = G.shape[0]
     Gn = _normalised(G)
     if Gn is None or k < 2:
@@ -88,7 +166,7 @@ def distance_to_etf(G) -> float | None:
 
 def distance_to_of(G) -> float | None:
     """NC2_of-style distance || G/||G|| - I_k/sqrt(k) ||_F; None for a zero Gram."""
-    G = as_finite_array("G", G, ndim=2)
+    G = _as_gram(G)
     k = G.shape[0]
     Gn = _normalised(G)
     if Gn is None:
@@ -98,53 +176,91 @@ def distance_to_of(G) -> float | None:
 
 def is_simplex_etf_gram(G, tol: float = GEOMETRY_TOL) -> bool:
     """True when every entry of the normalised Gram matches a simplex ETF's (no shortcut via norms)."""
+    tol = _as_tol("tol", tol)
     d = distance_to_etf(G)
     return d is not None and d <= tol
 
 
 def is_orthogonal_frame_gram(G, tol: float = GEOMETRY_TOL) -> bool:
+    tol = _as_tol("tol", tol)
     d = distance_to_of(G)
     return d is not None and d <= tol
 
 
 @dataclass(frozen=True)
 class GeometryClass:
-    """Result of :func:`classify_gram`."""
+    """Result of :func:`classify_gram`.
+
+    The distances compare *normalised* Grams, so they say nothing about the size of the class means:
+    ``scale`` (the Frobenius norm of the Gram) and ``trace`` (the sum of the squared class-mean norms)
+    report it, so that a caller can tell a zero minimiser (classification "zero", scale <= zero_tol)
+    from a small ETF. ``scale``/``trace``/``zero_tol`` are None when the object was built by hand.
+    """
 
     classification: str  # "simplex-etf" | "orthogonal-frame" | "other" | "zero"
     distance_etf: float | None
     distance_of: float | None
     tol: float
+    scale: float | None = None
+    trace: float | None = None
+    zero_tol: float | None = None
+
+    def __post_init__(self):
+        if self.classification not in GEOMETRY_CLASSES:
+            raise InputError(f"classification must be one of {', '.join(GEOMETRY_CLASSES)}, "
+                             f"got {self.classification!r}")
+
+    @property
+    def is_zero(self) -> bool:
+        return self.classification == "zero"
 
     def to_dict(self) -> dict:
         return {"classification": self.classification, "distance_etf": self.distance_etf,
-                "distance_of": self.distance_of, "tol": self.tol}
+                "distance_of": self.distance_of, "tol": self.tol, "scale": self.scale, "trace": self.trace,
+                "zero_tol": self.zero_tol}
 
 
-def classify_gram(G, tol: float = GEOMETRY_TOL) -> GeometryClass:
+def classify_gram(G, tol: float = GEOMETRY_TOL, *, zero_tol: float = ZERO_TOL) -> GeometryClass:
     """Classify a Gram matrix of class means as simplex-etf, orthogonal-frame, other or zero.
 
     Distances are Frobenius distances between normalised matrices (spec/geometry.md, NC2).
-    A Gram whose norm is below ``ZERO_TOL`` is "zero" (trivial phase: cosines undefined).
+    A Gram whose Frobenius norm is at most ``zero_tol`` is "zero" (trivial phase: cosines
+    undefined), never an ETF or "other". The result reports that norm (``scale``) and the
+    trace, which the normalisation removes from the distances.
     """
-    G = as_finite_array("G", G, ndim=2)
-    if G.shape[0] != G.shape[1]:
-        raise InstanceError(f"G must be square, got shape {G.shape}")
-    de, do = distance_to_etf(G), distance_to_of(G)
-    if de is None and do is None:
-        cls = "zero"
-    elif de is not None and de <= tol and (do is None or de <= do):
+    tol = _as_tol("tol", tol)
+    zero_tol = _as_tol("zero_tol", zero_tol)
+    G = _as_gram(G)
+    scale = float(np.linalg.norm(G))
+    trace = float(np.trace(G))
+    if not scale > zero_tol:
+        return GeometryClass("zero", None, None, tol, scale, trace, zero_tol)
+    k = G.shape[0]
+    Gn = G / scale
+    de = None
+    if k >= 2:
+        J = centering_matrix(k)
+        de = float(np.linalg.norm(Gn - J / np.linalg.norm(J)))
+    do = float(np.linalg.norm(Gn - np.eye(k) / np.sqrt(k)))
+    if de is not None and de <= tol and de <= do:
         cls = "simplex-etf"
-    elif do is not None and do <= tol:
+    elif do <= tol:
         cls = "orthogonal-frame"
     else:
         cls = "other"
-    return GeometryClass(cls, de, do, tol)
+    return GeometryClass(cls, de, do, tol, scale, trace, zero_tol)
 
 
 def cosine_matrix(vectors) -> list[list[float | None]]:
-    """Pairwise cosines of the columns; entries involving a zero column are None."""
+    """Pairwise cosines of the columns (vectors as columns, d x k); entries involving a zero column are None."""
+    if isinstance(vectors, (str, bytes)) or vectors is None:
+        raise TypeError(f"vectors must be a numeric d x k array (vectors as columns), got {type(vectors).__name__}")
     V = as_finite_array("vectors", vectors, ndim=2)
+    if V.size == 0:
+        raise InstanceError(f"vectors must not be empty (d x k with d, k >= 1), got shape {V.shape}")
+    if V.shape[1] > MAX_COSINE_COLUMNS:
+        raise InputError(f"vectors: at most {MAX_COSINE_COLUMNS} columns (the k x k cosine list), got "
+                         f"{V.shape[1]} (shape {V.shape[0]} x {V.shape[1]}; vectors are columns)")
     norms = np.linalg.norm(V, axis=0)
     scale = max(1.0, float(norms.max(initial=0.0)))
     # A vector counts as zero when its norm is below sqrt(ZERO_TOL) (relative to max(1, largest norm)):
@@ -164,21 +280,58 @@ def cosine_matrix(vectors) -> list[list[float | None]]:
     return out
 
 
-def class_means(H, labels) -> np.ndarray:
-    """Class means as columns (d x k)."""
+def _features_and_labels(H, labels) -> tuple[np.ndarray, np.ndarray]:
+    """H as a d x N float array (features in columns) and labels (N,), with a message that names the
+    expected layout when the shapes only fit the transposed (N x d) layout."""
+    if isinstance(H, (str, bytes)) or H is None:
+        raise TypeError(f"H must be a numeric d x N array (features in columns), got {type(H).__name__}")
+    if isinstance(labels, (str, bytes)) or labels is None:
+        raise TypeError(f"labels must be a 1-D array of integer class labels, got {type(labels).__name__}")
     H = as_finite_array("H", H, ndim=2)
-    y = as_labels("labels", labels, H.shape[1])
+    d, N = H.shape
+    if H.size == 0:
+        raise InstanceError(f"H must not be empty: d x N with d, N >= 1 (features in columns), got {d} x {N}")
+    lab = np.asarray(labels)
+    if lab.ndim == 2 and 1 in lab.shape:
+        raise InstanceError(f"labels must be 1-dimensional (N,), got shape {lab.shape}: pass labels.ravel()")
+    if lab.ndim == 1 and lab.size != N:
+        if lab.size == d:
+            raise InstanceError(f"H must be d x N (features in columns, one column per label); got {d} x {N} with "
+                                f"{lab.size} labels: did you pass N x d? transpose it (H.T)")
+        raise InstanceError(f"labels must have one entry per column of H (H is d x N = {d} x {N}, features in "
+                            f"columns), got {lab.size} labels")
+    if lab.ndim == 1 and lab.size and np.issubdtype(lab.dtype, np.number) and np.all(np.isfinite(lab)) \
+            and lab.max(initial=0) >= N:
+        # every class must be present, so k <= N: refuse before counting up to a huge label
+        raise InstanceError(f"labels must be class indices 0..k-1 with every class present (so < N = {N}), "
+                            f"got a label {lab.max()}")
+    y = as_labels("labels", lab, N)
+    return H, y
+
+
+def class_means(H, labels) -> np.ndarray:
+    """Class means as columns (d x k); H is d x N (features in columns), labels (N,) in 0..k-1."""
+    H, y = _features_and_labels(H, labels)
+    return _class_means(H, y)
+
+
+def _class_means(H: np.ndarray, y: np.ndarray) -> np.ndarray:
     k = int(y.max()) + 1
-    onehot = np.zeros((k, y.size))
-    onehot[y, np.arange(y.size)] = 1.0
-    return (H @ onehot.T) / onehot.sum(axis=1)
+    counts = np.bincount(y, minlength=k).astype(float)
+    d = H.shape[0]
+    if float(k) * y.size <= 5e7:  # dense one-hot product (fast BLAS path) while it is small
+        onehot = np.zeros((k, y.size))
+        onehot[y, np.arange(y.size)] = 1.0
+        return (H @ onehot.T) / counts
+    sums = np.zeros((k, d))
+    np.add.at(sums, y, H.T)
+    return sums.T / counts
 
 
 def within_class_max_deviation(H, labels) -> float:
-    """max_i ||h_i - mu_{y_i}||: 0 at exact collapse."""
-    H = as_finite_array("H", H, ndim=2)
-    y = as_labels("labels", labels, H.shape[1])
-    mu = class_means(H, y)
+    """max_i ||h_i - mu_{y_i}||: 0 at exact collapse (H is d x N, features in columns)."""
+    H, y = _features_and_labels(H, labels)
+    mu = _class_means(H, y)
     return float(np.max(np.linalg.norm(H - mu[:, y], axis=0)))
 
 
@@ -210,17 +363,37 @@ def _ratio(num: float, den: float, scale: float) -> float | None:
 def nc_metrics(H, labels, W=None, b=None, *, center_w: bool = False) -> NCMetrics:
     """All NC metrics of spec/geometry.md.
 
+    ``H`` is d x N (features in columns: one column per label), ``labels`` (N,) in 0..k-1 with every
+    class present, ``W`` k x d (row c = classifier of class c), ``b`` (k,).
+
     NC1 = tr(Sigma_W)/tr(Sigma_B); NC1_pinv = tr(Sigma_W Sigma_B^+)/k (Papyan, Han, Donoho 2020);
     NC2_etf = ||G/||G|| - J/||J|| || with G = M^T M; NC2_of with the uncentred Gram;
     NC3 = ||W^T/||W|| - M/||M|| || (W centred by J_k when ``center_w``);
     NC4 = fraction of samples where argmax(W h + b) differs from the nearest class mean;
     equinorm = std/mean of the centred class-mean norms ||mu_c - h_bar||.
     """
-    H = as_finite_array("H", H, ndim=2)
-    y = as_labels("labels", labels, H.shape[1])
+    if not isinstance(center_w, (bool, np.bool_)):
+        raise TypeError(f"center_w must be True or False, got {type(center_w).__name__} {center_w!r}")
+    H, y = _features_and_labels(H, labels)
     d, N = H.shape
-    mu = class_means(H, y)
+    mu = _class_means(H, y)
     k = mu.shape[1]
+    if W is not None:
+        if isinstance(W, (str, bytes)):
+            raise TypeError(f"W must be a numeric k x d array (one row per class), got {type(W).__name__}")
+        W = as_finite_array("W", W, ndim=2)
+        if W.shape != (k, d):
+            hint = ": did you pass W^T (d x k)? transpose it" if W.shape == (d, k) else ""
+            raise InstanceError(f"W must be k x d = {k} x {d} (one row per class, d = rows of H), got "
+                                f"{W.shape[0]} x {W.shape[1]}{hint}")
+    if b is not None:
+        if W is None:
+            raise InstanceError("b is given without W: the bias enters only NC4, which needs the classifier W")
+        if isinstance(b, (str, bytes)):
+            raise TypeError(f"b must be a numeric vector of length k = {k}, got {type(b).__name__}")
+        b = as_finite_array("b", b)
+        if b.ndim != 1 or b.shape[0] != k:
+            raise InstanceError(f"b must be a vector of length k = {k} (one bias per class), got shape {b.shape}")
     hbar = mu.mean(axis=1, keepdims=True)
     M = mu - hbar
     dev = H - mu[:, y]
@@ -229,23 +402,26 @@ def nc_metrics(H, labels, W=None, b=None, *, center_w: bool = False) -> NCMetric
     tr_b = float(np.sum(M * M)) / k
     nc1 = _ratio(tr_w, tr_b, scale)
     nc1_pinv = None
-    if nc1 is not None:
-        Sw = dev @ dev.T / N
-        Sb = M @ M.T / k
-        nc1_pinv = float(np.trace(Sw @ np.linalg.pinv(Sb, rcond=1e-10, hermitian=True)) / k)
     G = M.T @ M
+    if nc1 is not None:
+        # tr(Sigma_W Sigma_B^+)/k with Sigma_B = M M^T/k: Sigma_B^+ = k M (G^+)^2 M^T (G = M^T M, the same
+        # relative eigenvalue cutoff 1e-10 as pinv(Sigma_B, rcond=1e-10)), so the metric is
+        # ||G^+ M^T dev||_F^2 / N: a k x k pseudo-inverse instead of d x d matrices (d can be large).
+        evals, evecs = np.linalg.eigh((G + G.T) / 2)
+        keep = evals > 1e-10 * max(float(evals.max(initial=0.0)), 0.0)
+        Gp = (evecs[:, keep] / evals[keep]) @ evecs[:, keep].T
+        A = Gp @ (M.T @ dev)
+        nc1_pinv = float(np.sum(A * A)) / N
     nc2_etf = distance_to_etf(G) if k >= 2 else None
     nc2_of = distance_to_of(mu.T @ mu)
     nc3 = nc4 = None
     if W is not None:
-        W = as_finite_array("W", W, ndim=2, shape=(k, d))
         Wc = centering_matrix(k) @ W if center_w else W
         nw, nm = np.linalg.norm(Wc), np.linalg.norm(M)
         if nw > ZERO_TOL and nm > ZERO_TOL:
             nc3 = float(np.linalg.norm(Wc.T / nw - M / nm))
         logits = W @ H
         if b is not None:
-            b = as_finite_array("b", b, ndim=1, shape=(k,))
             logits = logits + b[:, None]
         if np.linalg.norm(W) > ZERO_TOL:
             pred = np.argmax(logits, axis=0)
