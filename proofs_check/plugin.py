@@ -11,7 +11,13 @@ strategies and any ``k`` parameter); ``--ncproofs-solver NAME`` is passed to use
 Fixtures: ``ncproofs_context`` (a :class:`proofs_check.user.UserContext`), ``ncproofs_max_k``,
 ``ncproofs_solver``, and ``ncproofs_check``: a function that runs a core ``Claim`` (or a
 ``UserClaim`` on one instance) and fails the test with the verdict, reason and evidence unless
-it is VERIFIED.
+it is VERIFIED; a NOT_APPLICABLE result (a hypothesis of the theorem fails for the instance)
+skips the test with the failed hypothesis as the reason.
+
+Verdicts as test outcomes: VERIFIED passes; NOT_APPLICABLE is a skip (reason: the failed
+hypothesis); REFUTED and ERROR fail with the evidence; INCONCLUSIVE fails in ``ncproofs_check``
+and in user-claim property tests (``on_inconclusive="fail"``), and passes with an
+``InconclusiveWarning`` in :func:`claim_tests` (built-in claims report open questions that way).
 
 At the end of the session the terminal summary lists every user claim with the verdicts of the
 instances tried.
@@ -105,12 +111,18 @@ def ncproofs_check(ncproofs_context):
             if params is None:
                 raise TypeError("ncproofs_check(user_claim, params): params is required for a UserClaim")
             res = claim.check_instance(params, ncproofs_context)
+            if res.verdict == Verdict.NOT_APPLICABLE:
+                pytest.skip(f"NOT_APPLICABLE: {claim.id}: {res.reason}")
             if res.verdict != Verdict.VERIFIED:
                 raise ClaimFailure(claim.failure_message(res, params), res, dict(params))
             return res
         if not isinstance(claim, Claim):
             raise TypeError(f"ncproofs_check expects a proofs_check Claim or UserClaim, got {type(claim).__name__}")
+        if params is not None:
+            raise TypeError("ncproofs_check(claim): params is only for a UserClaim (a core Claim chooses its instances)")
         res = claim.run(ncproofs_context.run_context)
+        if res.verdict == Verdict.NOT_APPLICABLE:
+            pytest.skip(f"NOT_APPLICABLE: {claim.id}: {res.reason}")
         if res.verdict != Verdict.VERIFIED:
             raise ClaimFailure(f"ncproofs claim {claim.id!r} {res.verdict.value}\n"
                                f"  statement: {claim.statement}\n  source: {claim.source} ({claim.provenance.value})\n"
@@ -133,7 +145,8 @@ def claim_tests(patterns: list[str] | None = None, *, allow_inconclusive: bool =
         test_claim = claim_tests()
 
     REFUTED and ERROR fail with the evidence; INCONCLUSIVE passes (with a warning) unless
-    ``allow_inconclusive=False``.
+    ``allow_inconclusive=False``; NOT_APPLICABLE (every check's hypothesis fails) is a skip with the
+    failed hypothesis as the reason.
     """
     import warnings
 
@@ -141,12 +154,19 @@ def claim_tests(patterns: list[str] | None = None, *, allow_inconclusive: bool =
     from proofs_check.registry import all_claims, select
     from proofs_check.user import ClaimFailure, _evidence_text, current_context
 
+    if patterns is not None and (isinstance(patterns, (str, bytes)) or not isinstance(patterns, (list, tuple))
+                                 or not all(isinstance(p, str) for p in patterns)):
+        raise TypeError(f"patterns must be a list of strings (claim ids, families or globs), got {patterns!r}")
+    if not isinstance(allow_inconclusive, bool):
+        raise TypeError(f"allow_inconclusive must be True or False, got {allow_inconclusive!r}")
     claims = select(all_claims(), patterns)
 
     @pytest.mark.proof
     @pytest.mark.parametrize("claim", claims, ids=[c.id for c in claims])
     def test_claim(claim):
         res = claim.run(current_context().run_context)
+        if res.verdict == Verdict.NOT_APPLICABLE:
+            pytest.skip(f"NOT_APPLICABLE: {claim.id}: {res.reason}")
         msg = (f"ncproofs claim {claim.id!r} {res.verdict.value}\n  statement: {claim.statement}\n"
                f"  source: {claim.source} ({claim.provenance.value})\n  reason: {res.reason}\n"
                f"  evidence:\n{_evidence_text(res.checks)}")
@@ -167,9 +187,9 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
         return
     terminalreporter.section("ncproofs user claims (instances tried, incl. shrinking)")
     for cid, c in sorted(t.items()):
-        parts = [f"{v} {c[v]}" for v in ("VERIFIED", "INCONCLUSIVE", "REFUTED", "ERROR") if c[v]]
-        if c["outside"]:
-            parts.append(f"outside hypotheses {c['outside']}")
+        parts = [f"{v} {c.get(v, 0)}" for v in ("VERIFIED", "INCONCLUSIVE", "REFUTED", "ERROR") if c.get(v)]
+        if c.get("NOT_APPLICABLE"):
+            parts.append(f"NOT_APPLICABLE (outside the hypotheses) {c['NOT_APPLICABLE']}")
         terminalreporter.write_line(f"{cid}: " + (", ".join(parts) or "none"))
     if os.environ.get("NCPROOFS_DEBUG"):  # pragma: no cover
         terminalreporter.write_line(repr(t))

@@ -1,14 +1,32 @@
 """Claim registry: every module in ``proofs_check.claims`` that defines ``CLAIMS`` (a list of
 :class:`~proofs_check.core.Claim`) is discovered automatically, so adding a family means adding
-one module, not editing a central list."""
+one module, not editing a central list.
+
+Counts of independent and consistency checks (:func:`check_counts`) are known only after a claim
+has run: a claim's check function decides at run time which checks it yields (per instance, per
+route, NOT_APPLICABLE where a hypothesis fails), so no static count would be honest. They are
+read from a :class:`~proofs_check.core.ClaimResult`, its ``to_dict()``, a ``SolveReport`` or a
+saved ``ncproofs run --json`` report (:func:`counts_from_report`); :func:`listing` builds the
+rows of ``ncproofs list`` with the counts where a run has measured them and ``None`` elsewhere.
+"""
 
 from __future__ import annotations
 
 import fnmatch
 import importlib
+import json
+import os
 import pkgutil
+from typing import Any, Iterable, Mapping
 
-from proofs_check.core import Claim
+from proofs_check.core import Claim, ClaimResult, SolveReport, Verdict
+from theory._validate import InputError
+
+
+class UnknownClaimError(InputError, KeyError):
+    """An unknown claim id: bad input (an ``InputError``), and a ``KeyError`` for older callers."""
+
+    __str__ = InputError.__str__
 
 
 def claim_modules() -> list[str]:
@@ -31,8 +49,39 @@ def all_claims() -> list[Claim]:
     return claims
 
 
-def select(claims: list[Claim], patterns: list[str] | None) -> list[Claim]:
-    """Claims whose id or family matches any pattern (glob, or substring when no glob chars)."""
+def _patterns(patterns) -> list[str] | None:
+    """None, one pattern (a string) or a list of non-empty strings."""
+    if patterns is None:
+        return None
+    if isinstance(patterns, str):
+        patterns = [patterns]
+    if isinstance(patterns, (bytes, Mapping)) or not isinstance(patterns, Iterable):
+        raise TypeError(f"patterns must be a list of strings (claim ids, families or globs), got "
+                        f"{type(patterns).__name__} {patterns!r}")
+    out = list(patterns)
+    for i, p in enumerate(out):
+        if not isinstance(p, str):
+            raise TypeError(f"patterns[{i}] must be a string, got {type(p).__name__} {p!r}")
+        if not p.strip():
+            raise InputError(f"patterns[{i}] must be a non-empty string (an id, a family or a glob), got {p!r}")
+    return out
+
+
+def _claims(claims) -> list[Claim]:
+    if isinstance(claims, (str, bytes, Mapping)) or not isinstance(claims, Iterable):
+        raise TypeError(f"claims must be a list of proofs_check.core.Claim, got {type(claims).__name__}")
+    out = list(claims)
+    for i, c in enumerate(out):
+        if not isinstance(c, Claim):
+            raise TypeError(f"claims[{i}] must be a proofs_check.core.Claim, got {type(c).__name__}")
+    return out
+
+
+def select(claims: list[Claim], patterns: list[str] | str | None) -> list[Claim]:
+    """Claims whose id or family matches any pattern (glob, or substring when no glob chars).
+    ``patterns`` is None or empty (all claims), one string, or a list of strings."""
+    claims = _claims(claims)
+    patterns = _patterns(patterns)
     if not patterns:
         return list(claims)
     out = []
@@ -47,7 +96,108 @@ def select(claims: list[Claim], patterns: list[str] | None) -> list[Claim]:
 
 
 def get(claim_id: str) -> Claim:
+    """The registered claim with this id; an unknown id raises :class:`UnknownClaimError`
+    (an ``InputError`` and a ``KeyError``)."""
+    if not isinstance(claim_id, str):
+        raise TypeError(f"claim_id must be a string, got {type(claim_id).__name__} {claim_id!r}")
+    if not claim_id.strip():
+        raise InputError("claim_id must be a non-empty string")
     for c in all_claims():
         if c.id == claim_id:
             return c
-    raise KeyError(f"unknown claim id {claim_id!r}")
+    raise UnknownClaimError(f"claim_id: unknown claim id {claim_id!r} (see `ncproofs list`)")
+
+
+# ---- counts of independent and consistency checks (known after a run) ----------------------
+
+def _check_dicts(result: Any) -> list[dict]:
+    """The checks of a result as dicts with "verdict" and "independent"."""
+    if isinstance(result, ClaimResult):
+        return [{"verdict": c.verdict.value, "independent": bool(c.independent)} for c in result.checks]
+    if isinstance(result, SolveReport):
+        return [{"verdict": c.verdict.value, "independent": bool(c.independent)} for c in result.claims]
+    if isinstance(result, Mapping):
+        items = result.get("checks", result.get("claims"))
+        if not isinstance(items, list) or not all(isinstance(c, Mapping) for c in items):
+            raise InputError("result: a dict must hold a list of checks under 'checks' (a ClaimResult.to_dict()) "
+                             "or 'claims' (a SolveReport.to_dict())")
+        out = []
+        for i, c in enumerate(items):
+            try:
+                v = Verdict(c.get("verdict")).value
+            except ValueError:
+                raise InputError(f"result: check {i} has no valid verdict ({c.get('verdict')!r})") from None
+            # a check without the flag was written before the flag existed: count it as independent,
+            # as core.Check does by default
+            out.append({"verdict": v, "independent": bool(c.get("independent", True))})
+        return out
+    raise TypeError(f"result must be a ClaimResult, a SolveReport or one of their to_dict() dicts, got "
+                    f"{type(result).__name__}")
+
+
+def check_counts(result: Any) -> dict[str, int]:
+    """Counts of a run's checks: ``independent`` (compared with a separate computation),
+    ``consistency`` (restatements, ``independent=False``), ``not_applicable`` (of either kind, a
+    failed hypothesis), ``independent_verified`` (what a VERIFIED verdict rests on: a claim with 0
+    here is never VERIFIED) and ``total``.
+
+    ``result``: a :class:`~proofs_check.core.ClaimResult` (from ``Claim.run``), a ``SolveReport``,
+    or the ``to_dict()`` of either (e.g. one entry of the ``claims`` list of ``ncproofs run --json``).
+    """
+    checks = _check_dicts(result)
+    ind = sum(1 for c in checks if c["independent"])
+    return {"independent": ind, "consistency": len(checks) - ind,
+            "not_applicable": sum(1 for c in checks if c["verdict"] == Verdict.NOT_APPLICABLE.value),
+            "independent_verified": sum(1 for c in checks if c["independent"]
+                                        and c["verdict"] == Verdict.VERIFIED.value),
+            "total": len(checks)}
+
+
+def check_counts_text(counts: Mapping[str, int] | None) -> str:
+    """``"3 independent + 1 consistency"`` (``"not run"`` without counts)."""
+    if counts is None:
+        return "not run"
+    text = f"{counts['independent']} independent + {counts['consistency']} consistency"
+    if counts.get("not_applicable"):
+        text += f" ({counts['not_applicable']} not applicable)"
+    return text
+
+
+def counts_from_report(report: str | os.PathLike | Mapping) -> dict[str, dict[str, int]]:
+    """Check counts per claim id from a saved ``ncproofs run --json`` report (a path or the loaded dict)."""
+    if isinstance(report, (str, os.PathLike)):
+        path = os.fspath(report)
+        try:
+            with open(path, encoding="utf-8") as f:
+                report = json.load(f)
+        except FileNotFoundError:
+            raise InputError(f"report: no such file {path!r}") from None
+        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+            raise InputError(f"report: cannot read {path!r} as an `ncproofs run --json` report: {exc}") from None
+    if not isinstance(report, Mapping):
+        raise TypeError(f"report must be a path or a dict (an `ncproofs run --json` report), got "
+                        f"{type(report).__name__}")
+    claims = report.get("claims")
+    if not isinstance(claims, list) or not all(isinstance(c, Mapping) and isinstance(c.get("id"), str)
+                                               for c in claims):
+        raise InputError("report: not an `ncproofs run --json` report (needs a list 'claims' of objects with 'id')")
+    return {c["id"]: check_counts(c) for c in claims}
+
+
+def listing(claims: list[Claim], counts: Mapping[str, Mapping[str, int]] | None = None) -> list[dict]:
+    """Rows for ``ncproofs list``: id, family, provenance, source, statement, and the check counts of a
+    run where known (``counts``: claim id -> :func:`check_counts`, e.g. :func:`counts_from_report`);
+    ``None`` for a claim that has not been run (the counts exist only after running)."""
+    claims = _claims(claims)
+    if counts is not None and not isinstance(counts, Mapping):
+        raise TypeError(f"counts must be a dict claim id -> check counts, got {type(counts).__name__}")
+    counts = counts or {}
+    rows = []
+    for c in claims:
+        n = counts.get(c.id)
+        rows.append({"id": c.id, "family": c.family, "provenance": c.provenance.value, "source": c.source,
+                     "statement": c.statement,
+                     "independent_checks": None if n is None else n["independent"],
+                     "consistency_checks": None if n is None else n["consistency"],
+                     "checks": check_counts_text(n)})
+    return rows

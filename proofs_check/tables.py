@@ -7,9 +7,13 @@ import io
 import json
 import math
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Mapping
+
+from theory._validate import InputError
 
 FORMATS = ("md", "latex", "csv", "json")
+#: digits of the printed numbers: 1 .. 17 (float64 needs at most 17 significant digits)
+MAX_DIGITS = 17
 
 
 def _cell(x: Any, digits: int) -> str:
@@ -42,9 +46,52 @@ class Table:
     digits: int = 8
     meta: dict = field(default_factory=dict)
 
+    def __post_init__(self):
+        self.validate()
+
+    def validate(self) -> None:
+        """Check the table (also before each rendering: rows may be appended after construction).
+        Raises InputError / TypeError naming the field."""
+        cols = self.columns
+        if isinstance(cols, (str, bytes)) or not isinstance(cols, (list, tuple)):
+            raise TypeError(f"columns must be a list of strings, got {type(cols).__name__} {cols!r}")
+        if not cols:
+            raise InputError("columns must not be empty (a table needs at least one column)")
+        for i, c in enumerate(cols):
+            if not isinstance(c, str):
+                raise TypeError(f"columns[{i}] must be a string, got {type(c).__name__} {c!r}")
+        if isinstance(self.rows, (str, bytes)) or not isinstance(self.rows, (list, tuple)):
+            raise TypeError(f"rows must be a list of rows (lists of cells), got {type(self.rows).__name__}")
+        for i, r in enumerate(self.rows):
+            if isinstance(r, (str, bytes, Mapping)) or not isinstance(r, (list, tuple)):
+                raise TypeError(f"rows[{i}] must be a list of cells, got {type(r).__name__} {r!r}")
+            if len(r) != len(cols):
+                raise InputError(f"rows[{i}] has {len(r)} cells, expected {len(cols)} (one per column)")
+        if not isinstance(self.caption, str):
+            raise TypeError(f"caption must be a string, got {type(self.caption).__name__}")
+        if self.latex_columns is not None:
+            lc = self.latex_columns
+            if isinstance(lc, (str, bytes)) or not isinstance(lc, (list, tuple)):
+                raise TypeError(f"latex_columns must be a list of strings or None, got {type(lc).__name__}")
+            if len(lc) != len(cols):
+                raise InputError(f"latex_columns has {len(lc)} entries, expected {len(cols)} (one per column)")
+            for i, c in enumerate(lc):
+                if not isinstance(c, str):
+                    raise TypeError(f"latex_columns[{i}] must be a string, got {type(c).__name__}")
+        if isinstance(self.digits, bool) or not isinstance(self.digits, int):
+            raise TypeError(f"digits must be an integer in 1..{MAX_DIGITS}, got {type(self.digits).__name__} "
+                            f"{self.digits!r}")
+        if not 1 <= self.digits <= MAX_DIGITS:
+            raise InputError(f"digits must be in 1..{MAX_DIGITS}, got {self.digits}")
+        if not isinstance(self.meta, Mapping):
+            raise TypeError(f"meta must be a dict, got {type(self.meta).__name__}")
+
     def render(self, fmt: str) -> str:
+        if not isinstance(fmt, str):
+            raise TypeError(f"fmt (format) must be one of {', '.join(FORMATS)}, got {type(fmt).__name__} {fmt!r}")
         if fmt not in FORMATS:
-            raise ValueError(f"format must be one of {', '.join(FORMATS)}, got {fmt!r}")
+            raise InputError(f"format must be one of {', '.join(FORMATS)}, got {fmt!r}")
+        self.validate()
         return getattr(self, f"to_{fmt}")()
 
     def to_md(self) -> str:

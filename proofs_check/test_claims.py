@@ -1,7 +1,8 @@
 """Every registered claim as a pytest test (quick profile): ``pytest --pyargs proofs_check``.
 
 A claim passes when it is VERIFIED or INCONCLUSIVE (e.g. an open discrepancy reported as such);
-REFUTED or ERROR fails with the claim's reason and its failing checks.
+NOT_APPLICABLE (a hypothesis of the theorem fails for every instance checked) is a skip with the
+failed hypothesis as the reason; REFUTED or ERROR fails with the claim's reason and its failing checks.
 """
 
 import pytest
@@ -17,6 +18,8 @@ _CLAIMS = all_claims()
 def test_claim(claim, request):
     full = request.config.getoption("--runslow", default=False)
     res = claim.run(RunContext("full" if full else "quick"))
+    if res.verdict == Verdict.NOT_APPLICABLE:
+        pytest.skip(f"NOT_APPLICABLE: {claim.id}: {res.reason}")
     bad = [c for c in res.checks if c.verdict in (Verdict.REFUTED, Verdict.ERROR)]
     detail = "\n".join(f"  {c.verdict.value}: {c.name}: {c.reason}\n    evidence: {c.to_dict()['evidence']}"
                        for c in bad[:5])
