@@ -36,7 +36,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.optimize import minimize
 
-from solvers.common import Certificate, Solution
+from solvers.common import Certificate, Solution, solve_conic
 from theory._validate import InstanceError
 from theory.feature_collapse import FCInstance, sentence_distribution
 
@@ -45,6 +45,21 @@ from theory.feature_collapse import FCInstance, sentence_distribution
 #: not computed (clear error with the size instead of a memory error).
 MAX_SENTENCES = 200_000
 MAX_WORK = 30_000_000
+
+#: Memory budget of one instance (bytes): the K x S score arrays of an evaluation (about
+#: ARRAYS_PER_EVAL of them live at once) and the one-hot matrices. Refused above it (InputError).
+MEMORY_BUDGET = 2.0e9
+ARRAYS_PER_EVAL = 6
+
+#: Seconds per score entry (K * S * (L + 4)) of one objective-and-gradient evaluation, measured on
+#: the 2-core development machine (numpy, float64; about 4e-9 s, rounded up), and the fewest
+#: evaluations a start needs to get anywhere. An instance whose estimate (starts x MIN_EVALS x one
+#: evaluation) exceeds TIME_BUDGET is refused before any work; within it, the starts share a
+#: wall-clock budget SOLVE_BUDGET_S and stop there (the certificates do not depend on the solver).
+SECONDS_PER_ENTRY = 6e-9
+MIN_EVALS = 60
+TIME_BUDGET = 120.0
+SOLVE_BUDGET_S = 60.0
 
 #: cvxpy certificate only when K * (number of pairs) is at most this (exponential cones).
 MAX_CVXPY_WORK = 20_000
@@ -63,6 +78,58 @@ CONVERGED_GRAD = 1e-6
 #: critical point at 0 (and from w proportional to 1, where LayerNorm is undefined).
 INIT_SCALE = 1.0
 
+#: Unit round-off of float64 and the constant of the round-off allowances of the certificates:
+#: a sum of n products computed in float64 is within n * EPS * sum |terms| of the exact one
+#: (Higham, Accuracy and Stability, Thm 3.1: gamma_n <= n u / (1 - n u), u = EPS / 2); we use
+#: ROUNDOFF_C * n * EPS * sum |terms| (ROUNDOFF_C = 4 covers the 1 / (1 - n u) factor and the
+#: exp/log evaluations, each correct to a few ulps).
+EPS = float(np.finfo(float).eps)
+ROUNDOFF_C = 4.0
+
+#: Dual (uniqueness) certificate: the candidate satisfies the KKT conditions of the SDP lifting when
+#: ||S Y||_F <= KKT_RTOL * scale * ||Y||_F (float64 evaluation of an exact KKT point gives ~1e-15;
+#: 1e-9 leaves six orders for round-off); eigenvalues of the dual slack within NULL_RTOL * scale of 0
+#: count as its null space; strict complementarity needs the next eigenvalue >= GAP_RTOL * scale
+#: (a margin 100x above NULL_RTOL) and injectivity needs sigma_min / sigma_max >= INJ_RTOL of the
+#: linear map on the face (round-off there is ~1e-15).
+KKT_RTOL = 1e-9
+NULL_RTOL = 1e-9
+GAP_RTOL = 1e-7
+INJ_RTOL = 1e-7
+
+#: Largest number of entries (face dimension x K x S) of the injectivity map of the uniqueness certificate.
+MAX_CERT_ENTRIES = 30_000_000
+#: Largest n_w for the eigen-decomposition of the dual slack (n_w x n_w).
+MAX_CERT_NW = 3000
+
+
+def budget(inst: FCInstance, n_starts: int = 1) -> dict:
+    """Size, memory and time estimates of solving ``inst`` with ``n_starts`` starts, before any work."""
+    S = inst.n_sentences
+    work = S * inst.K
+    mem = ARRAYS_PER_EVAL * 8.0 * work + 8.0 * S * inst.L * 3
+    t_eval = SECONDS_PER_ENTRY * work * (inst.L + 4)
+    return {"sentences": S, "scores": work, "memory_bytes": mem, "seconds_per_eval": t_eval,
+            "seconds_estimate": n_starts * MIN_EVALS * t_eval}
+
+
+def check_budget(inst: FCInstance, n_starts: int = 1) -> dict:
+    """Raise InstanceError (with the estimate and the limit) for an instance beyond the budgets."""
+    b = budget(inst, n_starts)
+    S = b["sentences"]
+    if S > MAX_SENTENCES or b["scores"] > MAX_WORK:
+        raise InstanceError(
+            f"instance too large to enumerate: K * s_c^L = {inst.K} * {inst.s_c}^{inst.L} = {S} sentences "
+            f"x K = {inst.K} scores (limits {MAX_SENTENCES} sentences, {MAX_WORK} scores); "
+            f"reduce K, s_c or L (predictions at any size: `ncproofs table feature-collapse`)")
+    if b["memory_bytes"] > MEMORY_BUDGET:
+        raise InstanceError(f"instance needs about {b['memory_bytes'] / 1e9:.2f} GB (limit {MEMORY_BUDGET / 1e9:.1f} GB); "
+                            f"reduce K, s_c or L")
+    if b["seconds_estimate"] > TIME_BUDGET:
+        raise InstanceError(f"instance needs about {b['seconds_estimate']:.0f} s for {n_starts} start(s) "
+                            f"(limit {TIME_BUDGET:.0f} s on 2 cores); reduce --starts, K, s_c or L")
+    return b
+
 
 def _problem_key(inst: FCInstance):
     return (inst.n_c, inst.L, inst.s_c, inst.K, inst.freqs, inst.latents, inst.seed)
@@ -76,12 +143,7 @@ class FCProblem:
 
     def __post_init__(self):
         inst = self.inst
-        S = inst.n_sentences
-        if S > MAX_SENTENCES or S * inst.K > MAX_WORK:
-            raise InstanceError(
-                f"instance too large to enumerate: K * s_c^L = {inst.K} * {inst.s_c}^{inst.L} = {S} sentences "
-                f"x K = {inst.K} scores (limits {MAX_SENTENCES} sentences, {MAX_WORK} scores); "
-                f"reduce K, s_c or L (predictions at any size: `ncproofs table feature-collapse`)")
+        check_budget(inst, 1)
         self.X, self.y, self.p = sentence_distribution(inst)
         self.S = self.X.shape[0]
         self.cols = np.arange(self.S)
@@ -102,24 +164,50 @@ class FCProblem:
         return sc
 
     def ce(self, Z: np.ndarray, grad: bool = True):
-        """Exact cross-entropy CE(Z) and its gradient dCE/dZ ((K L) x n_w)."""
+        """Exact cross-entropy CE(Z) and its gradient dCE/dZ ((K L) x n_w).
+
+        Stable in float64 also when the loss is tiny (small lambda): with r_j = h_j - h_y and
+        m = max_j r_j >= 0, the loss of a sentence is log1p(sum_{j != y} e^{r_j}) when m = 0 and
+        m + log(e^{-m} + sum_{j != y} e^{r_j - m}) otherwise; the label's gradient entry is
+        -(sum_{j != y} e^{r_j - m}) / (sum_j e^{r_j - m}) (no 1 - (1 - tiny) cancellation).
+        """
         inst = self.inst
         sc = self.scores(Z)
+        sy = sc[self.y, self.cols]
+        sc -= sy
         m = sc.max(axis=0)
         ex = np.exp(sc - m)
-        se = ex.sum(axis=0)
-        lse = m + np.log(se)
-        val = float(np.dot(self.p, lse - sc[self.y, self.cols]))
+        ex_y = np.exp(-m)
+        ex[self.y, self.cols] = 0.0
+        off = ex.sum(axis=0)
+        se = off + ex_y
+        with np.errstate(divide="ignore"):
+            loss = np.where(m == 0.0, np.log1p(off), m + np.log(se))
+        val = float(np.dot(self.p, loss))
         if not grad:
             return val
         dS = ex / se
-        dS[self.y, self.cols] -= 1.0
+        dS[self.y, self.cols] = -off / se
         dS *= self.p
         G3 = np.zeros((inst.K, inst.L, inst.n_w))
         for l in range(inst.L):
             # G3[j, l, v] = sum_{s: X[s,l] = v} dS[j, s]
             G3[:, l, :] = (self.onehot_T[l] @ dS.T).T
         return val, G3.reshape(inst.K * inst.L, inst.n_w)
+
+    def ce_roundoff(self, Z: np.ndarray, value: float) -> float:
+        """Round-off allowance of :meth:`ce` at Z (``value`` = the computed CE) in float64.
+
+        Scores carry errors <= 2 L EPS max|Z| (a sum of L entries, then h_j - h_y); a sentence's loss
+        l = log(1 + sum_{j != y} e^{r_j}) moves by at most (1 - pi_y) max|dr| <= 2 l max|dr| under
+        them (1 - pi_y <= l, and 1 - pi_y >= 1/2 when m > 0), and the exp/log1p/sum evaluations add
+        (K + 2) EPS l; the weighted sum of S losses adds S EPS CE. So the error is at most
+        ROUNDOFF_C EPS (K + L + S) (1 + 2 L max|Z|) CE: relative to CE, which keeps the allowance
+        meaningful when the loss is tiny (small lambda).
+        """
+        inst = self.inst
+        big = 1.0 + 2.0 * inst.L * float(np.abs(Z).max(initial=0.0))
+        return ROUNDOFF_C * EPS * (inst.K + inst.L + self.S) * big * abs(float(value))
 
     # ---- the network ------------------------------------------------------------------------
     def features(self, W: np.ndarray):
@@ -185,39 +273,168 @@ def exact_risk(inst: FCInstance, W, U) -> float:
 # ---------------------------------------------------------------------------------------------
 
 def nuclear_lower_bound(prob: FCProblem, Z: np.ndarray) -> dict:
-    """Rigorous lower bound on min_Z CE(Z) + lambda ||Z||_* from a candidate Z (no LayerNorm)."""
+    """Proven lower bound on min_Z CE(Z) + lambda ||Z||_* from any candidate Z (no LayerNorm).
+
+    min F >= CE(Z0) - <G, Z0> - R max(0, ||G||_2 - lambda), R = log(K)/lambda (every minimiser has
+    ||Z||_* <= R since F(Z*) <= F(0) = log K and CE >= 0). Evaluated in float64 and lowered by a
+    round-off allowance (``roundoff``): the CE evaluation (:meth:`FCProblem.ce_roundoff`), the inner
+    product (n EPS sum |G Z|) and the spectral norm (backward-stable SVD: ||G||_2 is computed within
+    sqrt(m n) EPS ||G||_F). ``lower_bound`` already includes the allowance.
+    """
     inst = prob.inst
     lam = inst.lam
     ce, G = prob.ce(Z)
-    gnorm = float(np.linalg.norm(G, 2))
+    gnorm = float(np.linalg.norm(G, 2)) if G.size else 0.0
     R = math.log(inst.K) / lam
-    lb = ce - float(np.sum(G * Z)) - R * max(0.0, gnorm - lam)
+    g_err = ROUNDOFF_C * math.sqrt(G.size) * EPS * float(np.linalg.norm(G))
+    inner = float(np.sum(G * Z))
+    roundoff = (prob.ce_roundoff(Z, ce) + ROUNDOFF_C * G.size * EPS * float(np.sum(np.abs(G * Z)))
+                + R * g_err)
+    lb = ce - inner - R * max(0.0, gnorm + g_err - lam) - roundoff
     nuc = float(np.linalg.svd(Z, compute_uv=False).sum()) if Z.size else 0.0
     return {"lower_bound": lb, "convex_value": ce + lam * nuc, "grad_spectral_norm": gnorm,
-            "nuclear_radius": R}
+            "nuclear_radius": R, "roundoff": roundoff}
 
 
 def zero_gradient_spectral_norm(inst: FCInstance) -> float:
     """||grad CE(0)||_2: the exact threshold without LayerNorm (Z = 0 optimal iff <= lambda)."""
+    return zero_gradient(inst)["spectral_norm"]
+
+
+def zero_gradient(inst: FCInstance) -> dict:
+    """||grad CE(0)||_2 with its round-off allowance (float64 enumeration + backward-stable SVD)."""
     prob = FCProblem(inst)
     _, G = prob.ce(np.zeros((inst.K * inst.L, inst.n_w)))
-    return float(np.linalg.norm(G, 2))
+    g = float(np.linalg.norm(G, 2))
+    # each entry sums S terms of size <= p_s (error S EPS max|entry| per entry), then the SVD
+    err = ROUNDOFF_C * EPS * (prob.S + math.sqrt(G.size)) * float(np.linalg.norm(G))
+    return {"spectral_norm": g, "roundoff": err, "gradient": G}
 
 
 def sdp_lower_bound(prob: FCProblem, E: np.ndarray, U: np.ndarray) -> dict:
-    """Rigorous lower bound for the LayerNorm network from the SDP relaxation's dual (see module doc)."""
+    """Proven lower bound for the LayerNorm network from the SDP relaxation's dual (see module doc).
+
+    nu is shifted by the computed most negative eigenvalue of diag(nu) - A plus the eigenvalue
+    round-off allowance (backward-stable eigh: eigenvalues within ROUNDOFF_C n EPS ||M||_F), so that
+    diag(nu) - A is PSD in exact arithmetic; the bound is lowered by the round-off of CE, <G, Z> and
+    d sum(nu). ``lower_bound`` already includes the allowance (``roundoff``).
+    """
     inst = prob.inst
     lam, d = inst.lam, inst.d
     Z = U @ E.T
     ce, G = prob.ce(Z)
     A = G.T @ G / (2 * lam)
-    G0 = E @ E.T
-    nu = np.diag(A @ G0) / d
+    nu = np.einsum("ij,ij->i", A @ E, E) / d
     M = np.diag(nu) - A
-    shift = max(0.0, -float(np.linalg.eigvalsh((M + M.T) / 2).min()))
+    M = (M + M.T) / 2
+    n = M.shape[0]
+    # eigh is backward stable (n EPS ||M||_F) and forming A sums K L products per entry
+    eig_err = ROUNDOFF_C * EPS * (n * float(np.linalg.norm(M)) + G.shape[0] * float(np.sum(G * G)) / (2 * lam))
+    shift = max(0.0, -float(np.linalg.eigvalsh(M).min())) + eig_err
     nu = nu + shift
-    lb = ce - float(np.sum(G * Z)) - d * float(nu.sum())
-    return {"lower_bound": lb, "dual_shift": shift}
+    roundoff = (prob.ce_roundoff(Z, ce) + ROUNDOFF_C * G.size * EPS * float(np.sum(np.abs(G * Z)))
+                + ROUNDOFF_C * n * EPS * d * float(np.abs(nu).sum()))
+    lb = ce - float(np.sum(G * Z)) - d * float(nu.sum()) - roundoff
+    return {"lower_bound": lb, "dual_shift": shift, "roundoff": roundoff}
+
+
+def dual_certificate(prob: FCProblem, E: np.ndarray, U: np.ndarray) -> dict:
+    """Uniqueness certificate of a candidate (features E, classifier U) through the SDP lifting.
+
+    The network objective is >= the SDP  min CE(Z) + (lw/2) tr G + (lu/2) tr T  over
+    X = [[G, Z^T], [Z, T]] >= 0 (with LayerNorm: lw = 0 and diag G = d), attained at
+    X0 = Y Y^T, Y = [E; U]. With Gamma = grad CE(Z0), the dual slack is
+    S = [[D, Gamma^T/2], [Gamma/2, (lambda/2) I]], D = (lambda/2) I (no LN) or diag(nu) (LN, nu from
+    the candidate), and S >= 0 iff Ms = D - Gamma^T Gamma/(2 lambda) >= 0 (Schur complement); its null
+    space is {[x; -Gamma x/lambda] : Ms x = 0}. The candidate is the UNIQUE minimiser of the SDP (so
+    every network minimiser has U U^T, E E^T, U E^T equal to the candidate's) when
+      (1) KKT: S Y = 0 (residual ``kkt_residual`` <= KKT_RTOL),
+      (2) dual feasibility and strict complementarity: Ms >= 0 with exactly rank(Y) eigenvalues at 0
+          and the next one >= GAP_RTOL * scale,
+      (3) injectivity: on the face {V M V^T}, V a basis of null(S), the only symmetric M whose
+          per-sentence centred scores (and, with LN, diag of the G block) vanish is M = 0.
+    Derivation and conditions: docs/feature_collapse.md ("Uniqueness certificate"). Returns the
+    numbers and ``unique`` (bool) with ``why`` when not.
+    """
+    inst = prob.inst
+    lam = inst.lam
+    n_w = inst.n_w
+    out: dict = {"unique": False}
+    if n_w > MAX_CERT_NW:
+        out["why"] = f"n_w = {n_w} > {MAX_CERT_NW}: the certificate's eigen-decomposition is too large"
+        return out
+    Z = U @ E.T
+    _, G = prob.ce(Z)
+    A = G.T @ G / (2 * lam)
+    if inst.layernorm:
+        nu = np.einsum("ij,ij->i", A @ E, E) / inst.d
+    else:
+        nu = np.full(n_w, lam / 2)
+    Ms = np.diag(nu) - A
+    Ms = (Ms + Ms.T) / 2
+    scale = max(float(np.abs(nu).max()), float(np.linalg.norm(A, 2)))
+    if not scale > 0:
+        out["why"] = "the dual slack vanishes (no scale to judge its eigenvalues)"
+        return out
+    Y = np.vstack([E, U])
+    sv = np.linalg.svd(Y, compute_uv=False) if Y.size else np.zeros(0)
+    r = int(np.sum(sv > 1e-9 * sv[0])) if sv.size and sv[0] > 0 else 0
+    R1 = nu[:, None] * E + G.T @ U / 2
+    R2 = (G @ E + lam * U) / 2
+    ynorm = float(np.linalg.norm(Y))
+    kkt = float(math.sqrt(np.sum(R1 * R1) + np.sum(R2 * R2))) / (scale * ynorm) if ynorm > 0 else 0.0
+    evals, evecs = np.linalg.eigh(Ms)
+    ev = evals / scale
+    out.update(rank=r, scale=scale, kkt_residual=kkt, min_eigenvalue=float(ev[0]),
+               null_eigenvalue_max=float(np.abs(ev[:r]).max()) if r else 0.0,
+               complementarity_gap=float(ev[r]) if r < n_w else None)
+    if not kkt <= KKT_RTOL:
+        out["why"] = f"KKT residual {kkt:.3g} > {KKT_RTOL:g}: the candidate is not a stationary point of the lifting"
+        return out
+    if not ev[0] >= -NULL_RTOL:
+        out["why"] = f"dual slack not PSD (smallest eigenvalue {ev[0]:.3g} x scale)"
+        return out
+    if r and not np.abs(ev[:r]).max() <= NULL_RTOL:
+        out["why"] = f"dual slack has fewer than rank(Y) = {r} zero eigenvalues"
+        return out
+    if r < n_w and not ev[r] >= GAP_RTOL:
+        out["why"] = (f"not strictly complementary: eigenvalue {r + 1} of the dual slack is {ev[r]:.3g} x scale "
+                      f"< {GAP_RTOL:g} (a flat direction: near a threshold the minimiser need not be unique)")
+        return out
+    out["face_dimension"] = r
+    if r:
+        entries = r * (r + 1) // 2 * prob.S * inst.K
+        if entries > MAX_CERT_ENTRIES:
+            out["why"] = f"injectivity map has {entries} entries > {MAX_CERT_ENTRIES}"
+            return out
+        VE = evecs[:, :r]
+        VU = -G @ VE / lam
+        w = np.sqrt(prob.p)
+        cols = []
+        for i in range(r):
+            for j in range(i, r):
+                B = np.zeros((r, r))
+                B[i, j] = B[j, i] = 1.0
+                sc = prob.scores(VU @ B @ VE.T)
+                sc = (sc - sc.mean(axis=0)) * w
+                parts = [sc.ravel()]
+                if inst.layernorm:
+                    parts.append(np.einsum("ij,ij->i", VE @ B, VE))
+                cols.append(parts)
+        blocks = []
+        for k in range(len(cols[0])):
+            Bk = np.column_stack([c[k] for c in cols])
+            nk = float(np.linalg.norm(Bk))
+            blocks.append(Bk / nk if nk > 0 else Bk)
+        Mmap = np.vstack(blocks)
+        s = np.linalg.svd(Mmap, compute_uv=False)
+        inj = float(s[-1] / s[0]) if s[0] > 0 else 0.0
+        out["injectivity"] = inj
+        if not inj >= INJ_RTOL:
+            out["why"] = f"the face is not pinned down by the scores (sigma_min/sigma_max = {inj:.3g} < {INJ_RTOL:g})"
+            return out
+    out["unique"] = True
+    return out
 
 
 def cvxpy_convex_optimum(inst: FCInstance, prob: FCProblem | None = None) -> dict:
@@ -238,13 +455,14 @@ def cvxpy_convex_optimum(inst: FCInstance, prob: FCProblem | None = None) -> dic
     obj = _cvx_cross_entropy(Z, prob, L, n_w, K) + inst.lam * cp.normNuc(Z)
     cpp = cp.Problem(cp.Minimize(obj))
     t0 = time.perf_counter()
-    try:
-        cpp.solve(solver=cp.CLARABEL)
-    except Exception:  # pragma: no cover - solver fallback
-        cpp.solve(solver=cp.SCS, eps=1e-9, max_iters=100000)
+    run = solve_conic(cpp)
+    if Z.value is None:
+        return {"lower_bound": None, "cvxpy_value": None, "status": run["status"], "warnings": run["warnings"],
+                "seconds": time.perf_counter() - t0, "Z": None}
     Zv = np.asarray(Z.value, dtype=float)
-    out = nuclear_lower_bound(prob, Zv)
-    out.update(cvxpy_value=float(cpp.value), status=cpp.status, seconds=time.perf_counter() - t0, Z=Zv)
+    out = nuclear_lower_bound(prob, Zv)  # the proof: the KKT/dual bound at cvxpy's point, not its reported value
+    out.update(cvxpy_value=float(cpp.value) if cpp.value is not None else None, status=run["status"],
+               warnings=run["warnings"], seconds=time.perf_counter() - t0, Z=Zv)
     return out
 
 
@@ -279,8 +497,9 @@ def cvxpy_sdp_relaxation(inst: FCInstance, prob: FCProblem | None = None) -> dic
     obj = _cvx_cross_entropy(Z, prob, L, n_w, K) + inst.lam / 2 * cp.trace(M[n_w:, n_w:])
     cpp = cp.Problem(cp.Minimize(obj), [cp.diag(M[:n_w, :n_w]) == inst.d])
     t0 = time.perf_counter()
-    cpp.solve(solver=cp.CLARABEL)
-    return {"cvxpy_value": float(cpp.value), "status": cpp.status, "seconds": time.perf_counter() - t0}
+    run = solve_conic(cpp)
+    return {"cvxpy_value": float(cpp.value) if cpp.value is not None else None, "status": run["status"],
+            "warnings": run["warnings"], "seconds": time.perf_counter() - t0}
 
 
 # ---------------------------------------------------------------------------------------------
@@ -295,17 +514,22 @@ def _lbfgs(prob: FCProblem, x0: np.ndarray):
 
 
 def solve(inst: FCInstance, *, n_starts: int = 4, seed: int = 0, certify: bool = True,
-          cvxpy: bool = False, backend: str = "numpy", device: str = "cpu") -> Solution:
-    """Global optimum of the network from ``n_starts`` random starts (scipy L-BFGS).
+          cvxpy: bool = False, backend: str = "numpy", device: str = "cpu",
+          budget_s: float = SOLVE_BUDGET_S) -> Solution:
+    """Global optimum search of the network from ``n_starts`` random starts (scipy L-BFGS).
 
-    Starts are random Gaussian (never the critical point 0). The best start is returned with
-    variables W, U, E (features), Z; its certificate is nuclear-kkt (no LN) or sdp-dual (LN),
-    plus the cvxpy convex program when ``cvxpy`` (small instances; with LN the SDP relaxation's
-    value is reported as a cross-check, the rigorous bound stays the sdp-dual one).
+    Starts are random Gaussian (never the critical point 0). The starts share a wall-clock budget
+    ``budget_s`` (``diagnostics["budget_reached"]`` says when it stopped them). A start that runs into
+    the set where LayerNorm is undefined (an embedding proportional to 1) is recorded and skipped.
+    The best start is returned with variables W, U, E (features), Z; its certificate is nuclear-kkt
+    (no LN) or sdp-dual (LN), plus the cvxpy convex program when ``cvxpy`` (small instances; with LN
+    the SDP relaxation's value is reported as a cross-check, the proven bound stays the sdp-dual one).
+    Every lower bound includes its float64 round-off allowance.
     ``backend="torch"`` evaluates the objective with torch autograd (optional dependency).
     """
-    if n_starts < 1:
-        raise InstanceError(f"n_starts must be >= 1, got {n_starts}")
+    if isinstance(n_starts, bool) or not isinstance(n_starts, (int, np.integer)) or not 1 <= n_starts <= 64:
+        raise InstanceError(f"n_starts (--starts) must be an integer in [1, 64], got {n_starts!r}")
+    check_budget(inst, int(n_starts))
     t0 = time.perf_counter()
     prob = FCProblem(inst)
     fun = prob.fun
@@ -317,51 +541,79 @@ def solve(inst: FCInstance, *, n_starts: int = 4, seed: int = 0, certify: bool =
     n = (inst.n_w + inst.K * inst.L) * inst.d
     runs = []
     best = None
+    budget_hit = False
+    deadline = t0 + budget_s
+
+    def callback(intermediate_result=None):
+        if time.perf_counter() > deadline:
+            raise StopIteration
+
     for s in range(n_starts):
+        if time.perf_counter() > deadline:
+            budget_hit = True
+            break
         x0 = rng.normal(scale=INIT_SCALE / math.sqrt(inst.d), size=n)
-        res = minimize(fun, x0, jac=True, method="L-BFGS-B",
-                       options={"maxiter": LBFGS_MAXITER, "maxcor": 30, "ftol": LBFGS_FTOL,
-                                "gtol": LBFGS_GTOL, "maxfun": 4 * LBFGS_MAXITER})
-        W, U = prob.unpack(res.x)
-        val = prob.objective(W, U, grad=False)
-        gn = prob.grad_norm(W, U)
+        try:
+            res = minimize(fun, x0, jac=True, method="L-BFGS-B", callback=callback,
+                           options={"maxiter": LBFGS_MAXITER, "maxcor": 30, "ftol": LBFGS_FTOL,
+                                    "gtol": LBFGS_GTOL, "maxfun": 4 * LBFGS_MAXITER})
+            W, U = prob.unpack(res.x)
+            val = prob.objective(W, U, grad=False)
+            gn = prob.grad_norm(W, U)
+        except FloatingPointError as exc:  # LayerNorm undefined on this path: the start is lost
+            runs.append({"value": None, "failed": str(exc)})
+            continue
+        if time.perf_counter() > deadline:
+            budget_hit = True
         runs.append({"value": val, "grad_norm": gn, "iterations": int(res.nit)})
         if best is None or val < best[0]:
             best = (val, W, U, gn)
+    values = np.array([r["value"] for r in runs if r.get("value") is not None])
+    diag = {"n_starts": n_starts, "seed": seed, "start_values": values.tolist(),
+            "start_spread": float(values.max() - values.min()) if values.size else None,
+            "failed_starts": sum(1 for r in runs if r.get("value") is None), "n_sentences": prob.S,
+            "backend": backend, "budget_s": budget_s, "budget_reached": budget_hit}
+    if best is None:
+        return Solution(value=float("nan"), method=f"L-BFGS x{n_starts} ({backend})", converged=False,
+                        seconds=time.perf_counter() - t0, variables={}, diagnostics=diag, certificate=None)
     val, W, U, gn = best
+    diag["grad_norm"] = gn
     E, _ = prob.features(W)
     Z = U @ E.T
-    values = np.array([r["value"] for r in runs])
-    diag = {"n_starts": n_starts, "seed": seed, "grad_norm": gn, "start_values": values.tolist(),
-            "start_spread": float(values.max() - values.min()), "n_sentences": prob.S, "backend": backend}
     cert = None
     if certify:
-        if inst.layernorm:
-            b = sdp_lower_bound(prob, E, U)
-            details = {"note": "dual of the SDP relaxation (derived in ncproofs), valid for every d",
-                       "dual_shift": b["dual_shift"]}
-            if cvxpy and prob.S * inst.K <= MAX_CVXPY_WORK:  # cross-check: the relaxation solved by cvxpy
-                c = cvxpy_sdp_relaxation(inst, prob)
-                details.update(cvxpy_sdp_value=c["cvxpy_value"], cvxpy_status=c["status"],
-                               cvxpy_seconds=c["seconds"])
-            cert = Certificate(b["lower_bound"], val, "sdp-dual", details)
-        else:
-            b = nuclear_lower_bound(prob, Z)
-            details = {"grad_spectral_norm": b["grad_spectral_norm"], "lambda": inst.lam,
-                       "note": "nuclear-norm convex form, KKT/dual bound at the L-BFGS point"}
-            lb, method = b["lower_bound"], "nuclear-kkt"
-            if cvxpy and prob.S * inst.K > MAX_CVXPY_WORK:
-                details["cvxpy_skipped"] = f"K * sentences = {prob.S * inst.K} > {MAX_CVXPY_WORK}"
-            elif cvxpy:
-                c = cvxpy_convex_optimum(inst, prob)
-                details.update(cvxpy_value=c["cvxpy_value"], cvxpy_status=c["status"],
-                               cvxpy_lower_bound=c["lower_bound"], cvxpy_seconds=c["seconds"])
-                if c["lower_bound"] > lb:
-                    lb, method = c["lower_bound"], "convex-program (cvxpy) + nuclear-kkt bound"
-            cert = Certificate(lb, val, method, details)
+        cert = certificate_at(prob, E, U, val, cvxpy=cvxpy)
     return Solution(value=val, method=f"L-BFGS x{n_starts} ({backend})", converged=gn <= CONVERGED_GRAD,
                     seconds=time.perf_counter() - t0, variables={"W": W, "U": U, "E": E, "Z": Z},
                     diagnostics=diag, certificate=cert)
+
+
+def certificate_at(prob: FCProblem, E: np.ndarray, U: np.ndarray, upper: float, *, cvxpy: bool = False) -> Certificate:
+    """The proven lower bound at a candidate (features E, classifier U), with ``upper`` a feasible value."""
+    inst = prob.inst
+    if inst.layernorm:
+        b = sdp_lower_bound(prob, E, U)
+        details = {"note": "dual of the SDP relaxation (derived in ncproofs), valid for every d",
+                   "dual_shift": b["dual_shift"], "roundoff": b["roundoff"]}
+        if cvxpy and prob.S * inst.K <= MAX_CVXPY_WORK:  # cross-check: the relaxation solved by cvxpy
+            c = cvxpy_sdp_relaxation(inst, prob)
+            details.update(cvxpy_sdp_value=c["cvxpy_value"], cvxpy_status=c["status"],
+                           cvxpy_warnings=c["warnings"], cvxpy_seconds=c["seconds"])
+        return Certificate(b["lower_bound"], upper, "sdp-dual", details)
+    Z = U @ E.T
+    b = nuclear_lower_bound(prob, Z)
+    details = {"grad_spectral_norm": b["grad_spectral_norm"], "lambda": inst.lam, "roundoff": b["roundoff"],
+               "note": "nuclear-norm convex form, KKT/dual bound at the candidate (round-off included)"}
+    lb, method = b["lower_bound"], "nuclear-kkt"
+    if cvxpy and prob.S * inst.K > MAX_CVXPY_WORK:
+        details["cvxpy_skipped"] = f"K * sentences = {prob.S * inst.K} > {MAX_CVXPY_WORK}"
+    elif cvxpy:
+        c = cvxpy_convex_optimum(inst, prob)
+        details.update(cvxpy_value=c["cvxpy_value"], cvxpy_status=c["status"], cvxpy_warnings=c["warnings"],
+                       cvxpy_lower_bound=c["lower_bound"], cvxpy_seconds=c["seconds"])
+        if c["lower_bound"] is not None and c["lower_bound"] > lb:
+            lb, method = c["lower_bound"], "convex-program (cvxpy) + nuclear-kkt bound"
+    return Certificate(lb, upper, method, details)
 
 
 def _torch_fun(prob: FCProblem, device: str):

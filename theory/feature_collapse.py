@@ -47,8 +47,23 @@ MP_DPS = 40
 #: Newton reaches ~1e-38; 1e-25 leaves ample room.
 MP_RESIDUAL_TOL = 1e-25
 
-#: Largest number of latent variables enumerated for ``latents="full"`` (K = n_c^L).
+#: Largest number of latent variables enumerated for ``latents="full"`` (K = n_c^L), and the largest
+#: K drawn with ``latents="random"`` (K x L integers are stored).
 MAX_FULL_LATENTS = 10 ** 6
+MAX_RANDOM_K = 10 ** 6
+
+#: Accepted range of lambda. Below LAMBDA_MIN the optimum's loss (~ lambda) and the certificates'
+#: radius log(K)/lambda leave float64 (relative round-off of the CE gradient ~ 1e-16 / lambda);
+#: above LAMBDA_MAX the LayerNorm scale b* ~ 1/lambda and the objective's variation fall below the
+#: round-off of log K. Inside the range every formula is evaluated stably (log1p, mpmath roots).
+LAMBDA_MIN = 1e-10
+LAMBDA_MAX = 1e4
+
+#: Largest n_c, L, s_c, d accepted (the predictions work at any size; the solver has its own budget).
+MAX_N_C = 10_000
+MAX_L = 1_000
+MAX_S_C = 100_000
+MAX_D = 100_000
 
 
 def _mu_is_uniform(mu) -> bool:
@@ -86,11 +101,14 @@ class FCInstance:
 
     def __post_init__(self):
         set_ = lambda k, v: object.__setattr__(self, k, v)  # noqa: E731
-        set_("n_c", as_int("n_c (--concepts)", self.n_c, minimum=2))
-        set_("L", as_int("L (--length)", self.L, minimum=1))
-        set_("s_c", as_int("s_c (--words-per-concept)", self.s_c, minimum=1))
-        set_("d", as_int("d (--dim)", self.d, minimum=1))
+        set_("n_c", as_int("n_c (--concepts)", self.n_c, minimum=2, maximum=MAX_N_C))
+        set_("L", as_int("L (--length)", self.L, minimum=1, maximum=MAX_L))
+        set_("s_c", as_int("s_c (--words-per-concept)", self.s_c, minimum=1, maximum=MAX_S_C))
+        set_("d", as_int("d (--dim)", self.d, minimum=1, maximum=MAX_D))
         set_("lam", as_float("lambda (--lambda)", self.lam, positive=True))
+        if not LAMBDA_MIN <= self.lam <= LAMBDA_MAX:
+            raise InstanceError(f"lambda (--lambda) must be in [{LAMBDA_MIN:g}, {LAMBDA_MAX:g}] (the range where the "
+                                f"float64 evaluation and certificates are reliable), got {self.lam!r}")
         if not isinstance(self.layernorm, (bool, np.bool_)):
             raise InstanceError(f"layernorm must be True or False, got {self.layernorm!r}")
         set_("layernorm", bool(self.layernorm))
@@ -100,7 +118,7 @@ class FCInstance:
         set_("seed", as_int("seed", self.seed, minimum=0))
         if self.latents not in ("full", "random"):
             raise InstanceError(f"latents must be 'full' or 'random', got {self.latents!r}")
-        n_lat = self.n_c ** self.L
+        n_lat = self.n_c ** self.L if self.L * math.log10(self.n_c) <= 18 else 10 ** 19
         if self.latents == "full":
             if n_lat > MAX_FULL_LATENTS:
                 raise InstanceError(f"latents='full' needs K = n_c^L = {n_lat} classes, more than the limit "
@@ -114,7 +132,7 @@ class FCInstance:
         else:
             if self.K is None:
                 raise InstanceError("K (--classes) is required with latents='random'")
-            set_("K", as_int("K (--classes)", self.K, minimum=2))
+            set_("K", as_int("K (--classes)", self.K, minimum=2, maximum=MAX_RANDOM_K))
         if self.freqs is None:
             mu = tuple([1.0 / self.s_c] * self.s_c)
         else:
@@ -151,6 +169,14 @@ class FCInstance:
         return self.lam
 
     @property
+    def duplicates(self) -> int:
+        """Other classes sharing a class's latent variable when every latent is used equally often
+        (K = m n_c^L, symmetric): m - 1; 0 otherwise (the spec's idealisation for K < n_c^L)."""
+        if not self.symmetric:
+            return 0
+        return self.K // self.n_c ** self.L - 1
+
+    @property
     def n_sentences(self) -> int:
         """Number of (class, sentence) pairs in the exact risk: K * s_c^L."""
         return self.K * self.s_c ** self.L
@@ -169,6 +195,8 @@ class FCInstance:
     @property
     def symmetric(self) -> bool:
         """The latent symmetry assumption holds exactly: every latent used equally often."""
+        if self.L * math.log10(self.n_c) > 7:  # more latent variables than MAX_RANDOM_K: never all used
+            return False
         z = self.latent_vars
         n_lat = self.n_c ** self.L
         if self.K % n_lat:
@@ -257,9 +285,13 @@ def hamming_counts(inst: FCInstance) -> np.ndarray:
 
 
 def lambda_crit(inst: FCInstance) -> float:
-    """Theorem 1 threshold for uniform mu, no LN: sqrt(K L/n_w) / (1 + K - K n_c^-L)."""
+    """Theorem 1 threshold for uniform mu, no LN: sqrt(K L/n_w) / (1 + N0 + K - K n_c^-L).
+
+    N0 = ``inst.duplicates`` (classes sharing a latent variable, K = m n_c^L symmetric: m - 1; then the
+    threshold is sqrt(L/(n_w K))); N0 = 0 is the spec's formula. Derived in docs/feature_collapse.md.
+    """
     K, L, n_c, n_w = inst.K, inst.L, inst.n_c, inst.n_w
-    return math.sqrt(K * L / n_w) / (1 + K - K * float(n_c) ** (-L))
+    return math.sqrt(K * L / n_w) / (1 + inst.duplicates + K - K * float(n_c) ** (-L))
 
 
 def lambda_crit_symmetric_freqs(inst: FCInstance) -> float:
@@ -298,9 +330,38 @@ class Prediction:
 
 
 def _reduced_ce(inst, c):
-    """log(1 + rho [(1 + (n_c-1) e^-c)^L - 1]) in mpmath (c = margin per unit distance)."""
+    """log(1 + N0 + rho [(1 + (n_c-1) e^-c)^L - 1]) in mpmath (c = margin per unit distance, N0 the
+    duplicates of a class's latent variable: margin 0)."""
     n_c, L = inst.n_c, inst.L
-    return mp.log(1 + _rho(inst) * ((1 + (n_c - 1) * mp.exp(-c)) ** L - 1))
+    return mp.log(1 + inst.duplicates + _rho(inst) * ((1 + (n_c - 1) * mp.exp(-c)) ** L - 1))
+
+
+def _increasing_root(f, what: str):
+    """Root of an increasing function f on (0, inf) with f(0) < 0 < f(inf): bracket, bisect to
+    MP_DPS - 5 digits, then polish with Newton (secant) when it stays in the bracket."""
+    lo, hi = mp.mpf(0), mp.mpf(1)
+    for _ in range(2000):
+        if f(hi) > 0:
+            break
+        lo, hi = hi, hi * 2
+    else:  # pragma: no cover - f increases to +inf
+        raise ArithmeticError(f"{what}: root not bracketed")
+    for _ in range(4 * MP_DPS):
+        mid = (lo + hi) / 2
+        if f(mid) > 0:
+            hi = mid
+        else:
+            lo = mid
+        if hi - lo <= hi * mp.mpf(10) ** (-(MP_DPS - 5)):
+            break
+    x = (lo + hi) / 2
+    try:
+        y = mp.findroot(f, x, solver="newton")
+        if lo <= y <= hi:
+            x = y
+    except (ValueError, ZeroDivisionError):
+        pass
+    return x
 
 
 def type1_prediction(inst: FCInstance) -> Prediction:
@@ -316,21 +377,19 @@ def type1_prediction(inst: FCInstance) -> Prediction:
         kfac = mp.mpf(n_c) / (n_c - 1)
         lc = lambda_crit(inst)
 
+        N0 = inst.duplicates
+
         def dphi(t):
             c = kfac * t
             q = 1 + (n_c - 1) * mp.exp(-c)
             num = -_rho(inst) * L * q ** (L - 1) * n_c * mp.exp(-c)
-            return num / (1 + _rho(inst) * (q ** L - 1)) + Lam
+            return num / (1 + N0 + _rho(inst) * (q ** L - 1)) + Lam
 
         if dphi(mp.mpf(0)) >= 0:  # convex with phi'(0) >= 0: the minimum is t = 0
             ce = float(_reduced_ce(inst, mp.mpf(0)))
             return Prediction("theorem-1", "trivial", ce, ce, t=0.0, a=0.0, b=0.0, lambda_crit=lc,
                               notes="lambda >= lambda_crit: W = U = 0")
-        hi = mp.mpf(1)
-        while dphi(hi) < 0:
-            hi *= 2
-        t = mp.findroot(dphi, (mp.mpf(0), hi), solver="anderson")
-        t = mp.findroot(dphi, t, solver="newton")
+        t = _increasing_root(dphi, "t*")
         res = abs(dphi(t)) / Lam
         ce = _reduced_ce(inst, kfac * t)
         a = (t ** 2 * K * L / n_w) ** mp.mpf(0.25)
@@ -356,17 +415,15 @@ def type2_prediction(inst: FCInstance) -> Prediction:
         lam = mp.mpf(inst.lam)
         kappa = mp.sqrt(inst.d) * mp.mpf(n_c) / (n_c - 1)
 
+        N0 = inst.duplicates
+
         def dpsi(b):
             c = kappa * b
             q = 1 + (n_c - 1) * mp.exp(-c)
             num = -_rho(inst) * L * q ** (L - 1) * (n_c - 1) * kappa * mp.exp(-c)
-            return num / (1 + _rho(inst) * (q ** L - 1)) + lam * K * L * b
+            return num / (1 + N0 + _rho(inst) * (q ** L - 1)) + lam * K * L * b
 
-        hi = mp.mpf(1)
-        while dpsi(hi) < 0:
-            hi *= 2
-        b = mp.findroot(dpsi, (mp.mpf(0), hi), solver="anderson")
-        b = mp.findroot(dpsi, b, solver="newton")
+        b = _increasing_root(dpsi, "b*")
         ce = _reduced_ce(inst, kappa * b)
         obj = ce + lam / 2 * K * L * b ** 2
         res = abs(dpsi(b)) / (lam * K * L * b)

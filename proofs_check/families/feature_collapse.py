@@ -4,10 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-import numpy as np
-
 from proofs_check.commands import SolveCommand, TableCommand, UsageError, float_list, int_list
-from proofs_check.core import Verdict, worst
 from proofs_check.tables import Table
 
 FAMILY = "feature_collapse"
@@ -61,45 +58,13 @@ def _solve_args(p):
 
 
 def run_solve(args) -> dict:
-    from proofs_check.claims.feature_collapse import instance_checks
-    from solvers import feature_collapse as S
-    from theory import feature_collapse as T
-    from theory.geometry import classify_gram
+    """Parse the arguments, build the instance and return ``check_instance(...).to_dict()``."""
+    from proofs_check.claims.feature_collapse import check_instance
 
     inst = _instance(args, lam=args.lam, d=args.dim)
-    if args.starts < 1:
-        raise UsageError(f"--starts must be >= 1, got {args.starts}")
-    pred = T.predict(inst)
-    small = inst.n_sentences * inst.K <= S.MAX_CVXPY_WORK
-    use_cvx = args.cvxpy == "yes" or (args.cvxpy == "auto" and small)
-    sol = S.solve(inst, n_starts=args.starts, seed=args.seed, cvxpy=use_cvx)
-    checks = instance_checks(inst, sol, pred)
-    verdict = worst(c.verdict for c in checks)
-    bad = [c for c in checks if c.verdict == verdict and verdict != Verdict.VERIFIED]
-    reason = "; ".join(f"{c.name}: {c.reason}" for c in bad[:2]) if bad else f"all {len(checks)} checks hold"
-    meas = S.measure(inst, sol.variables["W"], sol.variables["U"], b_pred=pred.b)
-    E = sol.variables["E"].reshape(inst.n_c, inst.s_c, inst.d).mean(axis=1)
-    geo = classify_gram(E @ E.T)
-    metrics = {k: meas.get(k) for k in ("within_concept_deviation", "within_concept_spread", "rank_W",
-                                        "u_norms", "concept_cosine_offdiag", "word_norms")}
-    ev_z = next((c.evidence.get("measured", {}).get("Z_rel_error") for c in checks if "measured" in c.evidence), None)
-    metrics["Z_rel_error"] = ev_z
-    predicted = pred.to_dict()
-    predicted["hypotheses_failing"] = T.hypotheses(inst)
-    if not inst.layernorm:
-        predicted["exact_threshold"] = S.zero_gradient_spectral_norm(inst)
-    sol_d = sol.to_dict()
-    sol_d.pop("start_values", None)
-    return {
-        "family": FAMILY, "instance": inst.to_dict(), "predicted": predicted,
-        "solution": {**sol_d, "objective_gap": sol.value - pred.objective},
-        "certificate": sol.certificate.to_dict() if sol.certificate else None,
-        "geometry": {"classification": geo.classification, "class_mean_cosines": meas.get("concept_cosines"),
-                     "metrics": metrics, "what": "concept-mean features (cosines between concepts)"},
-        "verdict": verdict.value, "reason": reason,
-        "claims": [{"id": f"{FAMILY}.solve: {c.name}", "verdict": c.verdict.value, "reason": c.reason}
-                   for c in checks],
-    }
+    if not 1 <= args.starts <= 64:
+        raise UsageError(f"--starts must be in [1, 64], got {args.starts}")
+    return check_instance(inst, n_starts=args.starts, seed=args.seed, cvxpy=args.cvxpy).to_dict()
 
 
 def _table_args(p):
