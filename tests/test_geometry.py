@@ -124,3 +124,62 @@ def test_cosines_with_some_zero_columns_are_null_only_there():
                 assert cos[i][j] is None
     assert cos[0][2] == pytest.approx(1 / np.sqrt(2)) and cos[2][0] == pytest.approx(1 / np.sqrt(2))
     assert cos[0][0] == pytest.approx(1.0) and cos[2][2] == pytest.approx(1.0)
+
+
+@pytest.mark.parametrize("k,r", [(2, 1.0), (3, 0.5), (6, 3.0)])
+def test_classify_gram_reports_the_scale_it_normalises_away(k, r):
+    # closed forms (spec/geometry.md): ETF Gram r^2 k/(k-1) J_k has trace k r^2 and Frobenius norm
+    # r^2 k/(k-1) sqrt(k-1); the OF Gram r^2 I_k has norm r^2 sqrt(k)
+    g = G.classify_gram(G.etf_gram(k, r))
+    assert g.classification == "simplex-etf"
+    assert g.trace == pytest.approx(k * r * r, rel=1e-12)
+    assert g.scale == pytest.approx(r * r * k / (k - 1) * np.sqrt(k - 1), rel=1e-12)
+    o = G.classify_gram(r * r * np.eye(k))
+    assert o.classification == "orthogonal-frame" and o.scale == pytest.approx(r * r * np.sqrt(k), rel=1e-12)
+    assert set(g.to_dict()) >= {"classification", "distance_etf", "distance_of", "tol", "scale", "trace"}
+
+
+def test_zero_and_tiny_grams_are_zero_not_etf_or_other():
+    for gram in (np.zeros((4, 4)), 1e-12 * G.etf_gram(4), 1e-11 * np.eye(4)):
+        g = G.classify_gram(gram)
+        assert g.classification == "zero" and g.is_zero
+        assert g.distance_etf is None and g.distance_of is None
+        assert g.scale <= G.ZERO_TOL
+    # a caller that knows its scale can lower the threshold and read the scale back
+    tiny = G.classify_gram(1e-12 * G.etf_gram(4), zero_tol=0.0)
+    assert tiny.classification == "simplex-etf" and tiny.scale == pytest.approx(1e-12 * 4 / 3 * np.sqrt(3))
+    # ... or raise it: an ETF of squared norm 1e-4 counts as zero at zero_tol = 1e-3
+    assert G.classify_gram(1e-4 * G.etf_gram(4), zero_tol=1e-3).classification == "zero"
+
+
+def test_geometry_class_built_by_hand_keeps_working():
+    g = G.GeometryClass("simplex-etf", 0.0, 1.0, G.GEOMETRY_TOL)
+    assert g.scale is None and g.to_dict()["classification"] == "simplex-etf"
+
+
+@given(seed=st.integers(0, 10**6), d=st.integers(1, 12), k=st.integers(2, 5))
+def test_nc1_pinv_equals_the_d_by_d_pseudo_inverse_formula(seed, d, k):
+    # reference: the definition tr(Sigma_W Sigma_B^+)/k with d x d matrices and numpy's pinv
+    rng = np.random.default_rng(seed)
+    y = np.repeat(np.arange(k), 3)
+    H = rng.standard_normal((d, y.size))
+    m = G.nc_metrics(H, y)
+    mu = np.stack([H[:, y == c].mean(axis=1) for c in range(k)], axis=1)
+    M = mu - mu.mean(axis=1, keepdims=True)
+    dev = H - mu[:, y]
+    Sw, Sb = dev @ dev.T / y.size, M @ M.T / k
+    ref = float(np.trace(Sw @ np.linalg.pinv(Sb, rcond=1e-10, hermitian=True)) / k)
+    if m.NC1 is None:
+        assert m.NC1_pinv is None
+    else:
+        assert m.NC1_pinv == pytest.approx(ref, rel=1e-8, abs=1e-12)
+
+
+def test_class_means_large_label_count_path_matches_the_definition():
+    # k N > 5e7 takes the scatter-add path instead of the one-hot product
+    rng = np.random.default_rng(0)
+    k, N = 8000, 8000
+    y = rng.permutation(np.arange(N) % k)
+    H = rng.standard_normal((2, N))
+    mu = G.class_means(H, y)
+    assert np.allclose(mu[:, y], H)  # one sample per class: the mean is the sample
