@@ -27,7 +27,7 @@ import numpy as np
 
 from solvers.common import Certificate, Solution
 from theory._validate import InstanceError, as_finite_array, as_float, as_int, as_labels
-from theory.scl import SCLInstance, validate_batches
+from theory.scl import SCLInstance, validate_batches, validate_tau
 
 #: Largest N for the convex Gram relaxations: the N x N PSD cone plus ~N^2 exponential cones
 #: per batch; N = 60 solves in seconds with Clarabel, beyond that the factored solver (with the
@@ -199,7 +199,7 @@ def scl_loss(X, labels, batches, tau, *, gram: bool = False, grad: bool = True):
     symmetric gradient, so the directional derivative along symmetric E is <grad, E>).
     Feature norms are not enforced here (the spec's model has unit norms; solvers keep them).
     """
-    tau = as_float("tau", tau, positive=True)
+    tau = validate_tau(tau)
     y = as_labels("labels", labels)
     if gram:
         X = as_finite_array("G", X, ndim=2, shape=(y.size, y.size))
@@ -263,7 +263,7 @@ def initial_params(inst: SCLInstance, starts: int, seed: int) -> list[np.ndarray
 def solve_factored(inst: SCLInstance, *, starts: int = 6, seed: int = 0, maxiter: int = 5000,
                    init: np.ndarray | None = None, backend: str = "numpy", device: str | None = None,
                    dtype: str = "float64", stop_at: float | None = None, hops: int = 0,
-                   hop_until: float | None = None) -> Solution:
+                   hop_until: float | None = None, time_budget: float | None = None) -> Solution:
     """Minimise the loss over unit (and, for UFM+, nonnegative) features in R^d by L-BFGS on
     a parametrisation, from ``starts`` random points (seeded) plus ``init`` if given; keep the best.
 
@@ -288,6 +288,8 @@ def solve_factored(inst: SCLInstance, *, starts: int = 6, seed: int = 0, maxiter
 
     starts = as_int("starts", starts, minimum=1)
     seed = as_int("seed", seed, minimum=0)
+    if time_budget is not None:
+        time_budget = as_float("time_budget", time_budget, positive=True)
     maxiter = as_int("maxiter", maxiter, minimum=1)
     hops = as_int("hops", hops, minimum=0)
     choice = resolve(backend, device, dtype)
@@ -295,15 +297,24 @@ def solve_factored(inst: SCLInstance, *, starts: int = 6, seed: int = 0, maxiter
     y = inst.labels
     cb = compile_batching(y, inst.batches)
     d, N, tau, nonneg = inst.d, inst.N, inst.tau, inst.nonneg
-    inits = initial_params(inst, starts, seed)
+    first = []
     if init is not None:
         H0 = as_finite_array("init", init, ndim=2, shape=(d, N))
         if nonneg:
             if np.any(H0 < 0):
                 raise InstanceError("init must be nonnegative for the UFM+ model")
-            inits.insert(0, np.sqrt(H0))
+            first.append(np.sqrt(H0))
         else:
-            inits.insert(0, H0.copy())
+            first.append(H0.copy())
+
+    def _inits():  # the same sequence as initial_params, drawn lazily (never `starts` arrays at once)
+        yield from first
+        rng0 = np.random.default_rng(seed)
+        for _ in range(starts):
+            yield rng0.standard_normal((d, N))
+
+    inits = _inits()
+    deadline = None if time_budget is None else t0 + float(time_budget)
 
     if d == 1:
         sol = _solve_line(inst, cb, t0)
@@ -313,9 +324,13 @@ def solve_factored(inst: SCLInstance, *, starts: int = 6, seed: int = 0, maxiter
     # Products here are d x N x N: tiny, so single-threaded BLAS (threads cost more than they save).
     with blas_threads(2.0 * d * N * N):
         best, runs = None, []
+        budget_hit = False
         for V0 in inits:
+            if best is not None and deadline is not None and time.perf_counter() > deadline:
+                budget_hit = True
+                break
             if choice.backend == "numpy":
-                V, nit, msg, nfev = _lbfgs_numpy(V0, cb, tau, nonneg, maxiter, stop_at)
+                V, nit, msg, nfev = _lbfgs_numpy(V0, cb, tau, nonneg, maxiter, stop_at, deadline)
             else:
                 gtol = FACTORED_GTOL if choice.dtype == "float64" else FACTORED_GTOL_FLOAT32
                 V, nit, msg, nfev = _lbfgs_torch(V0, cb, tau, nonneg, maxiter, gtol, choice.device, choice.dtype,
@@ -332,13 +347,16 @@ def solve_factored(inst: SCLInstance, *, starts: int = 6, seed: int = 0, maxiter
         n_hops = accepted = 0
         while (n_hops < hops and choice.backend == "numpy" and not (stop_at is not None and best[0] <= stop_at)
                and not (hop_until is not None and best[0] <= hop_until)):
+            if deadline is not None and time.perf_counter() > deadline:
+                budget_hit = True
+                break
             n_hops += 1
             Hb = best[1]
             if nonneg:  # push every feature coordinate up (zeros included), in feature space
                 Vp = np.sqrt(Hb + rng.uniform(0.0, HOP_SIZE_NONNEG * float(Hb.max()), Hb.shape))
             else:
                 Vp = Hb + rng.normal(0.0, HOP_SIZE * float(np.abs(Hb).max()), Hb.shape)
-            V, nit, msg, nfev = _lbfgs_numpy(Vp, cb, tau, nonneg, maxiter, stop_at)
+            V, nit, msg, nfev = _lbfgs_numpy(Vp, cb, tau, nonneg, maxiter, stop_at, deadline)
             H, _, _ = _features_from_params(V, nonneg)
             f, gH = _loss_features(H, cb, tau, True)
             kkt = kkt_residual(H, gH, nonneg)
@@ -360,6 +378,9 @@ def solve_factored(inst: SCLInstance, *, starts: int = 6, seed: int = 0, maxiter
         converged=kkt <= KKT_TOL, seconds=time.perf_counter() - t0,
         variables={"H": H, "G": H.T @ H},
         diagnostics={"kkt_residual": kkt, "iterations": nit, "starts": len(runs) - n_hops,
+                     "time_budget": time_budget, "time_budget_reached": bool(budget_hit
+                                                                             or any(r["message"] == "time budget reached"
+                                                                                    for r in runs)),
                      "hops": n_hops, "hops_accepted": accepted,
                      "evaluations": sum(r["evaluations"] for r in runs),
                      "start_values": values, "spread": max(values) - min(values), **choice.to_dict()},
@@ -370,7 +391,11 @@ class _TargetReached(Exception):
     pass
 
 
-def _lbfgs_numpy(V0, cb, tau, nonneg, maxiter, stop_at):
+class _Deadline(Exception):
+    pass
+
+
+def _lbfgs_numpy(V0, cb, tau, nonneg, maxiter, stop_at, deadline=None):
     """scipy L-BFGS-B from the parameters V0. UFM: h = v/||v|| unconstrained. UFM+: the same map
     on u >= 0 with L-BFGS-B's bounds (u starts at the features of V0), which handles the orthant
     exactly: zeros are reached in finitely many steps and a zero coordinate that should grow is
@@ -394,6 +419,11 @@ def _lbfgs_numpy(V0, cb, tau, nonneg, maxiter, stop_at):
         if stop_at is not None and f <= stop_at:
             hit["V"] = to_params(U.copy())
             raise _TargetReached
+        if deadline is not None:
+            if hit.get("best") is None or f < hit["best"][0]:
+                hit["best"] = (f, x.copy())
+            if time.perf_counter() > deadline:
+                raise _Deadline
         return f, _param_grad(U, H, nr, gH, False).ravel()
 
     x0 = _features_from_params(V0, True)[0] if nonneg else V0
@@ -404,6 +434,8 @@ def _lbfgs_numpy(V0, cb, tau, nonneg, maxiter, stop_at):
                                 "maxcor": FACTORED_MEMORY})
     except _TargetReached:
         return hit["V"], None, "target value reached", hit["nfev"]
+    except _Deadline:
+        return to_params(hit["best"][1].reshape(d, N)), None, "time budget reached", hit["nfev"]
     return to_params(res.x.reshape(d, N)), int(res.nit), str(res.message), hit["nfev"]
 
 
@@ -531,20 +563,244 @@ def _solve_line(inst: SCLInstance, cb: CompiledBatching, t0: float) -> Solution:
 
 
 # --------------------------------------------------------------------------------------
-# Convex Gram relaxations (certificates)
+# Proven lower bounds and geometry certificates on the Gram matrix (docs/scl.md, "Certificates")
 # --------------------------------------------------------------------------------------
 
-_CLARABEL_TIGHT = {"tol_gap_abs": 1e-12, "tol_gap_rel": 1e-12, "tol_feas": 1e-12, "tol_ktratio": 1e-10,
-                   "max_iter": 500}
-_CLARABEL_RETRIES = [{"equilibrate_enable": False}, {"static_regularization_constant": 1e-7}]
+EPS = float(np.finfo(float).eps)
+#: Safety factor applied to every textbook rounding bound below (the allowances are stated, not
+#: tuned: removing them does not change any measured verdict, they only make the bounds honest).
+ROUND_SAFETY = 8.0
+#: Off-diagonal entries of a candidate Gram at or below this are treated as active nonnegativity
+#: constraints (UFM+) when the dual multiplier N is built (exactly 0 at the predicted OF Gram).
+ACTIVE_ENTRY = 1e-9
+
+
+def _eig_error(n: int, norm2: float) -> float:
+    """Bound on |computed - exact| for each eigenvalue of a symmetric n x n matrix of 2-norm ``norm2``:
+    LAPACK's symmetric eigensolvers are backward stable (exact eigenvalues of S + E with
+    ||E||_2 <= p(n) eps ||S||_2) and Weyl's inequality moves every eigenvalue by at most ||E||_2;
+    p(n) = n, times ROUND_SAFETY."""
+    return ROUND_SAFETY * n * EPS * float(norm2)
+
+
+def loss_rounding(cb: "CompiledBatching", tau: float, gmax: float = 1.0) -> float:
+    """Bound on |computed - exact| of :func:`scl_loss` at a Gram with |G_ij| <= gmax: each anchor
+    term LSE - mean is formed from logits of size <= gmax/tau (max-shifted exponentials, pairwise sums,
+    one log) to about (log2 m + 4) eps of (2 gmax/tau + log m + 1), and the anchor terms are summed
+    pairwise (log2 R more)."""
+    tot, R = 0.0, 0
+    for g in cb.groups:
+        m = g.idx.shape[1]
+        r = int(g.anchor.sum())
+        R += r
+        tot += r * (math.log2(m) + 4.0) * (2.0 * gmax / tau + math.log(m) + 1.0)
+    return ROUND_SAFETY * EPS * tot * (1.0 + math.log2(max(R, 1)))
+
+
+@dataclass
+class GramCertificate:
+    """What a dual point built at a Gram G0 proves.
+
+    Always: ``lower_bound`` <= the loss of every feasible Gram (G PSD, diag G = 1, and G >= 0 for
+    UFM+), hence <= the loss at every feature dimension d; None when not finite.
+
+    With a ``face`` ("orthogonal-frame" or "simplex-etf", G0 the collapsed configuration): constants
+    (sigma, eta, the between-class multipliers) such that every feasible G with loss <= F(G0) + eps
+    satisfies sigma tr(QG) + <N, G> <= E(eps) (Q: projector onto the complement of range G0), from
+    which :meth:`bounds` derives the distance of G to G0. ``face_reason`` says why there is none.
+    """
+
+    lower_bound: float | None
+    center_value: float
+    complementarity: float  # <C, G0> - sum(mu): 0 for an exactly complementary dual point
+    psd_shift: float  # how far mu was lowered to make S PSD (costs N * shift: tr G = N)
+    allowance: float  # stated round-off allowance subtracted from the bound
+    method: str
+    N: int
+    counts: tuple = ()
+    face: str | None = None
+    sigma: float | None = None
+    eta: float | None = None
+    nu_blocks: np.ndarray | None = None  # UFM+: largest multiplier N_ij in each class block (c, c')
+    face_reason: str = ""
+    details: dict = field(default_factory=dict)
+
+    @property
+    def ok(self) -> bool:
+        return self.lower_bound is not None and math.isfinite(self.lower_bound)
+
+    def excess(self, eps: float = 0.0) -> float:
+        """E(eps) = eps + complementarity + eta N + allowance (eps: loss above F(G0), exact)."""
+        return float(max(eps, 0.0) + max(self.complementarity, 0.0) + (self.eta or 0.0) * self.N + self.allowance)
+
+    def bounds(self, eps: float = 0.0) -> dict | None:
+        """Proven bounds for every feasible Gram G with loss <= F(G0) + eps (eps = 0: every minimiser,
+        since G0 is feasible): ``t`` >= tr(QG); ``collapse`` >= max_i ||h_i - mu_{y_i}||; ``gram_radius``
+        >= ||G - G0||_F; ``class_gram_radius`` >= ||M - M0||_F for the Gram M of the class means.
+        None without a face certificate. Derivation: docs/scl.md, "Geometry certificate"."""
+        if self.face is None or not self.sigma or self.sigma <= 0:
+            return None
+        n = np.asarray(self.counts, dtype=float)
+        k = n.size
+        E = self.excess(eps)
+        t = E / self.sigma
+        sq = math.sqrt(t)
+        within = t  # sum_c n_c (1 - m_cc) <= tr(Q1 G) <= t
+        if self.face == "orthogonal-frame":
+            nu = self.nu_blocks
+            if nu is None:
+                return None
+            off = np.zeros((k, k))
+            for c in range(k):
+                for c2 in range(k):
+                    if c == c2:
+                        continue
+                    if not nu[c, c2] > 0:
+                        return None
+                    off[c, c2] = min(1.0, E / (2.0 * nu[c, c2]) + 2.0 * sq)
+        elif self.face == "simplex-etf":
+            linv = {2: 1.0, 3: 1.5}.get(k)
+            if linv is None or len(set(self.counts)) != 1:
+                return None
+            nc = float(n[0])
+            dev = linv * (t / nc + k * math.sqrt(t / nc))
+            off = np.full((k, k), min(2.0, dev))
+            np.fill_diagonal(off, 0.0)
+        else:
+            return None
+        between = float(np.sum(np.sqrt(np.outer(n, n)) * off))
+        gram_radius = 2.0 * t + 2.0 * math.sqrt(self.N * t) + between
+        class_gram_radius = min(gram_radius / float(n.min()), within / float(n.min()) + float(off.sum()))
+        return {"excess": E, "t": t, "collapse": sq, "gram_radius": gram_radius,
+                "class_gram_radius": class_gram_radius, "max_between_block_mean_deviation": float(off.max(initial=0.0))}
+
+    def to_dict(self) -> dict:
+        b = self.bounds(0.0)
+        return {"lower_bound": self.lower_bound, "center_value": self.center_value,
+                "complementarity": self.complementarity, "psd_shift": self.psd_shift, "allowance": self.allowance,
+                "method": self.method, "face": self.face, "sigma": self.sigma, "eta": self.eta,
+                "face_reason": self.face_reason or None, "minimiser_bounds": b, **self.details}
+
+
+def face_projector(counts: Sequence[int], face: str) -> np.ndarray:
+    """Projector P onto the range of the collapsed OF Gram (block averaging) or, for a balanced
+    collapsed ETF, onto the block averages orthogonal to the all-ones vector."""
+    y = np.repeat(np.arange(len(counts)), counts)
+    n = np.asarray(counts, dtype=float)
+    P = (y[:, None] == y[None, :]) / n[y][:, None]
+    if face == "simplex-etf":
+        P = P - 1.0 / y.size
+    return P
+
+
+def gram_certificate(G0: np.ndarray, labels, batches, tau: float, *, nonneg: bool, face: str | None = None,
+                     counts: Sequence[int] | None = None, method: str = "") -> GramCertificate:
+    """A dual point of the convex Gram relaxation built at the symmetric matrix G0, repaired to exact
+    feasibility, and the lower bound it proves (docs/scl.md, "Proven lower bounds").
+
+    F is convex, so F(G) >= F(G0) + <C, G - G0> with C = grad F(G0). For N >= 0 (zero diagonal, only
+    for UFM+: G >= 0 there) and mu with S = C - N - Diag(mu) PSD, every feasible G (PSD, diag G = 1)
+    has <C, G> = <S, G> + <N, G> + sum_i mu_i >= sum_i mu_i. N and mu come from complementary
+    slackness at G0 (N: the positive part of C on the entries where G0 is 0; mu: least squares from
+    S G0 = 0); then mu is lowered by the smallest eigenvalue of S plus its rounding bound, so S is
+    PSD in exact arithmetic (the cost is N times the shift, since tr G = N). The bound
+    F(G0) - <C, G0> + sum mu is then lowered by a stated round-off allowance (loss evaluation, the
+    sums, and the gradient's rounding times the diameter 2N of the feasible set). Valid for every
+    G0; tight when G0 is optimal.
+
+    ``face``: also build the geometry certificate at G0 (which must then be the exactly feasible
+    collapsed configuration of that kind): see :class:`GramCertificate`.
+    """
+    y = as_labels("labels", labels)
+    tau = validate_tau(tau)
+    cb = _as_compiled(y, batches)
+    N = y.size
+    G0 = as_finite_array("G0", G0, ndim=2, shape=(N, N))
+    G0 = 0.5 * (G0 + G0.T)
+    gmax = max(1.0, float(np.abs(G0).max()))
+    F0, C = _loss_gram(G0, cb, tau, True)
+    Nn = np.zeros((N, N))
+    if nonneg:
+        active = G0 <= ACTIVE_ENTRY
+        np.fill_diagonal(active, False)
+        Nn = np.where(active, np.maximum(C, 0.0), 0.0)
+    A = C - Nn
+    rows = np.einsum("ij,ij->i", A @ G0, G0)
+    norms = np.einsum("ij,ij->i", G0, G0)
+    mu = np.where(norms > 0, rows / np.where(norms > 0, norms, 1.0), np.diag(A))
+    S = A - np.diag(mu)
+    S = 0.5 * (S + S.T)
+    ev = np.linalg.eigvalsh(S)
+    norm2 = float(np.abs(ev).max(initial=0.0))
+    err = _eig_error(N, norm2) + EPS * float(np.abs(np.diag(A)).max(initial=0.0) + np.abs(mu).max(initial=0.0))
+    shift = max(0.0, -float(ev[0])) + err
+    mu_lb = mu - shift
+    CG = C * G0
+    CG0 = float(CG.sum())
+    cnorm = float(np.linalg.norm(C))
+    n_entries = float(N) * N
+    grad_err = ROUND_SAFETY * EPS * (math.log2(N + 1) + 4.0) * cnorm * (2.0 * N * gmax)
+    allowance = (loss_rounding(cb, tau, gmax) + grad_err
+                 + ROUND_SAFETY * EPS * (math.log2(n_entries + 1) + 2.0) * (float(np.abs(CG).sum()) + float(np.abs(mu_lb).sum())))
+    lb = F0 - CG0 + float(mu_lb.sum()) - allowance
+    cert = GramCertificate(lb if math.isfinite(lb) else None, float(F0), CG0 - float(mu.sum()), shift, allowance,
+                           method or "linearisation dual at a candidate Gram", N, tuple(counts or ()),
+                           details={"smallest_eigenvalue_of_S": float(ev[0]), "eigenvalue_error_bound": err})
+    if face is None:
+        return cert
+    cert.face = face
+    if counts is None:
+        raise InstanceError("counts are needed for a face certificate")
+    counts = tuple(int(c) for c in counts)
+    P = face_projector(counts, face)
+    r = len(counts) if face == "orthogonal-frame" else len(counts) - 1
+    gap_ev = float(ev[r]) if r < N else 0.0
+    if not gap_ev > 1e3 * err:
+        cert.face = None
+        cert.face_reason = (f"not strictly complementary: eigenvalue {r + 1} of the dual slack S is {gap_ev:.3g} "
+                            f"(rounding bound {err:.3g}); the optimal face may hold other Grams")
+        return cert
+    sigma = 0.5 * gap_ev
+    T2 = S - sigma * (np.eye(N) - P)
+    T2 = 0.5 * (T2 + T2.T)
+    ev2 = np.linalg.eigvalsh(T2)
+    eta = max(0.0, -float(ev2[0])) + _eig_error(N, float(np.abs(ev2).max(initial=0.0))) + EPS * N * sigma
+    cert.sigma, cert.eta = sigma, eta
+    if face == "orthogonal-frame":
+        if not nonneg:
+            cert.face, cert.face_reason = None, "the orthogonal-frame face needs the nonnegativity multipliers (UFM+)"
+            return cert
+        k = len(counts)
+        nu = np.zeros((k, k))
+        for c in range(k):
+            for c2 in range(k):
+                if c != c2:
+                    blk = Nn[np.ix_(y == c, y == c2)]
+                    nu[c, c2] = float(blk.max(initial=0.0))
+        cert.nu_blocks = nu
+        if not np.all(nu[~np.eye(k, dtype=bool)] > 0):
+            bad = [(int(a), int(b)) for a, b in zip(*np.nonzero((nu <= 0) & ~np.eye(k, dtype=bool))) if a < b]
+            cert.face = None
+            cert.face_reason = (f"no positive nonnegativity multiplier between classes {bad[:3]} (the loss does not "
+                                "push them apart at first order: e.g. two singleton classes, or exp(-1/tau) underflows)")
+    elif face == "simplex-etf":
+        if len(set(counts)) != 1 or len(counts) > 3:
+            cert.face = None
+            cert.face_reason = ("the ETF face {A PSD, diag A = 1, A 1 = 0} is a single point only for k <= 3 "
+                                "(balanced); no growth bound on the face for k >= 4")
+    return cert
 
 
 @dataclass
 class GramRelaxation:
-    """Result of :func:`gram_relaxation`: optimal value (a lower bound on the loss for every d),
-    the optimal Gram (interior-point solution: relative interior of the optimal face), solver
-    status, and the loss re-evaluated at the returned Gram by :func:`scl_loss` (cross-check of
-    the cvxpy objective against the one definition of the loss)."""
+    """Result of :func:`gram_relaxation` / :func:`class_reduced_relaxation` / :func:`class_reduced_dual`.
+
+    ``value`` is a PROVEN lower bound on the loss at every d: the objective of a dual point repaired to
+    exact feasibility and evaluated in float64 with a stated allowance (:func:`gram_certificate`,
+    :func:`class_reduced_dual`), never the conic solver's reported objective (``objective``, kept
+    for diagnostics). ``G`` is the solver's primal Gram (a candidate point), ``loss_at_G`` the loss
+    re-evaluated there (an upper bound on the relaxation's optimum; feasible up to solver tolerance).
+    """
 
     value: float | None
     G: np.ndarray | None
@@ -555,11 +811,11 @@ class GramRelaxation:
     loss_at_G: float | None
     attempts: list = field(default_factory=list)
     free_samples: list = field(default_factory=list)  # samples the objective does not see
+    objective: float | None = None  # the conic solver's reported objective (not a proof)
+    warnings: list = field(default_factory=list)
 
     def distance_to(self, G_ref: np.ndarray) -> float | None:
-        """max |G - G_ref| over the optimal set's interior point; a free sample can take any direction,
-        so with free samples the optimal set reaches distance 1 from any fixed Gram (a nonnegative
-        unit vector can be moved onto or off any other): reported as max(observed, 1)."""
+        """max |G - G_ref| at the solver's point (a diagnostic only: never a witness)."""
         if self.G is None:
             return None
         d = float(np.max(np.abs(self.G - G_ref)))
@@ -567,18 +823,19 @@ class GramRelaxation:
 
     @property
     def ok(self) -> bool:
-        return self.status == "optimal" and self.value is not None
+        return self.value is not None and math.isfinite(self.value)
 
 
 def gram_relaxation(counts: Sequence[int], batches, tau: float, *, nonneg: bool = True,
                     solver: str = "CLARABEL") -> GramRelaxation:
-    """Minimise the loss over G PSD with diag(G) = 1 (and G >= 0 entrywise for UFM+).
-
-    The loss is convex in G (sums of log-sum-exp of linear functions minus linear terms), so
-    this is a convex program (exponential + PSD cones). Since every feasible H gives a feasible
-    G = H^T H, its optimal value is a lower bound on the loss at every dimension d."""
+    """Minimise the loss over G PSD with diag(G) = 1 (and G >= 0 entrywise for UFM+) with a conic
+    solver (through ``solvers.common.solve_conic``), then prove a lower bound by the repaired dual
+    point built at the solver's primal Gram (:func:`gram_certificate`). Since every feasible H gives
+    a feasible G = H^T H, the bound holds for the loss at every dimension d."""
     import cvxpy as cp
     import scipy.sparse as sps
+
+    from solvers.common import solve_conic
 
     inst = SCLInstance(tuple(counts), tau, 1, nonneg, batches)
     N = inst.N
@@ -592,16 +849,18 @@ def gram_relaxation(counts: Sequence[int], batches, tau: float, *, nonneg: bool 
     t0 = time.perf_counter()
     # Only samples in a batch holding an anchor enter the objective; the others are free (any
     # nonnegative unit vector). They are left out of the program (a large free face slows
-    # interior-point convergence) and put back on fresh orthogonal directions (G_uu = 1, G_uj = 0):
-    # feasible, and optimal since the objective does not see them.
+    # interior-point convergence) and put back on fresh orthogonal directions (G_uu = 1, G_uj = 0).
     used = sorted({int(i) for g in cb.groups for t in np.flatnonzero(g.anchor.any(axis=1)) for i in g.idx[t]})
     free = sorted(set(range(N)) - set(used))
     n = len(used)
     loc = np.full(N, -1)
     loc[used] = np.arange(n)
     tried: list = []
+    caught: list = []
+    obj = None
     if n == 0:
-        Gv, val, status = np.eye(N), 0.0, "optimal"
+        Gv, status = np.eye(N), "optimal"
+        obj = 0.0
     else:
         G = cp.Variable((n, n), symmetric=True)
         vecG = cp.vec(G, order="C")  # vecG[i * n + j] = G[i, j]
@@ -627,32 +886,22 @@ def gram_relaxation(counts: Sequence[int], batches, tau: float, *, nonneg: bool 
         if nonneg:
             cons.append(G >= 0)
         prob = cp.Problem(cp.Minimize(objective), cons)
-        # Clarabel occasionally stops at "optimal_inaccurate"; turning off its equilibration, or a
-        # smaller static regularisation, then often reaches "optimal". Each attempt is recorded.
-        attempts = [{}] + (_CLARABEL_RETRIES if solver == "CLARABEL" else [])
-        status = "not solved"
-        for opts in attempts:
-            try:
-                with warnings.catch_warnings():
-                    warnings.simplefilter("ignore", UserWarning)  # "solution may be inaccurate": in status
-                    prob.solve(solver=solver, **opts)
-                status = str(prob.status)
-            except cp.error.SolverError as exc:  # reported as data; callers turn it into INCONCLUSIVE
-                status = f"solver error: {exc}"
-            tried.append({"options": opts, "status": status})
-            if status == "optimal":
-                break
-        val = None if prob.value is None or not np.isfinite(prob.value) else float(prob.value)
+        res = solve_conic(prob, solver=solver)
+        status, tried, caught = res["status"], res["attempts"], res["warnings"]
+        obj = None if prob.value is None or not np.isfinite(prob.value) else float(prob.value)
         Gv = None
-        if G.value is not None:
+        if G.value is not None and np.all(np.isfinite(G.value)):
             Gv = np.eye(N)
             Gv[np.ix_(used, used)] = 0.5 * (G.value + G.value.T)
-    secs = time.perf_counter() - t0
     loss_at = None
+    val = None
     if Gv is not None:
         loss_at = float(_loss_gram(Gv, cb, tau, False)[0])
+        cert = gram_certificate(Gv, inst.labels, cb, tau, nonneg=nonneg, method="repaired dual at the conic solver's point")
+        val = cert.lower_bound
+    secs = time.perf_counter() - t0
     return GramRelaxation(val, Gv, status, solver, "doubly-nonnegative" if nonneg else "sdp", secs, loss_at, tried,
-                          free)
+                          free, obj, caught)
 
 
 def class_reduced_relaxation(counts: Sequence[int], tau: float, *, nonneg: bool = True,
@@ -665,11 +914,13 @@ def class_reduced_relaxation(counts: Sequence[int], tau: float, *, nonneg: bool 
     between two samples of class c, b_cc' between classes c and c'. Such a G is PSD iff
     a_c <= 1 (eigenvalue 1 - a_c on within-class zero-sum vectors) and the class matrix
     M_cc = 1 + (n_c - 1) a_c, M_cc' = sqrt(n_c n_c') b_cc' is PSD (G on the span of the class
-    indicators). Its loss is sum_{c: n_c >= 2} n_c [log((n_c - 1) e^{a_c/tau} + sum_{c' != c} n_c' e^{b_cc'/tau})
-    - a_c/tau]. So this k x k program has exactly the optimal value of the N x N one: a lower
-    bound on the full-batch loss at every d, for any N. The returned G is the N x N expansion,
-    and ``loss_at_G`` re-evaluates it with the one definition of the loss (a cross-check)."""
+    indicators). So this k x k program has exactly the optimal value of the N x N one. The conic
+    solver's point M is only a candidate: ``value`` is the proven bound of :func:`class_reduced_dual`
+    at M (a repaired dual point), never the solver's objective. The returned G is the N x N
+    expansion of M, and ``loss_at_G`` re-evaluates it with the one definition of the loss."""
     import cvxpy as cp
+
+    from solvers.common import solve_conic
 
     inst = SCLInstance(tuple(counts), tau, 1, nonneg, None)
     n = np.asarray(inst.counts, dtype=float)
@@ -697,46 +948,36 @@ def class_reduced_relaxation(counts: Sequence[int], tau: float, *, nonneg: bool 
     if multi.size:
         isq = 1.0 / np.sqrt(n)
         B = cp.multiply(M, np.outer(isq, isq))  # b_cc' off the diagonal
-        # row c: entries b_cc'/tau + log n_c' (c' != c) and, on the diagonal, a_c/tau + log(n_c - 1)
         corr = a / tau + np.log(nm) - (cp.multiply(dM, 1.0 / n) / tau + np.log(n))
         Z = B / tau + np.tile(np.log(n), (k, 1)) + cp.diag(corr)
         lse = cp.log_sum_exp(Z[multi, :], axis=1)
         terms.append(n[multi] @ (lse - a[multi] / tau))
     tried: list = []
+    caught: list = []
     if not terms:
-        Mv, val, status = np.eye(k), 0.0, "optimal"
+        Mv, obj, status = np.eye(k), 0.0, "optimal"
     else:
         prob = cp.Problem(cp.Minimize(terms[0]), cons)
-        # k x k is small: ask Clarabel for tight tolerances (the default 1e-8 relative gap leaves the
-        # primal value ~3e-8 relative above the optimum at N = 200), then the usual retries.
-        attempts = ([_CLARABEL_TIGHT, {}] + _CLARABEL_RETRIES) if solver == "CLARABEL" else [{}]
-        status = "not solved"
-        for opts in attempts:
-            try:
-                with warnings.catch_warnings():
-                    warnings.simplefilter("ignore", UserWarning)
-                    prob.solve(solver=solver, **opts)
-                status = str(prob.status)
-            except cp.error.SolverError as exc:
-                status = f"solver error: {exc}"
-            tried.append({"options": opts, "status": status})
-            if status == "optimal":
-                break
-        val = None if prob.value is None or not np.isfinite(prob.value) else float(prob.value)
-        Mv = None if M.value is None else 0.5 * (M.value + M.value.T)
+        res = solve_conic(prob, solver=solver)
+        status, tried, caught = res["status"], res["attempts"], res["warnings"]
+        obj = None if prob.value is None or not np.isfinite(prob.value) else float(prob.value)
+        Mv = None if M.value is None or not np.all(np.isfinite(M.value)) else 0.5 * (M.value + M.value.T)
     Gv = None
     loss_at = None
+    val = None
     if Mv is not None:
         y = inst.labels
         sq = np.sqrt(n)
         B = Mv / np.outer(sq, sq)  # b_cc' off the diagonal
         for c in range(k):
             B[c, c] = (Mv[c, c] - 1) / (n[c] - 1) if n[c] >= 2 else 1.0
-        Gv = B[np.ix_(y, y)]
-        np.fill_diagonal(Gv, 1.0)
-        loss_at = float(_loss_gram(Gv, compile_batching(y, None), tau, False)[0])
+        if N <= 20_000:
+            Gv = B[np.ix_(y, y)]
+            np.fill_diagonal(Gv, 1.0)
+            loss_at = float(_loss_gram(Gv, compile_batching(y, None), tau, False)[0])
+        val = class_reduced_dual(inst.counts, tau, nonneg=nonneg, candidates=[Mv]).value
     return GramRelaxation(val, Gv, status, solver, ("doubly-nonnegative" if nonneg else "sdp") + ", class-reduced k x k",
-                          time.perf_counter() - t0, loss_at, tried, [])
+                          time.perf_counter() - t0, loss_at, tried, [], obj, caught)
 
 
 # --------------------------------------------------------------------------------------
@@ -780,7 +1021,7 @@ def reduced_loss(M: np.ndarray, counts: Sequence[int], tau: float) -> tuple[floa
     n = np.asarray(counts, dtype=float)
     k = n.size
     M = as_finite_array("class matrix M", M, ndim=2, shape=(k, k))
-    tau = as_float("tau", tau, positive=True)
+    tau = validate_tau(tau)
     multi = n >= 2
     sq = np.sqrt(n)
     nm = np.where(multi, n - 1.0, 1.0)
@@ -806,9 +1047,6 @@ def reduced_loss(M: np.ndarray, counts: Sequence[int], tau: float) -> tuple[floa
 #: Off-diagonal entries of a candidate class matrix at most this fraction of sqrt(M_cc M_c'c')
 #: are treated as active nonnegativity constraints (UFM+) when building the dual point.
 ACTIVE_COSINE = 1e-2
-#: Relative allowance subtracted from the dual bound for rounding in its sums (far below the
-#: 1e-6 relative tolerance of the value checks; measured bounds land within 1e-14 of the optimum).
-ROUNDING_ALLOWANCE = 1e-12
 
 
 def class_reduced_dual(counts: Sequence[int], tau: float, *, nonneg: bool = True,
@@ -830,7 +1068,7 @@ def class_reduced_dual(counts: Sequence[int], tau: float, *, nonneg: bool = True
     """
     t0 = time.perf_counter()
     n = np.asarray(as_int_tuple_counts(counts), dtype=float)
-    tau = as_float("tau", tau, positive=True)
+    tau = validate_tau(tau)
     k = n.size
     multi = n >= 2
     lower_diag = np.where(multi, 1.0 if nonneg else 0.0, 1.0)
@@ -853,15 +1091,23 @@ def class_reduced_dual(counts: Sequence[int], tau: float, *, nonneg: bool = True
         norms = np.einsum("ij,ij->i", M0, M0)
         mu = np.where(norms > 0, rows / np.where(norms > 0, norms, 1.0), np.diag(A))
         S = A - np.diag(mu)
-        lam = float(np.linalg.eigvalsh(0.5 * (S + S.T))[0])
-        shift = max(0.0, -lam) * (1.0 + 1e-12) + 1e-15 * max(1.0, float(np.abs(S).max()))
+        evs = np.linalg.eigvalsh(0.5 * (S + S.T))
+        lam = float(evs[0])
+        shift = max(0.0, -lam) + _eig_error(k, float(np.abs(evs).max(initial=0.0))) \
+            + EPS * float(np.abs(np.diag(A)).max(initial=0.0) + np.abs(mu).max(initial=0.0))
         mu = mu - shift
         h = np.where(mu < 0, mu * upper_diag, mu * lower_diag)
         CM = C * M0
         lb = F0 - float(np.sum(CM)) + float(h.sum())
-        # floating-point allowance: the three sums are computed to about k^2 eps of their magnitudes
-        lb -= ROUNDING_ALLOWANCE * (abs(F0) + float(np.abs(CM).sum()) + float(np.abs(h).sum()))
-        attempts.append({"candidate_value": F0, "lower_bound": lb, "psd_shift": shift})
+        # stated round-off allowance (docs/scl.md): the loss (k rows of k + 1 logits of size |Z|), the
+        # gradient's rounding times the diameter N + ||M0||_F of the feasible set (tr M <= N), and the sums
+        zmag = float(np.abs(M0 / np.outer(np.sqrt(n), np.sqrt(n))).max(initial=0.0)) / tau + float(np.log(n).max()) + 1.0
+        allow = ROUND_SAFETY * EPS * (math.log2(k + 1) + 4.0) * (
+            float(n.sum()) * 2.0 * zmag
+            + float(np.linalg.norm(C)) * (float(n.sum()) + float(np.linalg.norm(M0)))
+            + abs(F0) + float(np.abs(CM).sum()) + float(np.abs(h).sum()))
+        lb -= allow
+        attempts.append({"candidate_value": F0, "lower_bound": lb, "psd_shift": shift, "allowance": allow})
         if best is None or lb > best:
             best = lb
     status = "optimal" if best is not None and math.isfinite(best) else "no candidate"

@@ -39,6 +39,28 @@ from theory._validate import InstanceError, as_float, as_int, as_int_tuple
 #: the limiting object. Far above what the convex certificates handle (they check N).
 MAX_SAMPLES = 200_000
 
+#: Largest feature dimension (an instance never needs more than N + 1: the Gram of N unit vectors
+#: lives in R^N; the budget check refuses what does not fit in memory long before this).
+MAX_DIM = 1_000_000
+
+#: Accepted temperatures. Lower end: the loss is a difference of log-sum-exps of logits G/tau of size
+#: up to 1/tau, so float64 evaluates it (with the stable formulas used everywhere) to an absolute error
+#: of about N (a few ulps) / tau; at tau = 1e-4 that is ~1e-12 * N, far below the value tolerance
+#: (1e-6 relative, >= 1e-6 absolute), while at tau = 1e-10 it would reach the tolerance itself.
+#: Upper end: the loss depends on the features only through G/tau, a variation of ~1/tau per anchor on
+#: a value of ~log N; at tau = 1e8 that is still 1e8 ulps, beyond it the geometry drowns in rounding.
+TAU_MIN = 1e-4
+TAU_MAX = 1e8
+
+
+def validate_tau(tau) -> float:
+    """tau as a float in [TAU_MIN, TAU_MAX] (InstanceError naming the range otherwise)."""
+    t = as_float("tau", tau, positive=True)
+    if not TAU_MIN <= t <= TAU_MAX:
+        raise InstanceError(f"tau must lie in [{TAU_MIN:g}, {TAU_MAX:g}] (float64 evaluation of the loss with "
+                            f"stable formulas is accurate there), got {t:g}")
+    return t
+
 
 def validate_batches(batches, N: int) -> tuple[tuple[int, ...], ...]:
     """Validate a batching: a non-empty list of non-empty batches of distinct indices in [0, N)."""
@@ -106,8 +128,8 @@ class SCLInstance:
         object.__setattr__(self, "counts", counts)
         if sum(counts) > MAX_SAMPLES:
             raise InstanceError(f"counts must sum to at most {MAX_SAMPLES} samples, got {sum(counts)}")
-        object.__setattr__(self, "tau", as_float("tau", self.tau, positive=True))
-        object.__setattr__(self, "d", as_int("d", self.d, minimum=1))
+        object.__setattr__(self, "tau", validate_tau(self.tau))
+        object.__setattr__(self, "d", as_int("d", self.d, minimum=1, maximum=MAX_DIM))
         if not isinstance(self.nonneg, (bool, np.bool_)):
             raise InstanceError(f"nonneg must be True or False, got {self.nonneg!r}")
         object.__setattr__(self, "nonneg", bool(self.nonneg))
@@ -164,7 +186,7 @@ def per_anchor_bound(n: int, m: int, tau: float) -> float:
     n >= 2 members in a batch of m samples. Stable for tiny tau (the exponential underflows to 0)."""
     n = as_int("n", n, minimum=2)
     m = as_int("m", m, minimum=n)
-    tau = as_float("tau", tau, positive=True)
+    tau = validate_tau(tau)
     return math.log((n - 1) + (m - n) * math.exp(-1.0 / tau))
 
 
@@ -197,7 +219,7 @@ def etf_value(counts: Sequence[int], tau: float) -> float:
 
     For balanced classes this is the Graf et al. minimum of the UFM (d >= k-1)."""
     counts = as_int_tuple("counts", counts, minimum=1, min_len=2)
-    tau = as_float("tau", tau, positive=True)
+    tau = validate_tau(tau)
     k, N = len(counts), sum(counts)
     a = math.exp(-k / ((k - 1) * tau))
     return float(sum(n * math.log((n - 1) + (N - n) * a) for n in counts if n >= 2))
@@ -657,3 +679,74 @@ def weighted_centering_cosines(counts: Sequence[int]) -> np.ndarray:
     G = M.T @ M
     nr = np.sqrt(np.diag(G))
     return G / np.outer(nr, nr)
+
+
+# --------------------------------------------------------------------------------------
+# Budgets: what an instance check will cost, estimated from its sizes before any work
+# --------------------------------------------------------------------------------------
+
+#: Every instance check must end within ~2 minutes on 2 cores and stay under 2.5 GB.
+MEMORY_LIMIT_BYTES = 2.5e9
+TIME_LIMIT_S = 120.0
+#: Effective float64 throughput assumed by the estimates: the loss is made of small products
+#: (N x N x d) run single-threaded on a shared 2-core machine; measured ~1 ms per evaluation at
+#: N = 200, d = 11 (~0.5 GFLOP/s with the exponentials).
+FLOPS_PER_S = 5e8
+#: Fewest L-BFGS evaluations one start needs (measured 50-260 per start at N = 200): an instance
+#: whose starts cannot do this many within the time limit is refused before any work.
+MIN_EVALS_PER_START = 30
+#: The N x N Gram certificates (dual bound and geometry certificate: a few symmetric
+#: eigendecompositions, ~10 N^3 flops each) are computed up to this many samples.
+GRAM_CERT_MAX = 1500
+#: Largest number of exponential cones handed to the conic solver (N = 60 full batch: 3540; the
+#: conic route only proposes a candidate point, so beyond this it is skipped, not refused).
+CONIC_MAX_CONES = 20_000
+
+
+def _batch_sizes(inst: "SCLInstance") -> list[int]:
+    return [inst.N] if inst.batches is None else [len(b) for b in inst.batches]
+
+
+def estimate_cost(inst: "SCLInstance", *, starts: int = 1, hops: int = 0) -> dict:
+    """Memory (bytes) and time (seconds) an instance check needs at least, from its sizes only:
+    ``starts`` factored starts of MIN_EVALS_PER_START loss evaluations each, plus the N x N Gram
+    certificates when N <= GRAM_CERT_MAX. ``hops`` run under the solver's wall-clock budget and are
+    not counted. Nothing is allocated here."""
+    starts = as_int("starts", starts, minimum=1)
+    as_int("hops", hops, minimum=0)
+    N, d = inst.N, inst.d
+    sizes = [m for m in _batch_sizes(inst) if m >= 2]
+    entries = sum(m * m for m in sizes)
+    # one evaluation: Gram blocks (2 d m^2) plus ~30 flops per entry (exp, softmax, gradient)
+    eval_flops = float(sum(m * m * (2.0 * d + 30.0) for m in sizes))
+    by_size: dict[int, int] = {}
+    for m in sizes:
+        by_size[m] = by_size.get(m, 0) + m * m
+    biggest_group = max(by_size.values(), default=0)
+    # ~5 float arrays of a group's size (Gram blocks, working buffer, gradient) + its bool masks,
+    # and the parameters: L-BFGS memory (2 x 20 pairs) plus ~10 work copies of d x N
+    eval_bytes = 5 * 8.0 * biggest_group + 2.0 * biggest_group
+    param_bytes = 8.0 * d * N * (2 * 20 + 10)
+    cert = N <= GRAM_CERT_MAX
+    cert_bytes = 12 * 8.0 * N * N if cert else 0.0
+    cert_flops = 4 * 10.0 * N ** 3 if cert else 0.0
+    seconds = (starts * MIN_EVALS_PER_START * eval_flops + cert_flops) / FLOPS_PER_S
+    memory = max(eval_bytes + param_bytes, cert_bytes)
+    exp_cones = sum(m * (m - 1) for m in sizes)
+    return {"memory_bytes": memory, "seconds": seconds, "eval_flops": eval_flops, "gram_entries": entries,
+            "gram_certificate": cert, "exp_cones": exp_cones, "starts": starts}
+
+
+def check_budget(inst: "SCLInstance", *, starts: int = 1, hops: int = 0) -> dict:
+    """:func:`estimate_cost`, raising InstanceError (one line: the estimate and the limit) when the
+    instance would exceed MEMORY_LIMIT_BYTES or TIME_LIMIT_S."""
+    est = estimate_cost(inst, starts=starts, hops=hops)
+    if est["memory_bytes"] > MEMORY_LIMIT_BYTES:
+        raise InstanceError(f"instance too large: N = {inst.N}, d = {inst.d}, largest batch group "
+                            f"{est['gram_entries']} Gram entries needs ~{est['memory_bytes'] / 1e9:.3g} GB, "
+                            f"limit {MEMORY_LIMIT_BYTES / 1e9:g} GB (reduce counts, dim or batch sizes)")
+    if est["seconds"] > TIME_LIMIT_S:
+        raise InstanceError(f"instance too large: {starts} starts x {MIN_EVALS_PER_START} evaluations of "
+                            f"~{est['eval_flops']:.3g} flops (N = {inst.N}, d = {inst.d}) need ~{est['seconds']:.3g} s, "
+                            f"limit {TIME_LIMIT_S:g} s (reduce starts, dim or counts)")
+    return est
