@@ -104,6 +104,8 @@ BAD_CALLS = [
     ("nc_metrics b wrong length", lambda: G.nc_metrics(H, Y, np.ones((3, 4)), np.ones(4)), "b"),
     ("nc_metrics b without W", lambda: G.nc_metrics(H, Y, None, np.ones(3)), "b"),
     ("nc_metrics center_w='yes'", lambda: G.nc_metrics(H, Y, center_w="yes"), "center_w"),
+    ("nc_metrics NC4 memory budget", lambda: G.nc_metrics(np.zeros((1, 200000)), np.arange(200000) % 100000,
+                                                          np.zeros((100000, 1))), "memory"),
     ("class_means N x d", lambda: G.class_means(H.T, Y), "transpose"),
     ("within_class_max_deviation labels", lambda: G.within_class_max_deviation(H, [0, 1]), "labels"),
     # ---- proofs_check.user --------------------------------------------------------------------------

@@ -386,6 +386,10 @@ def nc_metrics(H, labels, W=None, b=None, *, center_w: bool = False) -> NCMetric
             hint = ": did you pass W^T (d x k)? transpose it" if W.shape == (d, k) else ""
             raise InstanceError(f"W must be k x d = {k} x {d} (one row per class, d = rows of H), got "
                                 f"{W.shape[0]} x {W.shape[1]}{hint}")
+    if W is not None:  # NC4 holds k x N logits and distances (a few copies)
+        _check_bytes(f"W: nc_metrics computes NC4 with k = {k} classes and N = {N} samples (k x N logits and "
+                     "distances)",
+                     4.0 * k * N)
     if b is not None:
         if W is None:
             raise InstanceError("b is given without W: the bias enters only NC4, which needs the classifier W")
