@@ -668,27 +668,56 @@ class ExperimentResult:
     loss: list
     diverged: list
     seconds: float
+    #: SGD steps actually taken (cfg.steps unless the wall-clock budget stopped the loop)
+    steps_done: int = -1
+    #: True when the wall-clock budget stopped training before cfg.steps
+    budget_reached: bool = False
+    #: checkpoints averaged (0 when the budget stopped training before the first one)
+    n_recorded: int = -1
+    time_budget_s: float | None = None
 
-    def layer(self, run: int, layer: int, mode: str = "raw") -> LayerMatrices:
+    @property
+    def complete(self) -> bool:
+        """Training ran all cfg.steps steps (the statistics are those the experiment defines)."""
+        return not self.budget_reached
+
+    @property
+    def budget_message(self) -> str:
+        return (f"time budget reached at step {self.steps_done} of {self.config.steps} (budget {self.time_budget_s:g} s; "
+                f"{self.n_recorded} of {self.config.n_records} checkpoints recorded)")
+
+    def layer(self, run: int, layer: int, mode: str = "raw") -> LayerMatrices | None:
         return (self.raw if mode == "raw" else self.normalized)[run][layer]
 
     def stationarity_residual(self, run: int, layer: int) -> float | None:
         """||E[g_b h_a^T] - gamma W|| / ||gamma W|| with time averages; None at gamma = 0."""
         g = self.config.weight_decays[run]
+        if g == 0 or self.diverged[run] or self.W_mean[run][layer] is None:
+            return None
         gW = g * self.W_mean[run][layer]
         den = np.linalg.norm(gW)
-        if g == 0 or den == 0 or self.diverged[run]:
-            return None
-        return float(np.linalg.norm(self.S[run][layer] - gW) / den)
+        out = float(np.linalg.norm(self.S[run][layer] - gW) / den) if den > 0 else None
+        return out if out is not None and np.isfinite(out) else None
 
 
-def _sgd_loop(cfg, X, Y, Ws, gam, eta, rng, record_set, acc_raw, acc_nrm, acc_S, acc_W, acc_loss) -> None:
-    """The SGD loop of :func:`run_experiment` (updates Ws and the accumulators in place)."""
+#: The SGD loop looks at the clock every this many steps (a clock read costs ~0.1 us, a step >= 30 us).
+_CLOCK_EVERY = 16
+
+
+def _sgd_loop(cfg, X, Y, Ws, gam, eta, rng, record_set, acc_raw, acc_nrm, acc_S, acc_W, acc_loss,
+              deadline: float = float("inf")) -> tuple[int, int]:
+    """The SGD loop of :func:`run_experiment` (updates Ws and the accumulators in place).
+
+    Stops when ``time.perf_counter()`` passes ``deadline`` (checked every ``_CLOCK_EVERY`` steps).
+    Returns (steps done, checkpoints recorded)."""
     R, L, N, B = len(cfg.weight_decays), cfg.n_layers, cfg.n_samples, cfg.batch_size
     batches_per_epoch = max(1, N // B)
     perm = None
     act = cfg.activation
+    recorded = 0
     for t in range(cfg.steps):
+        if t % _CLOCK_EVERY == 0 and time.perf_counter() > deadline:
+            return t, recorded
         j = t % batches_per_epoch
         if j == 0:
             perm = rng.permutation(N)
@@ -713,6 +742,7 @@ def _sgd_loop(cfg, X, Y, Ws, gam, eta, rng, record_set, acc_raw, acc_nrm, acc_S,
             W *= 1.0 - eta * gam
             W += (eta / B) * S
         if t in record_set:
+            recorded += 1
             fhs, fgbs, loss = forward_backward(Ws, X, Y, act)
             acc_loss += loss
             for l in range(L):
@@ -731,14 +761,25 @@ def _sgd_loop(cfg, X, Y, Ws, gam, eta, rng, record_set, acc_raw, acc_nrm, acc_S,
                     acc["Z_b"] += ZB
                 acc_S[l] += np.stack([_tmatmul(gb[r], ha[r]) for r in range(R)]) / N
                 acc_W[l] += Ws[l]
+    return cfg.steps, recorded
 
 
-
-def run_experiment(cfg: CRHExperiment) -> ExperimentResult:
+def run_experiment(cfg: CRHExperiment, *, time_budget_s: float | None = None) -> ExperimentResult:
     """SGD with weight decay on the experiment's MLP, one run per weight decay, all runs advanced
     together (weights stacked along a leading run axis, batched matmuls). Statistics are formed on
     the full data set at ``n_records`` evenly spaced checkpoints of the second half and averaged.
+
+    Before any allocation the instance's work and memory are estimated (:func:`experiment_budget`)
+    and an instance over the budget is refused (InputError). Training stops when ``time_budget_s``
+    (default :data:`TIME_BUDGET_S`) of wall-clock time has passed: the result then has
+    ``budget_reached=True`` and ``steps_done`` < ``cfg.steps`` (statistics over the checkpoints
+    recorded so far; None where there were none), which the claims report as INCONCLUSIVE.
     """
+    if not isinstance(cfg, CRHExperiment):
+        raise InstanceError(f"cfg must be a theory.crh.CRHExperiment, got {type(cfg).__name__}")
+    budget = TIME_BUDGET_S if time_budget_s is None else as_float("time_budget_s", time_budget_s, positive=True,
+                                                                  allow_inf=True)
+    experiment_budget(cfg, check=True)
     t0 = time.perf_counter()
     X, Y, W0, rng = make_task(cfg)
     R, L, N = len(cfg.weight_decays), cfg.n_layers, cfg.n_samples
@@ -747,7 +788,6 @@ def run_experiment(cfg: CRHExperiment) -> ExperimentResult:
     Ws = [np.repeat(W[None], R, axis=0) for W in W0]
     record_at = np.unique(np.linspace(cfg.steps // 2, cfg.steps - 1, cfg.n_records).round().astype(int))
     record_set = set(record_at.tolist())
-    n_rec = len(record_at)
     dims = cfg.widths
     acc_raw = [{k: np.zeros((R, dims[l + (k[-1] == "b")], dims[l + (k[-1] == "b")])) for k in ("H_a", "H_b", "G_a", "G_b", "Z_a", "Z_b")}
                for l in range(L)]
@@ -756,19 +796,83 @@ def run_experiment(cfg: CRHExperiment) -> ExperimentResult:
     acc_W = [np.zeros_like(W) for W in Ws]
     acc_loss = np.zeros(R)
     with np.errstate(over="ignore", invalid="ignore", divide="ignore"):  # a diverging run is reported, not warned about
-        _sgd_loop(cfg, X, Y, Ws, gam, eta, rng, record_set, acc_raw, acc_nrm, acc_S, acc_W, acc_loss)
+        steps_done, n_rec = _sgd_loop(cfg, X, Y, Ws, gam, eta, rng, record_set, acc_raw, acc_nrm, acc_S, acc_W,
+                                      acc_loss, deadline=t0 + budget)
     diverged = [not all(np.all(np.isfinite(W[r])) for W in Ws) for r in range(R)]
 
+    def avg(x):
+        return None if n_rec == 0 else x / n_rec
+
     def mats(acc, mode, r):
+        if n_rec == 0:
+            return None
         return LayerMatrices(*(acc[k][r] / n_rec for k in ("H_a", "H_b", "G_a", "G_b", "Z_a", "Z_b")), mode, N)
 
     raw = [[mats(acc_raw[l], "raw", r) for l in range(L)] for r in range(R)]
     nrm = [[mats(acc_nrm[l], "normalized", r) for l in range(L)] for r in range(R)]
-    S = [[acc_S[l][r] / n_rec for l in range(L)] for r in range(R)]
-    Wm = [[acc_W[l][r] / n_rec for l in range(L)] for r in range(R)]
+    S = [[avg(acc_S[l][r]) for l in range(L)] for r in range(R)]
+    Wm = [[avg(acc_W[l][r]) for l in range(L)] for r in range(R)]
     Wf = [[Ws[l][r].copy() for l in range(L)] for r in range(R)]
-    return ExperimentResult(cfg, raw, nrm, S, Wm, Wf, (acc_loss / n_rec).tolist(), diverged,
-                            time.perf_counter() - t0)
+    loss = [None] * R if n_rec == 0 else (acc_loss / n_rec).tolist()
+    return ExperimentResult(cfg, raw, nrm, S, Wm, Wf, loss, diverged, time.perf_counter() - t0,
+                            steps_done=steps_done, budget_reached=steps_done < cfg.steps, n_recorded=n_rec,
+                            time_budget_s=budget)
+
+
+# --------------------------------------------------------------------------------------------
+# Budgets: estimate the work of an instance before doing it
+# --------------------------------------------------------------------------------------------
+
+#: Every instance must end within about two minutes on two cores and under 2.5 GB (docs/crh.md,
+#: "Budgets"): instances whose estimate exceeds these are refused before any allocation, and the
+#: SGD loop stops at TIME_BUDGET_S of wall-clock time (INCONCLUSIVE, "time budget reached").
+TIME_BUDGET_S = 120.0
+MEMORY_BUDGET_BYTES = 2.5e9
+
+#: Cost model (measured on the 2-core development machine, docs/crh.md "Budgets"): Python overhead
+#: per layer and step (about 15 us per layer for R <= 2 runs), batched products at an effective
+#: 2 GFLOP/s (threaded OpenBLAS on a shared machine reaches only ~1 GFLOP/s on 256-wide layers, so
+#: the estimate can be low there by 2x; the wall-clock budget catches that), full-data statistics
+#: at 10 GFLOP/s plus 0.2 ms per layer and run, Haar null draws at 2 GFLOP/s. The default
+#: experiment (2 runs, 2e5 steps) is estimated at ~1 min and measured at ~13 s unloaded.
+_STEP_OVERHEAD_S = 15e-6
+_STEP_FLOPS = 2e9
+_STAT_FLOPS = 1e10
+_STAT_OVERHEAD_S = 2e-4
+_NULL_FLOPS = 2e9
+
+
+def experiment_budget(cfg: CRHExperiment, *, null_draws: int = 0, check: bool = False) -> dict:
+    """Estimated seconds and peak bytes of :func:`run_experiment` (and, with ``null_draws``, of the
+    alignment reports with Haar nulls for every run and layer), from the sizes alone.
+
+    With ``check=True`` raises InputError naming the estimate and the limit when it exceeds
+    TIME_BUDGET_S or MEMORY_BUDGET_BYTES."""
+    null_draws = as_int("null_draws", null_draws, minimum=0, maximum=10 ** 9)
+    R, L, N, B = len(cfg.weight_decays), cfg.n_layers, cfg.n_samples, cfg.batch_size
+    w = cfg.widths
+    P = sum(a * b for a, b in zip(w[:-1], w[1:]))
+    sq = sum(a * a + b * b for a, b in zip(w[:-1], w[1:]))
+    step = L * _STEP_OVERHEAD_S * max(1.0, R / 2) + 6.0 * R * B * P / _STEP_FLOPS + 4.0 * R * P / _STEP_FLOPS
+    record = R * L * _STAT_OVERHEAD_S + R * N * (4.0 * P + 16.0 * sq) / _STAT_FLOPS
+    null = R * L * 12 * null_draws * 6.0 * max(w) ** 3 / _NULL_FLOPS
+    seconds = cfg.steps * step + cfg.n_records * record + null
+    dmax = max(w)
+    peak = 8.0 * (N * (w[0] + w[-1]) * 2 + 8 * R * N * sum(w) + 4 * R * P + 12 * 2 * R * L * dmax * dmax
+                  + 6 * null_draws * dmax * dmax)
+    out = {"seconds": float(seconds), "bytes": float(peak), "time_limit_s": TIME_BUDGET_S,
+           "memory_limit_bytes": MEMORY_BUDGET_BYTES}
+    if check:
+        if not peak <= MEMORY_BUDGET_BYTES:
+            raise InstanceError(f"instance too large: estimated memory {peak / 1e9:.3g} GB > limit "
+                                f"{MEMORY_BUDGET_BYTES / 1e9:g} GB (n_samples={N}, widths={list(w)}, runs={R}"
+                                + (f", null_draws={null_draws}" if null_draws else "") + ")")
+        if not seconds <= TIME_BUDGET_S:
+            raise InstanceError(
+                f"instance too large: estimated {seconds:.3g} s > limit {TIME_BUDGET_S:g} s on 2 cores "
+                f"(steps={cfg.steps}, runs={R}, widths={list(w)}, n_samples={N}, records={cfg.n_records}"
+                + (f", null_draws={null_draws}" if null_draws else "") + "); reduce steps or sizes")
+    return out
 
 
 # --------------------------------------------------------------------------------------------
@@ -781,25 +885,87 @@ CRITICAL_GTOL = 1e-10
 
 
 def critical_point(cfg: CRHExperiment, gamma: float, *, max_iter: int = 20_000,
-                   gtol: float = CRITICAL_GTOL) -> Solution:
+                   gtol: float = CRITICAL_GTOL, time_budget_s: float | None = None) -> Solution:
     """A critical point of E[l] + (gamma/2)||theta||^2 for the experiment's network and data,
     found by L-BFGS from the experiment's initialisation. Returns a Solution with variables
-    {"W0", "W1", ...}, diagnostics {"grad_norm", "grad_max", "iterations"} (the gradient at the
-    returned point, recomputed)."""
+    {"W0", "W1", ...}, diagnostics {"grad_norm", "grad_max", "iterations", "budget_reached"} (the
+    gradient at the returned point, recomputed). L-BFGS stops after ``time_budget_s`` (default
+    TIME_BUDGET_S) of wall-clock time; ``budget_reached`` then says so."""
     from scipy.optimize import minimize
 
     gamma = as_float("gamma (weight decay)", gamma, nonnegative=True)
+    max_iter = as_int("max_iter", max_iter, minimum=1, maximum=10 ** 6)
+    gtol = as_float("gtol", gtol, positive=True)
+    budget = TIME_BUDGET_S if time_budget_s is None else as_float("time_budget_s", time_budget_s, positive=True)
     t0 = time.perf_counter()
     X, Y, W0, _ = make_task(cfg)
     theta0 = pack(W0)
-    res = minimize(objective, theta0, args=(X, Y, cfg.widths, gamma, cfg.activation), jac=True,
-                   method="L-BFGS-B", options={"maxiter": max_iter, "maxfun": 2 * max_iter, "gtol": gtol,
-                                               "ftol": 1e-300, "maxcor": 30})
-    val, grad = objective(res.x, X, Y, cfg.widths, gamma, cfg.activation)
+    stopped = {"flag": False}
+
+    def callback(intermediate_result):  # scipy >= 1.11: StopIteration ends the run cleanly
+        if time.perf_counter() - t0 > budget:
+            stopped["flag"] = True
+            raise StopIteration
+
+    with np.errstate(over="ignore", invalid="ignore"):
+        res = minimize(objective, theta0, args=(X, Y, cfg.widths, gamma, cfg.activation), jac=True,
+                       method="L-BFGS-B", callback=callback,
+                       options={"maxiter": max_iter, "maxfun": 2 * max_iter, "gtol": gtol, "ftol": 1e-300,
+                                "maxcor": 30})
+        val, grad = objective(res.x, X, Y, cfg.widths, gamma, cfg.activation)
     Ws = unpack(res.x, cfg.widths)
     gmax = float(np.max(np.abs(grad)))
     return Solution(val, "L-BFGS-B (scipy), loss + weight decay", bool(gmax <= 10 * gtol),
                     time.perf_counter() - t0,
                     variables={f"W{l}": W.copy() for l, W in enumerate(Ws)},
                     diagnostics={"grad_norm": float(np.linalg.norm(grad)), "grad_max": gmax,
-                                 "iterations": int(res.nit), "message": str(res.message), "gamma": gamma})
+                                 "iterations": int(res.nit), "message": str(res.message), "gamma": gamma,
+                                 "budget_reached": stopped["flag"], "time_budget_s": budget})
+
+
+def per_sample_gradients_fd(Ws: list[np.ndarray], X: np.ndarray, Y: np.ndarray, layer: int,
+                            activation: str = "tanh", step: float = 1e-5,
+                            loss_matrix: np.ndarray | None = None) -> np.ndarray:
+    """g_b = -dl/dz of ``layer`` for every sample by central finite differences of the per-sample
+    loss l = ||T f - y||^2 / 2 (T = ``loss_matrix``, default identity) in the pre-activation z of
+    that layer: a computation independent of
+    the backpropagation in :func:`forward_backward` (it only runs the network forward from z).
+    Each coordinate is perturbed in all samples at once (sample i's loss depends only on z_i).
+    Shape (n, d_out of ``layer``); error O(step^2) plus rounding ~1e-16 |l| / step."""
+    layer = as_int("layer", layer, minimum=0, maximum=len(Ws) - 1)
+    step = as_float("step", step, positive=True)
+    h = X
+    for l in range(layer):
+        h = _act(h @ Ws[l].T, activation)
+    z0 = h @ Ws[layer].T
+
+    def losses(z):
+        out = z
+        for l in range(layer + 1, len(Ws)):
+            out = _act(out, activation) @ Ws[l].T
+        if loss_matrix is not None:
+            out = out @ np.asarray(loss_matrix, dtype=np.float64).T
+        r = out - Y
+        return 0.5 * np.sum(r * r, axis=1)
+
+    g = np.empty_like(z0)
+    for j in range(z0.shape[1]):
+        e = np.zeros_like(z0)
+        e[:, j] = step
+        g[:, j] = -(losses(z0 + e) - losses(z0 - e)) / (2 * step)
+    return g
+
+
+def objective_gradient_fd(theta: np.ndarray, X: np.ndarray, Y: np.ndarray, widths, gamma: float,
+                          activation: str = "tanh", step: float = 1e-6) -> np.ndarray:
+    """Gradient of the full-batch objective by central finite differences of its value only
+    (independent of the analytic gradient and of backpropagation): 2 P objective evaluations."""
+    theta = np.asarray(theta, dtype=np.float64)
+    out = np.empty_like(theta)
+    e = np.zeros_like(theta)
+    for i in range(theta.size):
+        e[i] = step
+        out[i] = (objective(theta + e, X, Y, widths, gamma, activation)[0] -
+                  objective(theta - e, X, Y, widths, gamma, activation)[0]) / (2 * step)
+        e[i] = 0.0
+    return out

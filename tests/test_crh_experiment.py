@@ -76,17 +76,57 @@ def test_critical_point_stationarity():
 
 
 def test_stationarity_claim_and_false_version():
-    assert C.stationarity_claim().run(CTX).verdict == Verdict.VERIFIED
-    false = C.stationarity_claim(predict_b=lambda W, g: 2 * g * W @ W.T, id="x")
-    assert false.run(CTX).verdict == Verdict.REFUTED
+    r = C.stationarity_claim().run(CTX)
+    assert r.verdict == Verdict.VERIFIED, r.reason
+    # the numeric evidence comes from finite differences, not from the gradient L-BFGS used
+    fd = [c for c in r.checks if c.name.startswith("fd-stationarity")]
+    assert len(fd) == 3 and all(c.verdict == Verdict.VERIFIED and c.independent for c in fd)
+    false = C.stationarity_claim(predict_b=lambda W, g: 2 * g * W @ W.T, id="x").run(CTX)
+    assert false.verdict == Verdict.REFUTED
+    # both the sympy derivation and the finite-difference measurement see the false statement
+    assert {c.name for c in false.checks if c.verdict == Verdict.REFUTED} >= {"fd-stationarity-z-b"}
+    assert any(c.verdict == Verdict.REFUTED and c.name.startswith("symbolic") for c in false.checks)
+
+
+def test_stationarity_false_side_a_refuted():
+    false = C.stationarity_claim(predict_a=lambda W, g: g * W.T @ W + 1e-3 * np.eye(W.shape[1]), id="x").run(CTX)
+    assert false.verdict == Verdict.REFUTED
+
+
+def test_finite_difference_gradients_match_backprop():
+    cfg = T.CRHExperiment(n_samples=12, widths=(3, 5, 4, 2), task_rank=2, steps=2, n_records=1)
+    X, Y, Ws, _ = S.make_task(cfg)
+    Q = np.array([[1.0, 0.3], [-0.2, 0.9]])
+    for T_ in (None, np.linalg.inv(Q)):
+        _, gbs, _ = S.forward_backward(Ws, X, Y, loss_matrix=T_)
+        for l in range(3):
+            fd = S.per_sample_gradients_fd(Ws, X, Y, l, loss_matrix=T_)
+            assert np.max(np.abs(fd - gbs[l])) < 1e-8
+    th = S.pack(Ws)
+    assert np.max(np.abs(S.objective_gradient_fd(th, X, Y, cfg.widths, 0.1) - S.objective(th, X, Y, cfg.widths, 0.1)[1])) < 1e-8
 
 
 def test_reparametrisation_claims():
-    assert C.reparam_claim().run(CTX).verdict == Verdict.VERIFIED
+    r = C.reparam_claim().run(CTX)
+    assert r.verdict == Verdict.VERIFIED, r.reason
+    # the backpropagation route and the loss are restatements (equal by construction): consistency only
+    flags = {c.name: c.independent for c in r.checks}
+    assert flags == {"fd-alignment-unchanged": True, "backprop-alignment-unchanged": False, "loss-unchanged": False}
     assert C.nfa_changes_claim().run(CTX).verdict == Verdict.VERIFIED
     # false: the NFA statistic claimed invariant; last-layer GWA claimed invariant for non-orthogonal Q
     assert C.reparam_claim(("a-GWA", "b-GWA", "NFA"), id="x").run(CTX).verdict == Verdict.REFUTED
     assert C.reparam_claim(("b-GWA",), layers="all", id="y").run(CTX).verdict == Verdict.REFUTED
+    assert C.reparam_claim(("a-GWA",), layers="all", id="z").run(CTX).verdict == Verdict.REFUTED
+    # false relation: RWA claimed invariant in every layer (Z_a of the last layer becomes W^T Q^T Q W)
+    assert C.reparam_claim(("a-RWA",), layers="all", id="w").run(CTX).verdict == Verdict.REFUTED
+
+
+def test_reparametrisation_with_wrong_compensation_refuted():
+    # l'(f') = l(Q^T f') is not the compensating loss: hidden gradients change, GWA changes
+    r = C.reparam_claim(compensation=lambda Q: Q.T, id="x").run(CTX)
+    assert r.verdict == Verdict.REFUTED
+    fd = next(c for c in r.checks if c.name == "fd-alignment-unchanged")
+    assert fd.verdict == Verdict.REFUTED and fd.independent
 
 
 # ---- the measured experiment claims (quick profile, one shared 2e4-step run, ~10 s) -------------------
@@ -113,7 +153,9 @@ def test_measured_claims_quick():
     assert m.verdict == Verdict.INCONCLUSIVE
     ratio = m.key_numbers()["last_hidden_ratio"]
     assert 10 < ratio < 1e6  # spec: 70 to 3.5e5, never 1
-    assert "open discrepancy" in m.reason
+    # one line that says why: an open discrepancy, with the measured ratio and where it is documented
+    first = m.reason.split(". ")[0]
+    assert "open discrepancy" in first and "docs/crh.md" in first and len(first) <= 160 and "\n" not in m.reason
 
 
 def test_false_measured_claims_refuted():
@@ -124,9 +166,10 @@ def test_false_measured_claims_refuted():
     assert C.rank_claim(gamma=0.0, id="d").run(CTX).verdict != Verdict.VERIFIED  # no rank drop without decay
 
 
-def test_magnitude_claim_never_verified_or_refuted_even_at_gamma_zero():
-    v = C.magnitude_claim(gamma=0.0, id="m0").run(CTX).verdict
-    assert v == Verdict.INCONCLUSIVE
+def test_magnitude_claim_at_gamma_zero_is_not_applicable():
+    r = C.magnitude_claim(gamma=0.0, id="m0").run(CTX)
+    assert r.verdict == Verdict.NOT_APPLICABLE and "gamma > 0" in r.reason
+    assert C.stationarity_sgd_claim(gamma=0.0, id="s0").run(CTX).verdict == Verdict.NOT_APPLICABLE
 
 
 @pytest.mark.slow
@@ -160,7 +203,11 @@ def test_cli_solve_json(capsys):
     assert set(layer["alignments"]) == set(T.RELATION_NAMES)
     assert layer["stationarity_residual"] is not None and out["runs"][0]["layers"][2]["stationarity_residual"] is None
     assert out["verdict"] in ("VERIFIED", "INCONCLUSIVE", "REFUTED")
-    assert any(c["id"].startswith("crh.experiment.magnitude") and c["verdict"] == "INCONCLUSIVE" for c in out["claims"])
+    assert any(c["id"] == "magnitude[0.05]" and c["verdict"] == "INCONCLUSIVE" for c in out["claims"])
+    assert {c["id"] for c in out["claims"]} == {"alignment-vs-weight-decay[0.05]", "rank-drop[0.05]",
+                                               "stationarity[0.05]", "magnitude[0.05]"}
+    assert all(set(c) >= {"id", "verdict", "reason", "independent", "evidence"} for c in out["claims"])
+    assert out["solution"]["steps_done"] == 400 and out["solution"]["budget_reached"] is False
 
 
 def test_cli_solve_text(capsys):
@@ -171,16 +218,76 @@ def test_cli_solve_text(capsys):
 
 
 @pytest.mark.parametrize("argv,msg", [
-    (["solve", "crh", "--weight-decay", "-0.1", "--steps", "10"], "must be >= 0"),
+    (["solve", "crh", "--weight-decay", "-0.1", "--steps", "10"], "--weight-decay (weight decay) must be in [0, 100]"),
+    (["solve", "crh", "--weight-decay", "1e300", "--steps", "10"], "--weight-decay (weight decay) must be in [0, 100]"),
     (["solve", "crh", "--weight-decay", "nan", "--steps", "10"], "finite"),
+    (["solve", "crh", "--weight-decay", "inf", "--steps", "10"], "finite"),
+    (["solve", "crh", "--weight-decay", "", "--steps", "10"], "--weight-decay must list at least one"),
+    (["solve", "crh", "--weight-decay", ",,", "--steps", "10"], "--weight-decay must list at least one"),
     (["solve", "crh", "--lr", "0", "--steps", "10"], "--lr must be > 0"),
+    (["solve", "crh", "--lr", "1e300", "--steps", "10"], "--lr must be > 0, in [1e-12, 100]"),
+    (["solve", "crh", "--lr", "nan", "--steps", "10"], "--lr"),
     (["solve", "crh", "--steps", "1"], "--steps must be >= 2"),
-    (["table", "crh", "--weight-decays", "0,-1", "--steps", "10"], "must be >= 0"),
+    (["solve", "crh", "--steps", "-5"], "--steps must be >= 2"),
+    (["solve", "crh", "--steps", "1000000000000"], "--steps must be >= 2 and <= 1e+09"),
+    (["solve", "crh", "--steps", "500000000"], "estimated"),
+    (["solve", "crh", "--steps", "10", "--null-draws", "1"], "--null-draws must be in [2, 100000]"),
+    (["solve", "crh", "--steps", "10", "--null-draws", "100000000"], "--null-draws must be in [2, 100000]"),
+    (["solve", "crh", "--steps", "10", "--records", "0"], "--records must be >= 1"),
+    (["solve", "crh", "--steps", "10", "--seed", "-1"], "--seed"),
+    (["solve", "crh", "--steps", "10", "--time-budget", "0"], "--time-budget must be in (0, 120]"),
+    (["solve", "crh", "--steps", "10", "--time-budget", "1e9"], "--time-budget must be in (0, 120]"),
+    (["table", "crh", "--weight-decays", "0,-1", "--steps", "10"], "must be in [0, 100]"),
+    (["table", "crh", "--weight-decays", "", "--steps", "10"], "--weight-decays must list at least one"),
+    (["table", "crh", "--steps", "900000000"], "estimated"),
 ])
 def test_cli_bad_input(argv, msg, capsys):
     assert main(argv) == 2
     err = capsys.readouterr().err
     assert err.startswith("ncproofs: error:") and msg in err and err.count("\n") == 1
+
+
+def test_cli_time_budget_reached_is_inconclusive(capsys):
+    rc = main(["solve", "crh", "--weight-decay", "0.05", "--steps", "400000", "--records", "5", "--null-draws", "5",
+               "--time-budget", "0.3", "--json"])
+    out = json.loads(capsys.readouterr().out)
+    assert rc == 0 and out["verdict"] == "INCONCLUSIVE"
+    assert 0 < out["solution"]["steps_done"] < 400_000 and out["solution"]["budget_reached"] is True
+    assert all(c["verdict"] == "INCONCLUSIVE" and "time budget reached at step" in c["reason"] for c in out["claims"])
+    assert any("time budget reached at step" in d for d in out["diagnostics"])
+
+
+def test_check_instance_returns_solve_report():
+    from proofs_check.core import SolveReport
+    cfg = T.CRHExperiment(weight_decays=(0.0, 0.05), steps=300, n_records=3)
+    rep = C.check_instance(cfg, null_draws=4)
+    assert isinstance(rep, SolveReport)
+    d = rep.to_dict()
+    assert d["family"] == "crh" and d["verdict"] in ("VERIFIED", "INCONCLUSIVE", "REFUTED")
+    assert len(d["runs"]) == 2 and d["runs"][1]["layers"][2]["alignments"] is not None
+    # magnitudes are an open discrepancy: never VERIFIED, whatever the run
+    assert next(c for c in d["claims"] if c["id"] == "magnitude[0.05]")["verdict"] == "INCONCLUSIVE"
+
+
+def test_check_instance_refuses_over_budget_before_work():
+    from theory._validate import InputError
+    with pytest.raises(InputError, match=r"estimated .* s > limit 120 s"):
+        C.check_instance(T.CRHExperiment(steps=10 ** 9, n_records=10))
+    with pytest.raises(InputError, match="estimated memory"):
+        S.experiment_budget(T.CRHExperiment(steps=2, n_records=1, n_samples=10 ** 7, widths=(4096, 4096, 4)), check=True)
+    with pytest.raises(InputError, match="null_draws"):
+        C.check_instance(T.CRHExperiment(steps=10, n_records=1), null_draws=1)
+    with pytest.raises(InputError, match="baseline"):
+        C.check_instance(T.CRHExperiment(weight_decays=(0.01,), steps=10, n_records=1), null_draws=2)
+
+
+def test_run_experiment_stops_at_wall_clock_budget():
+    cfg = T.CRHExperiment(weight_decays=(0.0, 0.01), steps=400_000, n_records=10)
+    res = S.run_experiment(cfg, time_budget_s=0.2)
+    assert res.budget_reached and 0 < res.steps_done < cfg.steps and res.n_recorded == 0
+    assert res.layer(1, 2) is None and res.stationarity_residual(1, 2) is None
+    r = C.rank_claim(cfg=cfg, id="r", time_budget_s=0.2).run(CTX)
+    assert r.verdict == Verdict.INCONCLUSIVE and "time budget reached at step" in r.reason
 
 
 def test_cli_table(capsys):
@@ -195,7 +302,7 @@ def test_cli_table(capsys):
 def test_quick_preset_steps():
     from proofs_check.families.crh import _config
     import argparse
-    ns = argparse.Namespace(steps=None, quick=True, lr=0.05, seed=0, records=None)
+    ns = argparse.Namespace(steps=None, quick=True, lr=0.05, seed=0, records=None, time_budget=None)
     assert _config(ns, [0.0, 1e-2]).steps == 20_000
     assert _config(ns, [0.0, 1e-3]).steps == 200_000  # gamma * lr * steps >= 10, capped at the spec's 2e5
 
@@ -231,5 +338,6 @@ def test_diverged_run_is_inconclusive_not_error():
     for claim in (C.alignment_wd_claim(cfg=cfg, id="a"), C.rank_claim(cfg=cfg, id="b"),
                   C.stationarity_sgd_claim(cfg=cfg, id="c"), C.magnitude_claim(cfg=cfg, id="d")):
         r = claim.run(CTX)
-        assert r.verdict == Verdict.INCONCLUSIVE, (claim.id, r.reason)
-        assert "hypothesis fails" in r.reason
+        # the theorem's stationarity hypothesis fails: not applicable, never VERIFIED or REFUTED
+        assert r.verdict == Verdict.NOT_APPLICABLE, (claim.id, r.reason)
+        assert "hypothesis fails" in r.reason and "diverged" in r.reason

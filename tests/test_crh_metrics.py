@@ -209,7 +209,7 @@ def test_bad_input_messages():
 
 
 def test_experiment_instance_validation():
-    with pytest.raises(InstanceError, match=r"weight_decays\[1\] \(weight decay\) must be >= 0"):
+    with pytest.raises(InstanceError, match=r"weight_decays\[1\] \(weight decay\) must be in \[0, 100\]"):
         T.CRHExperiment(weight_decays=(0.0, -1e-3))
     with pytest.raises(InstanceError, match="must be a number, got NaN"):
         T.CRHExperiment(weight_decays=(float("nan"),))
@@ -219,6 +219,16 @@ def test_experiment_instance_validation():
         T.CRHExperiment(batch_size=1000)
     with pytest.raises(InstanceError, match="activation"):
         T.CRHExperiment(activation="gelu")
+    with pytest.raises(InstanceError, match="steps must be <= 1000000000"):
+        T.CRHExperiment(steps=10 ** 12)
+    with pytest.raises(InstanceError, match=r"lr \(SGD step size\) must be in \[1e-12, 100\]"):
+        T.CRHExperiment(lr=1e9)
+    with pytest.raises(InstanceError, match="weight_decays must have at least 1"):
+        T.CRHExperiment(weight_decays=())
+    with pytest.raises(InstanceError, match=r"widths\[1\] must be <= 4096"):
+        T.CRHExperiment(widths=(16, 10 ** 6, 4))
+    with pytest.raises(InstanceError, match="noise"):
+        T.CRHExperiment(noise=float("inf"))
 
 
 @pytest.mark.parametrize("which", ["NC1", "NC2", "NC3"])

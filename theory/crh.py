@@ -46,6 +46,21 @@ RELATION_NAMES: tuple[str, ...] = tuple(RELATIONS)
 # Experiment instance (shared by solvers and claims)
 # --------------------------------------------------------------------------------------------
 
+#: Ranges accepted by :class:`CRHExperiment` (plain input validation; whether an accepted instance
+#: fits the time and memory budget is decided by ``solvers.crh.experiment_budget`` before any work).
+#: The step size and weight decay ranges are far beyond where SGD on this model is stable (the
+#: spec's values are lr 0.05 and gamma <= 1e-2); within them a diverging run is reported, not
+#: raised. gamma^2 stays a normal float64 for every gamma in range (the magnitude ratio divides
+#: by gamma twice, never by gamma^2).
+MAX_STEPS = 10 ** 9
+MIN_LR, MAX_LR = 1e-12, 100.0
+MAX_WEIGHT_DECAY = 100.0
+MAX_SAMPLES = 10 ** 7
+MAX_WIDTH = 4096
+MAX_LAYERS = 16
+MAX_NOISE = 1e6
+
+
 @dataclass(frozen=True)
 class CRHExperiment:
     """The small MLP experiment of spec/crh.md ("Small experiment that shows the effect").
@@ -74,18 +89,31 @@ class CRHExperiment:
     def __post_init__(self):
         wd = as_float_tuple("weight_decays", self.weight_decays, min_len=1)
         for i, g in enumerate(wd):
-            if g < 0:
-                raise InstanceError(f"weight_decays[{i}] (weight decay) must be >= 0, got {g}")
+            if not 0.0 <= g <= MAX_WEIGHT_DECAY:
+                raise InstanceError(f"weight_decays[{i}] (weight decay) must be in [0, {MAX_WEIGHT_DECAY:g}], got {g}")
         object.__setattr__(self, "weight_decays", wd)
-        object.__setattr__(self, "steps", as_int("steps", self.steps, minimum=2))
-        object.__setattr__(self, "lr", as_float("lr", self.lr, positive=True))
-        object.__setattr__(self, "n_samples", as_int("n_samples", self.n_samples, minimum=2))
+        object.__setattr__(self, "steps", as_int("steps", self.steps, minimum=2, maximum=MAX_STEPS))
+        lr = as_float("lr", self.lr, positive=True)
+        if not MIN_LR <= lr <= MAX_LR:
+            raise InstanceError(f"lr (SGD step size) must be in [{MIN_LR:g}, {MAX_LR:g}], got {lr:g}")
+        object.__setattr__(self, "lr", lr)
+        object.__setattr__(self, "n_samples", as_int("n_samples", self.n_samples, minimum=2, maximum=MAX_SAMPLES))
         object.__setattr__(self, "batch_size", as_int("batch_size", self.batch_size, minimum=1,
                                                       maximum=self.n_samples))
-        object.__setattr__(self, "widths", as_int_tuple("widths", self.widths, minimum=1, min_len=2))
-        object.__setattr__(self, "task_rank", as_int("task_rank", self.task_rank, minimum=1))
-        object.__setattr__(self, "noise", as_float("noise", self.noise, nonnegative=True))
-        object.__setattr__(self, "seed", as_int("seed", self.seed, minimum=0))
+        widths = as_int_tuple("widths", self.widths, minimum=1, min_len=2)
+        if len(widths) > MAX_LAYERS + 1:
+            raise InstanceError(f"widths must have at most {MAX_LAYERS + 1} entries ({MAX_LAYERS} layers), "
+                                f"got {len(widths)}")
+        for i, w in enumerate(widths):
+            if w > MAX_WIDTH:
+                raise InstanceError(f"widths[{i}] must be <= {MAX_WIDTH}, got {w}")
+        object.__setattr__(self, "widths", widths)
+        object.__setattr__(self, "task_rank", as_int("task_rank", self.task_rank, minimum=1, maximum=MAX_WIDTH))
+        noise = as_float("noise", self.noise, nonnegative=True)
+        if noise > MAX_NOISE:
+            raise InstanceError(f"noise must be in [0, {MAX_NOISE:g}], got {noise:g}")
+        object.__setattr__(self, "noise", noise)
+        object.__setattr__(self, "seed", as_int("seed", self.seed, minimum=0, maximum=2 ** 63 - 1))
         object.__setattr__(self, "n_records", as_int("n_records", self.n_records, minimum=1,
                                                      maximum=max(1, self.steps - self.steps // 2)))
         if self.activation not in ("tanh", "relu"):
