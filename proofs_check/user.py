@@ -585,6 +585,8 @@ class UserClaim:
                 c.evidence.setdefault("instance", p)
             return out
         pred = self.predict(p)
+        if self.kind in ("lower_bound", "upper_bound", "optimum") and isinstance(pred, np.ndarray) and pred.size == 1:
+            pred = pred.item()
         if self.kind == "equals":
             return [close("prediction", pred, measured, rtol=self.rtol or 0.0, atol=self.atol or 0.0,
                           evidence=extra)]

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from proofs_check.core import Check, Claim, Verdict, hypothesis_fails
+from proofs_check.core import Claim, Verdict, hypothesis_fails
 from proofs_check.user import UserClaim, _record, tallies
 
 ROOT = Path(__file__).resolve().parents[1]
