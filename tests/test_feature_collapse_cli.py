@@ -35,7 +35,7 @@ def test_solve_layernorm_low_dim_inconclusive(capsys):
                       "--json"], capsys)
     assert rc == 0
     d = json.loads(out)
-    assert d["verdict"] == "INCONCLUSIVE" and "d >= n_c" in d["reason"]
+    assert d["verdict"] == "NOT_APPLICABLE" and "d >= n_c" in d["reason"]
 
 
 def test_solve_type3_reports_conjecture(capsys):
@@ -46,10 +46,37 @@ def test_solve_type3_reports_conjecture(capsys):
     assert "proved" not in out
 
 
+def test_solve_just_below_threshold_not_refuted(capsys):
+    rc, out, _ = run(["solve", "feature-collapse", "--concepts", "3", "--length", "2", "--words-per-concept", "2",
+                      "--dim", "5", "--lambda", "0.19243084472090224", "--json"], capsys)
+    d = json.loads(out)
+    assert rc == 0 and d["verdict"] == "VERIFIED", d["reason"]
+    assert {c["id"] for c in d["claims"]} >= {"optimal-value", "minimiser-type-i", "threshold"}
+    assert all(set(c) >= {"id", "verdict", "reason", "independent", "evidence"} for c in d["claims"])
+
+
+def test_solve_duplicated_latents_not_refuted(capsys):
+    rc, out, _ = run(["solve", "feature-collapse", "--concepts", "2", "--length", "1", "--words-per-concept", "2",
+                      "--dim", "3", "--lambda", "0.05", "--latents", "random", "--classes", "4", "--seed", "6",
+                      "--json"], capsys)
+    d = json.loads(out)
+    assert rc == 0 and d["verdict"] in ("VERIFIED", "NOT_APPLICABLE"), d["reason"]
+
+
+def test_solve_layernorm_large_lambda_and_small_lambda(capsys):
+    for extra in (["--layernorm", "--lambda", "1e4"], ["--lambda", "1e-7"]):
+        rc, out, _ = run(BASE[:-1] + ["3", "--words-per-concept", "2", "--starts", "1", "--json"] + extra, capsys)
+        d = json.loads(out)
+        assert rc == 0 and d["verdict"] == "VERIFIED", (extra, d["reason"])
+
+
 @pytest.mark.parametrize("extra,msg", [
+    (["--words-per-concept", "2", "--lambda", "1e-300"], "lambda"),
+    (["--words-per-concept", "2", "--lambda", "0.1", "--starts", "0"], "starts"),
+    (["--words-per-concept", "2", "--lambda", "0.1", "--latents", "random", "--classes", "100000000"], "K"),
     (["--words", "7", "--lambda", "0.1"], "divisible"),
     (["--words-per-concept", "2", "--lambda", "0"], "lambda"),
-    (["--words-per-concept", "2", "--lambda", "nan"], "NaN"),
+    (["--words-per-concept", "2", "--lambda", "nan"], "nan"),
     (["--words-per-concept", "2", "--lambda", "0.1", "--classes", "5"], "inconsistent"),
     (["--words-per-concept", "2", "--lambda", "0.1", "--freqs", "0.5,0.6"], "sum to 1"),
     (["--words-per-concept", "2", "--lambda", "0.1", "--freqs", "1.5,-0.5"], "> 0"),

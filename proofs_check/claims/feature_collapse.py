@@ -239,6 +239,11 @@ def check_instance(inst: FCInstance, *, predict: Callable[[FCInstance], Predicti
         claims.append(close(pre + "predicted-value-identity", pred.objective, cfg_value, rtol=CONFIG_RTOL,
                             atol=CONFIG_ATOL, what="exact (enumerated) risk of the claimed configuration vs the "
                             "predicted value"))
+    if pred.geometry == "type-I" and is_finite(pred.t, pred.a, pred.b):
+        # t* = a* b* of the claimed (certified) configuration; the balance n_w a^2 = K L b^2 holds at it
+        claims.append(close(pre + "constants-identity", [pred.t, inst.n_w * pred.a ** 2],
+                            [pred.a * pred.b, inst.K * inst.L * pred.b ** 2], rtol=CONFIG_RTOL, atol=CONFIG_ATOL,
+                            what="claimed t* vs a* b*, and n_w a*^2 vs K L b*^2"))
     if not inst.layernorm and pred.lambda_crit is not None:
         claims.append(close(pre + "threshold", pred.lambda_crit, zg["spectral_norm"], rtol=THRESHOLD_RTOL,
                             atol=zg["roundoff"], what="claimed lambda_crit vs ||grad CE(0)||_2 (Z = 0 optimal iff "
