@@ -20,7 +20,7 @@ import time
 from dataclasses import dataclass, field
 
 import numpy as np
-from scipy.integrate import solve_ivp
+from scipy.integrate import DOP853, OdeSolution
 
 from solvers.common import Solution
 from theory import ntk as th
@@ -58,6 +58,35 @@ LATE_NOISE_FLOOR = 1e-12
 LATE_MIN_REMAINING = 1e-4
 #: A fitted rate needs a window of at least this many e-folds (otherwise: None).
 MIN_WINDOW_EFOLDS = 1.5
+
+# ---- input ranges and work budgets (issue "Faults and limits") ------------------------------------
+#: Accepted initialisation scales. The flow evaluates eps^2 (atol, the invariant, the scatter) and
+#: eps^4 (the loss of a large start), and the lazy construction cancels terms of size L^2 to a
+#: relative 1e-16 (its initial outputs are O(1) only while 1e-16 L^2 << 1): [1e-100, 1e6] keeps all of
+#: that inside float64 with room to spare.
+INIT_SCALE_MIN = 1e-100
+INIT_SCALE_MAX = 1e6
+#: Sizes: N = C m samples, n features. Post-processing forms (grid x n x n) and (grid x n x N)
+#: arrays in chunks and the spectrum check an N x N eigendecomposition; these limits keep every
+#: accepted instance under ~2 minutes and ~2.5 GB on 2 cores.
+MAX_SAMPLES = 2000
+MAX_FEATURE_DIM = 512
+#: State size C n + C + n N of the ODE (floats).
+MAX_STATE = 40_000
+#: Stored dense output (DOP853 keeps 8 state vectors per accepted step): refuse before and stop
+#: during a run whose interpolants would exceed this many bytes (the rest of the process -- python,
+#: numpy, scipy, the measurements -- stays under ~0.8 GB for the accepted sizes).
+MAX_DENSE_BYTES = 1.2e9
+#: Work model for the estimate before a run (measured on this machine, 2 shared cores: 20-40 us per
+#: right-hand side at the default sizes, 15 evaluations per accepted DOP853 step with dense output,
+#: steps ~ T lambda_max / 5 at the stability limit; the estimate rounds all of these up).
+EVALS_PER_STEP = 16
+EVAL_BASE_SECONDS = 4e-5
+FLOP_SECONDS = 1.5e-9
+STABILITY_STEP = 4.0
+BASE_STEPS = 300
+#: Bytes per accepted step beyond the 8 stored state vectors (python objects of the interpolant).
+STEP_OVERHEAD_BYTES = 600
 
 
 # --------------------------------------------------------------------------------------
@@ -158,9 +187,33 @@ def rhs_state(inst: th.NTKInstance, st: State) -> State:
 # Initialisations
 # --------------------------------------------------------------------------------------
 
+def check_init_scale(eps) -> float:
+    """init_scale as a float inside the float64-safe range [INIT_SCALE_MIN, INIT_SCALE_MAX]."""
+    eps = as_float("init_scale", eps, positive=True)
+    if not INIT_SCALE_MIN <= eps <= INIT_SCALE_MAX:
+        raise InstanceError(f"init_scale must be in [{INIT_SCALE_MIN:g}, {INIT_SCALE_MAX:g}] (float64-safe range: the "
+                            f"flow evaluates init_scale^2 and init_scale^4), got {eps:g}")
+    return eps
+
+
+def check_sizes(C: int, m: int, n: int) -> None:
+    """Refuse instances whose arrays or post-processing exceed the budget (before anything is allocated)."""
+    N = C * m
+    if N > MAX_SAMPLES:
+        raise InstanceError(f"N = C m = {C} x {m} = {N} samples exceeds the limit {MAX_SAMPLES} (an N x N kernel "
+                            f"needs {8 * N * N / 1e9:.3g} GB and O(N^3) work)")
+    if n > MAX_FEATURE_DIM:
+        raise InstanceError(f"n (feature dimension) = {n} exceeds the limit {MAX_FEATURE_DIM} (the invariant is n x n "
+                            f"at every grid time)")
+    size = C * n + C + n * N
+    if size > MAX_STATE:
+        raise InstanceError(f"ODE state size C n + C + n N = {size} exceeds the limit {MAX_STATE} "
+                            f"(C = {C}, m = {m}, n = {n})")
+
+
 def _check_flow_args(n, eps, seed):
     n = as_int("n (feature dimension)", n, minimum=1)
-    eps = as_float("init_scale", eps, positive=True)
+    eps = check_init_scale(eps)
     seed = as_int("seed", seed, minimum=0)
     return n, eps, seed
 
@@ -227,7 +280,7 @@ def init_lazy(inst: th.NTKInstance, n: int, scale: float, seed: int = 0, a=None,
     gamma = L^2 kappa + L^2 a + 1 (spec: gamma = omega kappa + a + 1). Needs n >= N + C.
     """
     n = as_int("n (feature dimension)", n, minimum=1)
-    L = as_float("init_scale", scale, positive=True)
+    L = check_init_scale(scale)
     seed = as_int("seed", seed, minimum=0)
     C, m, N = inst.classes, inst.per_class, inst.N
     if n < N + C:
@@ -260,11 +313,116 @@ def output_kernel_matrix(st: State, inst: th.NTKInstance) -> np.ndarray:
 # Integration
 # --------------------------------------------------------------------------------------
 
+class _ConstantSolution:
+    """Dense output of a run that made no step: the initial state at every time."""
+
+    def __init__(self, y0: np.ndarray):
+        self.y0 = np.array(y0, dtype=float)
+
+    def __call__(self, t):
+        t = np.asarray(t, dtype=float)
+        if t.ndim == 0:
+            return self.y0.copy()
+        return np.repeat(self.y0[:, None], t.size, axis=1)
+
+
+@dataclass
+class Integration:
+    """One DOP853 integration on [0, T] under a wall-clock and a memory budget (data only).
+
+    ``t_reached`` is where it stopped; ``stopped`` is None when it reached T, else the reason
+    ("time budget reached at t = ...", "memory budget reached at t = ...", "integration failed at t = ...").
+    """
+
+    sol: object
+    T_requested: float
+    t_reached: float
+    steps: int
+    nfev: int
+    stopped: str | None
+    seconds: float
+    stored_bytes: int
+
+    @property
+    def success(self) -> bool:
+        return self.stopped is None
+
+
+def integrate(fun, T: float, y0: np.ndarray, *, rtol: float, atol: float, deadline: float | None = None,
+              max_bytes: float = MAX_DENSE_BYTES) -> Integration:
+    """DOP853 step by step with dense output, stopping when ``time.perf_counter()`` passes
+    ``deadline`` or the stored interpolants pass ``max_bytes`` (both reported, never silent)."""
+    t0 = time.perf_counter()
+    y0 = np.asarray(y0, dtype=float)
+    per_step = 8 * 8 * y0.size + STEP_OVERHEAD_BYTES
+    interps, ts = [], [0.0]
+    stopped = None
+    with np.errstate(over="ignore", invalid="ignore"):  # rejected trial steps may overflow; DOP853 retries
+        solver = DOP853(fun, 0.0, y0, T, rtol=rtol, atol=atol)
+        while solver.status == "running":
+            if deadline is not None and time.perf_counter() > deadline:
+                stopped = f"time budget reached at t = {solver.t:.6g} of T = {T:.6g}"
+                break
+            if (len(interps) + 1) * per_step > max_bytes:
+                stopped = (f"memory budget reached at t = {solver.t:.6g} of T = {T:.6g} "
+                           f"({len(interps)} steps, {len(interps) * per_step / 1e9:.2g} GB of dense output)")
+                break
+            msg = solver.step()
+            if solver.status == "failed":
+                stopped = f"integration failed at t = {solver.t:.6g} of T = {T:.6g}: {msg}"
+                break
+            interps.append(solver.dense_output())
+            ts.append(solver.t)
+    sol = OdeSolution(np.array(ts), interps) if interps else _ConstantSolution(y0)
+    return Integration(sol, float(T), float(ts[-1]), len(interps), int(solver.nfev), stopped,
+                       time.perf_counter() - t0, len(interps) * per_step)
+
+
+def _eval_seconds(C: int, n: int, N: int) -> float:
+    """Seconds per right-hand side of the feature model (work model constants above)."""
+    return EVAL_BASE_SECONDS + FLOP_SECONDS * 8.0 * C * n * N
+
+
+def estimate_flow_work(inst: th.NTKInstance, state0: State, T: float) -> dict:
+    """Estimated DOP853 work of the feature model from ``state0`` on [0, T], before running it.
+
+    lambda_max: a bound on the stiffness along the run, s (N + ||H||_F^2 + lambda_max(K) ||W||_F^2 +
+    sqrt(lambda_max(K)) ||R||_F) (output NTK plus the residual term of the Jacobian), with the norms at
+    t = 0 or at the small-initialisation limit, whichever is larger. Explicit DOP853 needs about
+    T lambda_max / 5 steps at its stability limit (more in transients: BASE_STEPS).
+    """
+    C, m, N, s = inst.classes, inst.per_class, inst.N, inst.s
+    n = state0.W.shape[1]
+    l0, lc, lg = inst.eigenvalues
+    kmax = max(l0, lc, lg)
+    w2 = max(float(np.sum(state0.W ** 2)), math.sqrt(m / lc) * (C - 1))
+    h2 = max(float(np.sum(state0.H ** 2)), math.sqrt(lc / m) * (C - 1) * m)
+    r = float(np.linalg.norm(residual(state0, targets(C, m))))
+    lam = s * (N + h2 + kmax * w2 + math.sqrt(kmax) * r)
+    return _work(T, lam, C * n + C + n * N, _eval_seconds(C, n, N))
+
+
+def _work(T: float, lam: float, size: int, eval_seconds: float) -> dict:
+    steps = BASE_STEPS + T * lam / STABILITY_STEP
+    return {"lambda_max": lam, "steps": steps, "seconds": steps * EVALS_PER_STEP * eval_seconds,
+            "bytes": steps * (64.0 * size + STEP_OVERHEAD_BYTES), "state_size": size}
+
+
+def check_work(what: str, work: dict, max_seconds: float, max_bytes: float = MAX_DENSE_BYTES) -> None:
+    """Refuse (InstanceError with the estimate and the limit) a run estimated beyond the budget."""
+    if not (work["seconds"] <= max_seconds and work["bytes"] <= max_bytes):
+        raise InstanceError(
+            f"{what}: estimated ~{work['steps']:.3g} DOP853 steps (stiffness ~{work['lambda_max']:.3g}), "
+            f"~{work['seconds']:.3g} s and ~{work['bytes'] / 1e9:.3g} GB of dense output exceed the budget "
+            f"({max_seconds:g} s, {max_bytes / 1e9:g} GB); reduce --time, --init-scale or the sizes, or raise "
+            f"--max-seconds")
+
+
 @dataclass
 class Trajectory:
     inst: th.NTKInstance
     n: int
-    T: float
+    T: float  # the end of the integrated interval (T_requested unless a budget stopped the run)
     sol: object  # scipy OdeSolution (dense output)
     t_grid: np.ndarray
     states: list  # State at t_grid
@@ -272,6 +430,9 @@ class Trajectory:
     success: bool
     message: str
     seconds: float
+    T_requested: float | None = None
+    stopped: str | None = None
+    steps: int = 0
 
     def at(self, t) -> State:
         return State.unpack(self.sol(t), self.inst.classes, self.n, self.inst.N)
@@ -284,31 +445,47 @@ class Trajectory:
         """(W, b, H) stacked over times: shapes (T, C, n), (T, C), (T, n, N)."""
         return unpack_batch(self.sol(np.asarray(ts, dtype=float)), self.inst.classes, self.n, self.inst.N)
 
+    def chunk(self) -> int:
+        """Times per batch so that one batch of states (and a few arrays like it) stays ~16 MB."""
+        size = self.inst.classes * self.n + self.inst.classes + self.n * self.inst.N + self.n * self.n
+        return max(1, int(2e6 // max(size, 1)))
+
+    def map_batches(self, ts, fn) -> np.ndarray | tuple:
+        """Apply ``fn(W, b, H)`` (returning an array or a tuple of arrays over the batch's times) to the
+        states at ``ts`` in chunks, concatenating the results (bounded memory for long time lists)."""
+        ts = np.asarray(ts, dtype=float)
+        k = self.chunk()
+        parts = [fn(*self.batch(ts[i:i + k])) for i in range(0, ts.size, k)]
+        if isinstance(parts[0], tuple):
+            return tuple(np.concatenate([p[j] for p in parts]) for j in range(len(parts[0])))
+        return np.concatenate(parts)
+
     @property
     def final(self) -> State:
         return self.states[-1]
 
 
 def feature_flow(inst: th.NTKInstance, state0: State, T: float, *, n_grid: int = 401,
-                 rtol: float = RTOL, atol: float | None = None) -> Trajectory:
-    """Integrate the feature model from ``state0`` on [0, T] (DOP853, dense output)."""
+                 rtol: float = RTOL, atol: float | None = None, deadline: float | None = None,
+                 max_bytes: float = MAX_DENSE_BYTES) -> Trajectory:
+    """Integrate the feature model from ``state0`` on [0, T] (DOP853, dense output) under the budgets:
+    a run stopped by ``deadline`` (a ``time.perf_counter()`` value) or ``max_bytes`` returns the part
+    it integrated, with ``stopped`` saying where and why."""
     T = as_float("time", T, nonnegative=True)
     if T <= 0:
         raise InstanceError(f"time must be > 0, got {T}")
     n = state0.W.shape[1]
+    check_sizes(inst.classes, inst.per_class, n)
     if atol is None:
         size = max(float(np.max(np.abs(state0.W))), float(np.max(np.abs(state0.H))), 1e-300)
         atol = ATOL * min(1.0, size * size)
-    t0 = time.perf_counter()
-    with np.errstate(over="ignore", invalid="ignore"):  # rejected trial steps may overflow; DOP853 retries
-        res = solve_ivp(make_rhs(inst, n), (0.0, T), state0.pack(), method="DOP853", rtol=rtol, atol=atol,
-                        dense_output=True)
-    grid = np.linspace(0.0, T, n_grid)
-    Ys = res.sol(grid)
+    run = integrate(make_rhs(inst, n), T, state0.pack(), rtol=rtol, atol=atol, deadline=deadline, max_bytes=max_bytes)
+    grid = np.linspace(0.0, run.t_reached, n_grid)
+    Ys = run.sol(grid)
     Ys[:, 0] = state0.pack()
     states = [State.unpack(Ys[:, i].copy(), inst.classes, n, inst.N) for i in range(n_grid)]
-    return Trajectory(inst, n, T, res.sol, grid, states, int(res.nfev), bool(res.success), str(res.message),
-                      time.perf_counter() - t0)
+    return Trajectory(inst, n, run.t_reached, run.sol, grid, states, run.nfev, run.success,
+                      run.stopped or "reached T", run.seconds, T, run.stopped, run.steps)
 
 
 # --------------------------------------------------------------------------------------
@@ -407,12 +584,31 @@ class LinearResidualResult:
     predicted: dict
     sol: object
     seconds: float
+    stopped: str | None = None
+    T_requested: float | None = None
+    steps: int = 0
 
 
-def linear_residual_flow(gamma_inst: th.NTKInstance, R0: np.ndarray, T: float | None = None) -> LinearResidualResult:
+def linear_residual_T(gamma_inst: th.NTKInstance) -> float:
+    """Default horizon of the linear residual flow: (RATE_WINDOW_EFOLDS + 2)/(s lambda_0)."""
+    return (RATE_WINDOW_EFOLDS + 2.0) / min(th.residual_rates(gamma_inst).values())
+
+
+def estimate_linear_work(gamma_inst: th.NTKInstance, T: float | None = None) -> dict:
+    """Estimated DOP853 work of dR/dt = -s R K_gamma: stiffness s lambda_max(K_gamma), and the
+    default horizon makes the step count ~ 12 lambda_max/lambda_min (the kernel's condition number)."""
+    T = linear_residual_T(gamma_inst) if T is None else T
+    C, N = gamma_inst.classes, gamma_inst.N
+    lam = gamma_inst.s * max(gamma_inst.eigenvalues)
+    return _work(T, lam, C * N, EVAL_BASE_SECONDS + FLOP_SECONDS * 6.0 * C * N)
+
+
+def linear_residual_flow(gamma_inst: th.NTKInstance, R0: np.ndarray, T: float | None = None, *,
+                         deadline: float | None = None, max_bytes: float = MAX_DENSE_BYTES) -> LinearResidualResult:
     """Integrate dR/dt = -s R K_gamma (DOP853) and fit the three rates on per-component windows.
 
     T defaults to (RATE_WINDOW_EFOLDS + 2)/(s lambda_0) so the slowest component spans its window.
+    A run stopped by the budgets fits on the part it integrated (``stopped`` says where and why).
     """
     C, m = gamma_inst.classes, gamma_inst.per_class
     R0 = np.asarray(R0, dtype=float)
@@ -420,41 +616,52 @@ def linear_residual_flow(gamma_inst: th.NTKInstance, R0: np.ndarray, T: float | 
         raise InstanceError(f"R0 must have shape ({C}, {gamma_inst.N}), got {R0.shape}")
     pred = th.residual_rates(gamma_inst)
     if T is None:
-        T = (RATE_WINDOW_EFOLDS + 2.0) / min(pred.values())
+        T = linear_residual_T(gamma_inst)
     s, g = gamma_inst.s, gamma_inst.kappa
 
     def rhs(_t, y):
         return (-s * apply_block_kernel(y.reshape(C, -1), C, m, g)).ravel()
 
-    t0 = time.perf_counter()
-    with np.errstate(over="ignore", invalid="ignore"):
-        res = solve_ivp(rhs, (0.0, T), R0.ravel(), method="DOP853", rtol=RTOL, atol=ATOL, dense_output=True)
+    run = integrate(rhs, T, R0.ravel(), rtol=RTOL, atol=ATOL, deadline=deadline, max_bytes=max_bytes)
+    chunk = max(1, int(2e6 // max(R0.size, 1)))
 
     def sample(ts):
-        Ys = res.sol(ts)
-        comps = [residual_components(Ys[:, i].reshape(C, -1), C, m) for i in range(Ys.shape[1])]
-        return {k: np.array([c[k] for c in comps]) for k in ("global", "class", "within")}
+        ts = np.asarray(ts, dtype=float)
+        parts = []
+        for i in range(0, ts.size, chunk):
+            Ys = np.asarray(run.sol(ts[i:i + chunk])).T.reshape(-1, C, gamma_inst.N)
+            parts.append(batch_residual_components(Ys, C, m))
+        return {k: np.concatenate([p[k] for p in parts]) for k in ("global", "class", "within")}
 
-    rates = fit_decay_rates(sample, T)
-    return LinearResidualResult(T, rates, pred, res.sol, time.perf_counter() - t0)
+    rates = fit_decay_rates(sample, run.t_reached) if run.t_reached > 0 else {
+        k: {"rate": None, "reason": run.stopped or "no step"} for k in ("global", "class", "within")}
+    return LinearResidualResult(run.t_reached, rates, pred, run.sol, run.seconds, run.stopped, T, run.steps)
 
 
 def _class_mean_norms(traj: Trajectory, ts) -> np.ndarray:
-    _, _, H = traj.batch(ts)
-    _, M, _ = batch_decompose(H, traj.inst.classes, traj.inst.per_class)
-    return np.linalg.norm(M.reshape(M.shape[0], -1), axis=1)
+    C, m = traj.inst.classes, traj.inst.per_class
+
+    def fn(W, b, H):
+        _, M, _ = batch_decompose(H, C, m)
+        return np.linalg.norm(M.reshape(M.shape[0], -1), axis=1)
+
+    return traj.map_batches(ts, fn)
 
 
 def _late_series(traj: Trajectory, ts) -> tuple[np.ndarray, np.ndarray]:
     """(centred class-mean residual norm, ||J_C W D||_F) at the times ts."""
     C, m = traj.inst.classes, traj.inst.per_class
-    W, b, H = traj.batch(ts)
-    R = W @ H + b[:, :, None] - targets(C, m)[None]
-    rc = batch_residual_components(R, C, m)["class"]
-    _, _, D = batch_decompose(H, C, m)
-    WD = W @ D
-    WD = WD - WD.mean(axis=1, keepdims=True)
-    return rc, np.linalg.norm(WD.reshape(WD.shape[0], -1), axis=1)
+    Y = targets(C, m)[None]
+
+    def fn(W, b, H):
+        R = W @ H + b[:, :, None] - Y
+        rc = batch_residual_components(R, C, m)["class"]
+        _, _, D = batch_decompose(H, C, m)
+        WD = W @ D
+        WD = WD - WD.mean(axis=1, keepdims=True)
+        return rc, np.linalg.norm(WD.reshape(WD.shape[0], -1), axis=1)
+
+    return traj.map_batches(ts, fn)
 
 
 def fit_escape_rate(traj: Trajectory, scan_points: int = 4001) -> dict:
@@ -514,23 +721,28 @@ def fit_late_within_rate(traj: Trajectory, scan_points: int = 4001) -> dict:
 
 
 def trajectory_series(traj: Trajectory) -> dict:
-    """Per grid time: loss, residual components, scatter tr(D D^T), ||E(t) - E(0)||_F, ||M||."""
+    """Per grid time: loss, residual components, scatter tr(D D^T), ||E(t) - E(0)||_F, ||M||, and the
+    invariant's scale ||W^T W||_F + ||H K^-1 H^T||_F (computed in chunks of times: bounded memory)."""
     inst = traj.inst
     C, m, N = inst.classes, inst.per_class, inst.N
     l0, lc, lg = inst.eigenvalues
-    W, b, H = traj.batch(traj.t_grid)
-    R = W @ H + b[:, :, None] - targets(C, m)[None]
-    out = {"loss": 0.5 * inst.s * np.sum(R * R, axis=(1, 2))}
-    out.update(batch_residual_components(R, C, m))
-    hbar, M, D = batch_decompose(H, C, m)
-    out["scatter"] = np.sum(D * D, axis=(1, 2))
-    Dt = np.swapaxes(D, 1, 2)
-    E = (np.swapaxes(W, 1, 2) @ W - D @ Dt / l0 - m * M @ np.swapaxes(M, 1, 2) / lc
-         - N * hbar[:, :, None] * hbar[:, None, :] / lg)
     E0 = th.invariant(traj.states[0].W, traj.states[0].H, inst)
-    out["E_drift"] = np.linalg.norm((E - E0[None]).reshape(E.shape[0], -1), axis=1)
-    out["M_norm"] = np.linalg.norm(M.reshape(M.shape[0], -1), axis=1)
-    return out
+    Y = targets(C, m)[None]
+
+    def fn(W, b, H):
+        R = W @ H + b[:, :, None] - Y
+        comps = batch_residual_components(R, C, m)
+        hbar, M, D = batch_decompose(H, C, m)
+        WtW = np.swapaxes(W, 1, 2) @ W
+        HKH = D @ np.swapaxes(D, 1, 2) / l0 + m * M @ np.swapaxes(M, 1, 2) / lc + N * hbar[:, :, None] * hbar[:, None, :] / lg
+        E = WtW - HKH
+        return (0.5 * inst.s * np.sum(R * R, axis=(1, 2)), comps["global"], comps["class"], comps["within"],
+                np.sum(D * D, axis=(1, 2)), np.linalg.norm((E - E0[None]).reshape(E.shape[0], -1), axis=1),
+                np.linalg.norm(M.reshape(M.shape[0], -1), axis=1),
+                np.linalg.norm(WtW.reshape(E.shape[0], -1), axis=1) + np.linalg.norm(HKH.reshape(E.shape[0], -1), axis=1))
+
+    keys = ("loss", "global", "class", "within", "scatter", "E_drift", "M_norm", "E_scale")
+    return dict(zip(keys, traj.map_batches(traj.t_grid, fn)))
 
 
 def scatter_increase(series: dict) -> float:
@@ -580,14 +792,15 @@ def final_measures(inst: th.NTKInstance, st: State) -> dict:
 RANK_RTOL = 1e-8
 
 
-def nc1_finite_time_bound(inst: th.NTKInstance, W: np.ndarray, H: np.ndarray, E: np.ndarray,
-                          constant: float = 1.0) -> dict:
+def nc1_finite_time_bound(inst: th.NTKInstance, W: np.ndarray, H: np.ndarray, E: np.ndarray | None,
+                          constant: float = 1.0, lmin: float | None = None) -> dict:
     """||D||_F^2 <= (r l0 / 2)(e + sqrt(e^2 + 4 ||W D||_F^2/(r l0))) + tail, valid at every time.
 
     Derivation: W^T W - E = D D^T/l0 + (PSD) gives ||W D||^2 >= ||D^T D||^2/l0 - e ||D||^2 with
     e = max(0, -lambda_min(E)), and ||D^T D||_F^2 >= ||D||_F^4 / r (r = rank D). At zero loss
     (W D = 0) it is the spec's ||D||^2 <= r l0 e. Here D is split into its r numerically nonzero
     singular directions and a tail (sum of the neglected squared singular values, added back).
+    ``lmin`` (lambda_min(E)) may be passed instead of recomputing it from ``E``.
     ``constant`` multiplies l0 (1 is the claim; other values exist to test that a false bound is
     refuted).
     """
@@ -598,7 +811,8 @@ def nc1_finite_time_bound(inst: th.NTKInstance, W: np.ndarray, H: np.ndarray, E:
     r = int(np.count_nonzero(big))
     tail = float(np.sum(sv_[~big] ** 2))
     x = float(np.sum(D * D))
-    lmin = float(np.linalg.eigvalsh((E + E.T) / 2)[0])
+    if lmin is None:  # lambda_min(E), computed once by callers that evaluate the bound along a run
+        lmin = float(np.linalg.eigvalsh((E + E.T) / 2)[0])
     e = max(0.0, -lmin)
     if r == 0:
         return {"scatter": x, "bound": tail, "rank": 0, "e": e, "WD": 0.0, "zero_loss_bound": 0.0}
@@ -628,15 +842,19 @@ def tight_nc1_instance(inst: th.NTKInstance, delta: float = 0.3) -> State:
     return State(W, np.full(C, 1.0 / C), H)
 
 
-def run_flow(inst: th.NTKInstance, state0: State, T: float, *, n_grid: int = 401, method: str = "") -> FlowReport:
+def run_flow(inst: th.NTKInstance, state0: State, T: float, *, n_grid: int = 401, method: str = "",
+             deadline: float | None = None, max_bytes: float = MAX_DENSE_BYTES) -> FlowReport:
     """Integrate and measure: the Solution's value is the final loss; diagnostics carry the
-    max invariant drift, the scatter monotonicity and the solver statistics."""
-    traj = feature_flow(inst, state0, T, n_grid=n_grid)
+    max invariant drift, the scatter monotonicity and the solver statistics. ``deadline`` /
+    ``max_bytes``: see :func:`feature_flow` (``diagnostics["stopped"]`` says where a budget stopped it)."""
+    traj = feature_flow(inst, state0, T, n_grid=n_grid, deadline=deadline, max_bytes=max_bytes)
     series = trajectory_series(traj)
     E0 = th.invariant(state0.W, state0.H, inst)
     st = traj.final
-    diag = {"time": traj.T, "nfev": traj.nfev, "solver_message": traj.message,
+    diag = {"time": traj.T, "time_requested": traj.T_requested, "stopped": traj.stopped, "steps": traj.steps,
+            "nfev": traj.nfev, "solver_message": traj.message,
             "max_invariant_drift": float(series["E_drift"].max()),
+            "invariant_tolerance_scale": float(max(1.0, series["E_scale"].max())),
             "invariant_scale": float(np.linalg.norm(E0)),
             "scatter_max_relative_increase": scatter_increase(series),
             "loss_initial": float(series["loss"][0]), "residual_final": float(math.sqrt(2 * series["loss"][-1] / inst.s))}

@@ -1,5 +1,5 @@
 """Claims of the block-NTK family: provenance, true claims VERIFIED, false claims REFUTED,
-failed hypotheses INCONCLUSIVE."""
+failed hypotheses NOT_APPLICABLE (named), undecided checks INCONCLUSIVE."""
 
 import pytest
 
@@ -108,12 +108,14 @@ def test_etf_from_e_zero_refuted_for_c3():
     assert "expected simplex-etf" in bad.reason and bad.evidence["g_norm"] > 0.1
 
 
-def test_e_zero_c2_is_inconclusive_not_refuted():
+def test_e_zero_c2_is_not_applicable_not_refuted():
     inst = th.NTKInstance(2, 3, (1.0, 0.5, 0.1))
     checks = cl.e_zero_checks(inst, cl.e_zero_run(inst, seed=3))
     verdicts = {c.name: c.verdict for c in checks}
     assert verdicts["C = 2: the two centred means always form an ETF (C=2, m=3)"] == Verdict.VERIFIED
-    assert verdicts["not-an-ETF (C=2, m=3)"] == Verdict.INCONCLUSIVE
+    assert verdicts["not-an-ETF (C=2, m=3)"] == Verdict.NOT_APPLICABLE
+    na = next(c for c in checks if c.name == "not-an-ETF (C=2, m=3)")
+    assert "hypothesis fails" in na.reason and "C >= 3" in na.reason
     assert not any(v == Verdict.REFUTED for v in verdicts.values())
 
 
@@ -123,7 +125,7 @@ def test_e_zero_without_mean_component_is_inconclusive():
     checks = cl.e_zero_checks(cl.REFERENCE[0], rep)
     last = checks[-1]
     if rep.measures["g_norm"] < 0.1:
-        assert last.verdict == Verdict.INCONCLUSIVE and "too small" in last.reason
+        assert last.verdict == Verdict.NOT_APPLICABLE and "too small" in last.reason
     assert not any(c.verdict == Verdict.REFUTED for c in checks)
 
 
@@ -131,12 +133,15 @@ def test_small_init_hypotheses():
     inst = cl.REFERENCE[0]
     rep, esc, late = cl.small_init_run(inst, eps=1e-6, T=30.0)
     big = cl.small_init_checks(inst, rep, esc, late, eps=0.5, n=4)
-    assert [c.verdict for c in big] == [Verdict.INCONCLUSIVE] and "not small" in big[0].reason
+    assert [c.verdict for c in big] == [Verdict.NOT_APPLICABLE] and "not small" in big[0].reason
+    assert "hypothesis fails" in big[0].reason and "eps -> 0" in big[0].reason
     short, esc2, late2 = cl.small_init_run(inst, eps=1e-6, T=3.0)
     unconverged = cl.small_init_checks(inst, short, esc2, late2, eps=1e-6, n=4)
-    assert [c.verdict for c in unconverged] == [Verdict.INCONCLUSIVE] and "not converged" in unconverged[0].reason
+    assert unconverged[-1].verdict == Verdict.INCONCLUSIVE and "not converged" in unconverged[-1].reason
+    # the prediction itself is still checked against the fixed-point equations (independent of the run)
+    assert all(c.verdict == Verdict.VERIFIED for c in unconverged[:-1]) and len(unconverged) == 7
     lowdim = cl.small_init_checks(th.NTKInstance(4, 3, (1, 0.5, 0)), rep, esc, late, eps=1e-6, n=2)
-    assert lowdim[0].verdict == Verdict.INCONCLUSIVE and "C - 1" in lowdim[0].reason
+    assert lowdim[0].verdict == Verdict.NOT_APPLICABLE and "C - 1" in lowdim[0].reason
 
 
 def test_symbolic_zero_helper_refutes_with_witness_and_verifies_identities():
@@ -190,5 +195,5 @@ def test_late_rate_needs_separated_phases():
     rep, esc, late = cl.small_init_run(inst, T=40.0)
     checks = cl.small_init_checks(inst, rep, esc, late, cl.SMALL_EPS, 4)
     last = checks[-1]
-    assert last.verdict == Verdict.INCONCLUSIVE and "phases are not separated" in last.reason
+    assert last.verdict == Verdict.NOT_APPLICABLE and "phases are not separated" in last.reason
     assert all(c.verdict == Verdict.VERIFIED for c in checks[:-1])

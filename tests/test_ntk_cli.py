@@ -22,7 +22,7 @@ def test_solve_reference_instance_json(capsys):
     assert rc == 0
     assert out["family"] == "ntk" and out["verdict"] == "VERIFIED"
     assert set(out) >= {"instance", "predicted", "solution", "certificate", "geometry", "claims", "spectrum", "rates",
-                        "invariant", "limits", "reason"}
+                        "invariant", "limits", "reason", "diagnostics", "routes", "budget"}
     assert set(out["solution"]) >= {"value", "method", "converged", "seconds"}
     assert out["predicted"]["eigenvalues"] == pytest.approx([0.4, 2.0, 4.4])
     assert out["predicted"]["multiplicities"] == [9, 2, 1]
@@ -39,7 +39,8 @@ def test_solve_reference_instance_json(capsys):
     assert set(out["geometry"]["metrics"]) >= {"NC1", "NC2_etf", "NC3", "NC4"}
     ids = [c["id"] for c in out["claims"]]
     assert ids == ["ntk-spectrum", "ntk-rates", "ntk-invariant", "ntk-scatter", "ntk-nc1-bound", "ntk-small-init-limit"]
-    assert all(set(c) == {"id", "verdict", "reason"} for c in out["claims"])
+    assert all(set(c) == {"id", "verdict", "reason", "independent", "evidence"} for c in out["claims"])
+    assert all(c["verdict"] == "VERIFIED" and c["independent"] for c in out["claims"])
 
 
 def test_solve_text_output_and_lazy(capsys):
@@ -49,10 +50,11 @@ def test_solve_text_output_and_lazy(capsys):
     assert "small-init-limit" not in text  # not a statement about this initialisation
 
 
-def test_lazy_with_small_scale_is_inconclusive(capsys):
+def test_lazy_with_small_scale_is_not_applicable(capsys):
     rc, out = _solve_json(capsys, "--init", "lazy", "--init-scale", "1", "--time", "5")
     lazy = next(c for c in out["claims"] if c["id"] == "ntk-lazy-no-collapse")
-    assert lazy["verdict"] == "INCONCLUSIVE" and "not large" in lazy["reason"]
+    assert lazy["verdict"] == "NOT_APPLICABLE" and "not large" in lazy["reason"] and "hypothesis fails" in lazy["reason"]
+    assert rc == 0 and out["verdict"] == "VERIFIED"  # every statement that applies holds
 
 
 def test_solve_e_zero_c3(capsys):
@@ -64,11 +66,18 @@ def test_solve_e_zero_c3(capsys):
     assert out["geometry"]["classification"] == "other"
 
 
-def test_large_init_random_is_inconclusive_not_verified(capsys):
+def test_large_init_random_small_init_limit_not_applicable(capsys):
+    """--init-scale 0.3: the small-init limit's hypothesis (eps -> 0) fails, every other statement
+    holds: that statement is NOT_APPLICABLE (hypothesis named) and the overall verdict VERIFIED."""
+    rc, out = _solve_json(capsys, "--init-scale", "0.3")
+    assert rc == 0 and out["verdict"] == "VERIFIED", out["reason"]
+    small = next(c for c in out["claims"] if c["id"] == "ntk-small-init-limit")
+    assert small["verdict"] == "NOT_APPLICABLE"
+    assert "hypothesis fails" in small["reason"] and "eps -> 0" in small["reason"]
+    assert "1 not applicable" in out["reason"]
+    assert all(c["verdict"] == "VERIFIED" for c in out["claims"] if c["id"] != "ntk-small-init-limit")
     rc, out = _solve_json(capsys, "--init-scale", "0.5", "--time", "5")
-    assert rc == 0 and out["verdict"] == "INCONCLUSIVE"
     assert out["rates"]["escape"]["fitted"] is None  # no escape window: null, never NaN
-    assert "not small" in out["reason"]
 
 
 @pytest.mark.parametrize("args,needle", [

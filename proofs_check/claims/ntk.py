@@ -1,7 +1,7 @@
 """Claims of the block-structured NTK family (spec/ntk_collapse.md).
 
 Source: Seleznova, Weitzner, Giryes, Kutyniok, Chou, "Neural (Tangent Kernel) Collapse",
-NeurIPS 2023 (arXiv 2305.16427): the model and the invariant. The theorem text was not
+NeurIPS 2023 (arXiv 2305.16427): the model and the invariant; conventions and formulas in docs/ntk.md. The theorem text was not
 available, so every statement below is derived here (provenance "derived"), never cited by
 theorem number.
 
@@ -13,19 +13,21 @@ predictions), so tests can feed a false statement and see it REFUTED.
 from __future__ import annotations
 
 import math
+import time
 from typing import Callable, Iterable
 
 import numpy as np
 
-from proofs_check.core import (Check, Claim, Provenance, RunContext, Verdict, close, condition, fmt,
-                               geometry_is, hypothesis_fails, symbolic_zero)
+from proofs_check.core import (Check, Claim, Provenance, RunContext, SolveReport, Verdict, close, condition, fmt,
+                               geometry_is, hypothesis_fails, is_finite, summarise, symbolic_zero, tolerance)
 from solvers import ntk as sv
 from theory import ntk as th
-from theory.geometry import GEOMETRY_TOL, centering_matrix, classify_gram, distance_to_etf, nc_metrics
+from theory._validate import InstanceError, as_float, as_int
+from theory.geometry import GEOMETRY_TOL, centering_matrix, classify_gram, cosine_matrix, distance_to_etf, nc_metrics
 
 FAMILY = "ntk"
 SOURCE = ("Seleznova et al. NeurIPS 2023 (Neural (Tangent Kernel) Collapse): block NTK model and invariant; "
-          "theorem text unavailable, statement derived here")
+          "theorem text unavailable, statement derived here (docs/ntk.md)")
 
 #: Reference instances of the spec table (s = 1).
 REFERENCE = (th.NTKInstance(3, 4, (1.0, 0.6, 0.2)), th.NTKInstance(4, 3, (1.0, 0.5, 0.0)))
@@ -76,6 +78,14 @@ EZERO_TOL = 1e-12
 EZERO_IDENTITY_MAX = 1e-4
 #: A Gram is "not an ETF" when its NC2 distance exceeds this (10x the geometry tolerance).
 NONETF_MIN_DISTANCE = 10 * GEOMETRY_TOL
+
+#: Fixed-point identities of the predicted limit evaluated in float64 on O(1) numbers: rounding only.
+FIXED_POINT_RTOL = 1e-10
+#: Central differences of the right-hand side (a cubic polynomial): truncation ~ step^2 ~ 1e-10 relative,
+#: rounding ~ 1e-16/step ~ 1e-11; eigenvalues of the small Jacobian add ~1e-13. Tolerance 1e-7 relative
+#: (a rate 0.1% off is refuted by four orders of magnitude).
+LINEARISATION_STEP = 1e-5
+LINEARISATION_RTOL = 1e-7
 
 SYMBOLIC_SIZES = ((2, 2), (2, 3), (3, 2), (3, 3))
 
@@ -314,9 +324,10 @@ def scatter_claim(eigen_name: str = "lambda_0", id_: str = "scatter") -> Claim:
         subs = th.numeric_substitutions(ode)
         yield _matrix_zero(f"dD/dt = -s {eigen_name} W^T W D (symbolic, C=2, m=2, n=2)", ode, subs)
         yield symbolic_zero("d/dt tr(D D^T) = -2 s lambda_0 ||W D||_F^2 (symbolic)", scatter)
+        # consistency: the right-hand side is built as -2 s lambda * (sum of squares), nonpositive by construction
         yield condition("-2 s lambda_0 ||W D||^2 <= 0 (s, lambda_0 > 0; sum of real squares)",
                         bool(rhs.is_nonpositive), verified="sympy: the right-hand side is nonpositive",
-                        refuted="sympy could not establish the sign", inconclusive=True)
+                        refuted="sympy could not establish the sign", inconclusive=True, independent=False)
         inst, rep = _moderate_run(ctx)
         # numeric deviation ODE at states along the run
         errs = []
@@ -359,10 +370,11 @@ def nc1_bound_claim(constant: float = 1.0, id_: str = "nc1-bound") -> Claim:
             stationary = float(np.max(np.abs(d.pack())))
             E = th.invariant(st.W, st.H, inst)
             b = sv.nc1_finite_time_bound(inst, st.W, st.H, E, constant)
+            # precondition of the hand-built witness state (not evidence for the bound): consistency
             yield condition(f"zero-loss state (C={inst.classes}, m={inst.per_class}) is stationary",
                             stationary <= IDENTITY_TOL, verified=f"|d(state)/dt| = {fmt(stationary, 3)}",
                             refuted=f"not stationary: |d(state)/dt| = {fmt(stationary, 3)}",
-                            evidence={"stationary": stationary})
+                            evidence={"stationary": stationary}, independent=False)
             ok = b["scatter"] <= b["zero_loss_bound"] * (1 + slack_tol) + slack_tol
             yield condition(f"||D||^2 <= rank(D) {constant:g} l0 max(0,-lmin E) at that zero-loss state", ok,
                             verified=f"{fmt(b['scatter'])} <= {fmt(b['zero_loss_bound'])} (rank {b['rank']}; equality: "
@@ -377,8 +389,9 @@ def nc1_bound_claim(constant: float = 1.0, id_: str = "nc1-bound") -> Claim:
             runs.append(_moderate_run(ctx, REFERENCE[1]))
         for inst, rep in runs:
             worst_ratio, worst_t = -math.inf, None
+            lmin = float(np.linalg.eigvalsh((rep.E0 + rep.E0.T) / 2)[0])
             for t, st in zip(rep.trajectory.t_grid, rep.trajectory.states):
-                b = sv.nc1_finite_time_bound(inst, st.W, st.H, rep.E0, constant)
+                b = sv.nc1_finite_time_bound(inst, st.W, st.H, None, constant, lmin=lmin)
                 ratio = b["scatter"] / b["bound"] if b["bound"] > 0 else (math.inf if b["scatter"] > 0 else 0.0)
                 if ratio > worst_ratio:
                     worst_ratio, worst_t = ratio, t
@@ -410,9 +423,108 @@ def small_init_run(inst: th.NTKInstance, eps: float = SMALL_EPS, T: float = SMAL
     return rep, sv.fit_escape_rate(rep.trajectory), sv.fit_late_within_rate(rep.trajectory)
 
 
+def _rhs_linearisation(inst: th.NTKInstance, st: sv.State, directions: list) -> np.ndarray:
+    """Columns: central differences (step LINEARISATION_STEP) of the solver's right-hand side at ``st``
+    along the given packed directions (unit norm): the Jacobian applied to them, computed from the flow
+    itself and not from any closed form."""
+    n = st.W.shape[1]
+    rhs = sv.make_rhs(inst, n)
+    y = st.pack()
+    h = LINEARISATION_STEP
+    return np.stack([(rhs(0.0, y + h * v) - rhs(0.0, y - h * v)) / (2 * h) for v in directions], axis=1)
+
+
+def limit_fixed_point_checks(inst: th.NTKInstance, lim: dict) -> list[Check]:
+    """The predicted small-initialisation limit ``lim`` (the function under test, evaluated at ``inst``)
+    against the flow's own equations, independently of the closed forms in theory.ntk:
+
+    - the configuration it predicts (features in R^C, h_bar = 0, D = 0, class means with Gram
+      gram_scale J_C, J_C W = self_duality M^T, b = bias) has zero loss and E = 0, and its
+      ||mu_c - h_bar||^2 and ||W||_F^2 are the predicted ones;
+    - escape rate: the largest growth rate of the solver's right-hand side linearised at W = H = 0,
+      b = 1/C (central differences, n = 1; numpy eigenvalues);
+    - late within-class rate: the largest decay rate of within-class perturbations of H at the
+      predicted limit (the same linearisation restricted to D; C probes along a fixed within-class
+      pattern).
+    A false value (a wrong limit or rate) violates one of these identities beyond its tolerance: REFUTED.
+    """
+    C, m, N, s = inst.classes, inst.per_class, inst.N, inst.s
+    tag = f"C={C}, m={m}"
+    keys = ("gram_scale", "self_duality", "bias", "mean_sq_norm", "W_fro_sq", "escape_rate", "late_within_rate")
+    bad = [k for k in keys if not is_finite(lim.get(k))]
+    if bad:
+        return [Check(f"predicted limit solves the flow's fixed-point equations {tag}", Verdict.INCONCLUSIVE,
+                      f"predicted value(s) not finite numbers: {', '.join(bad)}", {"limits": lim})]
+    out: list[Check] = []
+    g, sd, b = float(lim["gram_scale"]), float(lim["self_duality"]), float(lim["bias"])
+    if not g > 0:
+        return [Check(f"predicted limit solves the flow's fixed-point equations {tag}", Verdict.REFUTED,
+                      f"the predicted class-mean Gram scale {fmt(g)} is not > 0: the class means of the limit vanish, "
+                      f"so W H + b 1^T has rank <= 1 and cannot equal the targets (rank C = {C})", {"gram_scale": g})]
+    J = centering_matrix(C)
+    M = math.sqrt(g) * J                   # centred class means (n = C features), M^T M = g J
+    W = sd * M.T                           # J W = sd M^T
+    H = np.repeat(M, m, axis=1)            # h_bar = 0, D = 0
+    st = sv.State(W, np.full(C, b), H)
+    R = sv.residual(st, sv.targets(C, m))
+    E = th.invariant(W, H, inst)
+    scale = 1.0 + sd * sd * g
+    out.append(close(f"zero loss at the predicted limit {tag}", 0.0, float(np.max(np.abs(R))), rtol=0.0,
+                     atol=FIXED_POINT_RTOL * scale, what="max |W H + b 1^T - Y|",
+                     evidence={"gram_scale": g, "self_duality": sd, "bias": b, "tolerance": FIXED_POINT_RTOL * scale}))
+    out.append(close(f"E = 0 at the predicted limit {tag}", 0.0, float(np.max(np.abs(E))), rtol=0.0,
+                     atol=FIXED_POINT_RTOL * scale * (1 + m / inst.eigenvalues[1]), what="max |E|",
+                     evidence={"E_max": float(np.max(np.abs(E)))}))
+    out.append(close(f"||mu_c - h_bar||^2 of the predicted limit {tag}", lim["mean_sq_norm"], float(np.mean(np.diag(M.T @ M))),
+                     rtol=FIXED_POINT_RTOL, atol=FIXED_POINT_RTOL, what="||mu_c - h_bar||^2"))
+    out.append(close(f"||W||_F^2 of the predicted limit {tag}", lim["W_fro_sq"], float(np.sum(W * W)),
+                     rtol=FIXED_POINT_RTOL, atol=FIXED_POINT_RTOL, what="||W||_F^2"))
+    # escape: linearise at W = H = 0, b = 1/C with one feature (state: W (C), b (C), H (N)). There the
+    # Jacobian is [[0, A], [B, 0]] on (W, H) (dW/dW = -s (dR/dW) H^T = 0 at H = 0, dH/dH = 0 at W = 0; the
+    # bias block decays at -s N), so its growth rates are the square roots of the eigenvalues of the
+    # C x C matrix A B, probed with 2C directional derivatives (A B e_j = A (B e_j)).
+    st0 = sv.State(np.zeros((C, 1)), np.full(C, 1.0 / C), np.zeros((1, N)))
+    wdirs = [np.concatenate([np.eye(C)[j], np.zeros(C + N)]) for j in range(C)]
+    Bcols = _rhs_linearisation(inst, st0, wdirs)                 # responses to W probes
+    diag_block = float(np.max(np.abs(Bcols[:C])))                # dW/dW: must vanish
+    hdirs, norms = [], []
+    for j in range(C):
+        u = Bcols[2 * C:, j]
+        nu = float(np.linalg.norm(u))
+        norms.append(nu)
+        hdirs.append(np.concatenate([np.zeros(2 * C), u / nu]) if nu > 0 else np.zeros(2 * C + N))
+    Acols = _rhs_linearisation(inst, st0, hdirs)
+    diag_block = max(diag_block, float(np.max(np.abs(Acols[2 * C:]))))   # dH/dH: must vanish
+    AB = Acols[:C] * np.array(norms)[None, :]
+    mu = np.linalg.eigvals(AB)
+    growth = float(math.sqrt(max(float(np.max(mu.real)), 0.0)))
+    out.append(close(f"escape rate = growth rate of the linearised flow at W = H = 0, b = 1/C {tag}",
+                     lim["escape_rate"], growth, rtol=LINEARISATION_RTOL, atol=LINEARISATION_RTOL * s,
+                     what="escape rate", evidence={"escape_rate_linearised": growth, "probes": 2 * C,
+                                                   "diagonal_blocks_max": diag_block}))
+    # late within-class rate: probes e_i v^T (v zero-sum inside each class) at the predicted limit
+    v = np.zeros(N)
+    v[0::m], v[1::m] = 1.0, -1.0            # sample 0 minus sample 1 of every class: within-class pattern
+    v /= np.linalg.norm(v)
+    off = C * C + C                          # H starts after W (C x C) and b (C)
+    dirs = []
+    for i in range(C):
+        d = np.zeros(off + C * N)
+        d[off:] = np.outer(np.eye(C)[i], v).ravel()
+        dirs.append(d)
+    cols = _rhs_linearisation(inst, st, dirs)[off:]          # dH along each probe, (C N) x C
+    A = np.stack([c.reshape(C, N) @ v for c in cols.T], axis=1)   # coefficient matrix on the pattern v
+    decay = float(np.max(-np.linalg.eigvals(A).real))
+    out.append(close(f"late within-class rate = decay rate of within-class perturbations at the predicted limit {tag}",
+                     lim["late_within_rate"], decay, rtol=LINEARISATION_RTOL, atol=LINEARISATION_RTOL * s,
+                     what="late within-class rate", evidence={"late_rate_linearised": decay}))
+    return out
+
+
 def small_init_checks(inst: th.NTKInstance, rep, esc: dict, late: dict, eps: float, n: int,
                       limits: dict | None = None) -> list[Check]:
-    """Compare a small-init run with the predicted limit (``limits``: default theory's)."""
+    """Compare a small-init run with the predicted limit (``limits``: default theory's); the
+    prediction is also checked against the flow's fixed-point equations (:func:`limit_fixed_point_checks`)."""
     lim = limits or th.small_init_limits(inst)
     C, m = inst.classes, inst.per_class
     tag = f"C={C}, m={m}"
@@ -421,14 +533,21 @@ def small_init_checks(inst: th.NTKInstance, rep, esc: dict, late: dict, eps: flo
         return [hypothesis_fails(f"small-init limit {tag}", f"feature_dim n = {n} < C - 1 = {C - 1}: no simplex ETF "
                                  "fits and zero loss is unreachable")]
     if eps > SMALL_INIT_MAX:
-        return [hypothesis_fails(f"small-init limit {tag}", f"init scale {eps:g} > {SMALL_INIT_MAX:g} is not small "
-                                 "(the limit is an eps -> 0 statement)")]
+        return [hypothesis_fails(f"small-init limit {tag}", f"init scale eps -> 0 (eps = {eps:g} > {SMALL_INIT_MAX:g} "
+                                 "is not small; the limit is an eps -> 0 statement)")]
+    out.extend(limit_fixed_point_checks(inst, lim))
+    stopped = rep.trajectory.stopped
+    if stopped:
+        out.append(Check(f"small-init limit {tag}", Verdict.INCONCLUSIVE, f"{stopped}: the flow was not followed to "
+                         f"T = {fmt(rep.trajectory.T_requested)}", {"t_reached": rep.trajectory.T}))
+        return out
     if not rep.solution.converged:
         d = rep.solution.diagnostics
-        return [Check(f"small-init limit {tag}", Verdict.INCONCLUSIVE,
-                      f"the flow has not converged: ||J_C R|| = {fmt(d['centred_residual_final'], 3)} is above "
-                      f"{sv.CONVERGED_CENTRED_RESIDUAL:g} of its initial value (run longer)",
-                      {"centred_residual_final": d["centred_residual_final"]})]
+        out.append(Check(f"small-init limit {tag}", Verdict.INCONCLUSIVE,
+                         f"the flow has not converged: ||J_C R|| = {fmt(d['centred_residual_final'], 3)} is above "
+                         f"{sv.CONVERGED_CENTRED_RESIDUAL:g} of its initial value (run longer)",
+                         {"centred_residual_final": d["centred_residual_final"]}))
+        return out
     fm = rep.measures
     rtol = SMALL_INIT_RTOL + SMALL_INIT_EPS_FACTOR * eps * eps
     st = rep.trajectory.final
@@ -483,11 +602,19 @@ def small_init_claim(limits_fn: Callable | None = None, id_: str = "small-init-l
     limits_fn = limits_fn or th.small_init_limits
 
     def check(ctx: RunContext) -> Iterable[Check]:
+        # The two symbolic derivations concern the spec's closed forms, not ``limits_fn``: they stay as
+        # consistency checks (independent=False); the function under test is checked by
+        # limit_fixed_point_checks (inside small_init_checks) and by the flows.
         sym = th.sym_limit_identities()
-        yield _matrix_zero("closed-form limit identities (symbolic C, m, lambda_c, lambda_0)", list(sym.values()))
+        c = _matrix_zero("closed-form limit identities (symbolic C, m, lambda_c, lambda_0; the spec's formulas)",
+                         list(sym.values()))
+        c.independent = False
+        yield c
         fit, E, G = th.sym_etf_configuration(3)
-        yield _matrix_zero("ETF configuration: W M + b 1^T = I, E = 0, M^T M = sqrt(lc/m) J (C=3, symbolic m, lc)",
-                           th.distinct(fit + E + G))
+        c = _matrix_zero("ETF configuration: W M + b 1^T = I, E = 0, M^T M = sqrt(lc/m) J (C=3, symbolic m, lc; "
+                         "the spec's formulas)", th.distinct(fit + E + G))
+        c.independent = False
+        yield c
         insts = list(REFERENCE)
         if ctx.full:  # random PD kernels where the phases are separated (lambda_0 <= lambda_c)
             insts += [i for i in _instances(ctx, extra=4)[len(REFERENCE):] if i.eigenvalues[0] <= i.eigenvalues[1]]
@@ -594,17 +721,19 @@ def e_zero_checks(inst: th.NTKInstance, rep, predict_etf: bool = False) -> list[
     tag = f"C={C}, m={m}"
     out = []
     E0 = rep.E0
-    out.append(close(f"E(0) = 0 ({tag})", 0.0, float(np.max(np.abs(E0))), rtol=0.0, atol=EZERO_TOL, what="|E(0)|"))
+    # E(0) = 0 holds by construction of the initialisation: a consistency check
+    out.append(close(f"E(0) = 0 ({tag})", 0.0, float(np.max(np.abs(E0))), rtol=0.0, atol=EZERO_TOL, what="|E(0)|",
+                     independent=False))
     drift = rep.solution.diagnostics["max_invariant_drift"]
     out.append(close(f"E(t) stays 0 ({tag})", 0.0, drift, rtol=0.0, atol=INVARIANT_TOL, what="max ||E(t)||"))
     # NC1: ||D||^2 <= sqrt(r l0) ||W D|| at every grid time (finite-time form with E = 0)
     worst_ratio = 0.0
     for st in rep.trajectory.states:
-        b = sv.nc1_finite_time_bound(inst, st.W, st.H, np.zeros_like(E0))
+        b = sv.nc1_finite_time_bound(inst, st.W, st.H, None, lmin=0.0)
         if b["bound"] > 0:
             worst_ratio = max(worst_ratio, b["scatter"] / b["bound"])
     st = rep.trajectory.final
-    fb = sv.nc1_finite_time_bound(inst, st.W, st.H, np.zeros_like(E0))
+    fb = sv.nc1_finite_time_bound(inst, st.W, st.H, None, lmin=0.0)
     met = nc_metrics(st.H, inst.labels, st.W, st.b, center_w=True)
     out.append(condition(f"NC1 bound with E = 0: ||D||^2 <= sqrt(r l0) ||W D|| ({tag})", worst_ratio <= 1 + 1e-9,
                          verified=f"max ratio {fmt(worst_ratio, 4)} <= 1; at T: ||D||^2 = {fmt(fb['scatter'], 3)}, "
@@ -703,6 +832,252 @@ def e_zero_claim(predict_etf: bool = False, id_: str = "e-zero") -> Claim:
                   "(C >= 3; for C = 2 always an ETF)." if not predict_etf else
                   "(false) E = 0 alone gives a simplex ETF.", check, key=("g_norm", "distance_etf"),
                   tags=("symbolic", "numeric"))
+
+
+
+
+
+# --------------------------------------------------------------------------------------
+# One instance: `ncproofs solve ntk` (the CLI only parses arguments and calls this)
+# --------------------------------------------------------------------------------------
+
+INITS = ("random", "e-zero", "lazy")
+#: Default init scale: small for the random and E = 0 starts, LAZY_SCALE for the lazy construction.
+DEFAULT_INIT_SCALE = {"random": 1e-6, "e-zero": 1e-6, "lazy": LAZY_SCALE}
+#: Default horizons: 30 (random) and 60 (E = 0: the within-class residual decays only algebraically).
+DEFAULT_T = {"random": 30.0, "e-zero": 60.0}
+#: Lazy default horizon: 12 e-folds of the slowest residual part, 12/(s lambda_0^gamma), capped at
+#: LAZY_T_MAX (for a small L the gamma rates are O(L^2) and 12/rate would be ~1e13: that run took
+#: 170 s and 4.2 GB before the cap; such an L is not "large" and the lazy statement does not apply).
+LAZY_T_EFOLDS = 12.0
+LAZY_T_MAX = 60.0
+#: Default wall-clock budget for the integrations of one instance (seconds). With the size limits of
+#: solvers.ntk the measurements after the integrations take at most ~30 s more (largest accepted
+#: instances, measured on 2 shared cores), so every input ends within 2 minutes.
+DEFAULT_MAX_SECONDS = 60.0
+MAX_SECONDS_LIMIT = 86_400.0
+
+
+def _statement(id_: str, checks: list[Check]) -> Check:
+    """One statement of the report: its verdict and reason from core.summarise over its checks."""
+    v, reason = summarise(checks)
+    applicable = [c for c in checks if c.verdict is not Verdict.NOT_APPLICABLE]
+    return Check(id_, v, reason, {"checks": [c.to_dict() for c in checks]},
+                 independent=any(c.independent for c in applicable) if applicable else True)
+
+
+def _budget_check(stopped: str | None, max_seconds: float) -> list[Check]:
+    if not stopped:
+        return []
+    return [Check("integration", Verdict.INCONCLUSIVE, f"{stopped} (--max-seconds {max_seconds:g}): checked only on "
+                  "the integrated part", {"stopped": stopped, "max_seconds": max_seconds})]
+
+
+def _rate_entry(pred, fit: dict) -> dict:
+    return {"predicted": pred, "fitted": fit.get("rate"), "window": [fit.get("t_start"), fit.get("t_end")],
+            "efolds": fit.get("efolds"), "reason": fit.get("reason")}
+
+
+def _triple(name: str, values) -> tuple[float, float, float] | None:
+    if values is None:
+        return None
+    values = list(values)
+    if len(values) != 3:
+        raise InstanceError(f"{name} must have exactly 3 comma-separated entries ({name}_d,{name}_c,{name}_n), "
+                            f"got {len(values)}")
+    return tuple(as_float(f"{name}[{i}]", v) for i, v in enumerate(values))
+
+
+def check_instance(inst: th.NTKInstance, *, gamma=None, feature_dim: int | None = None, init: str = "random",
+                   init_scale: float | None = None, T: float | None = None, seed: int = 0, mean_weight: float = 0.0,
+                   max_seconds: float = DEFAULT_MAX_SECONDS, limits_fn: Callable | None = None) -> SolveReport:
+    """Integrate the feature model for one instance and check every statement that applies to it.
+
+    Statements: ``ntk-spectrum``, ``ntk-rates`` (with ``gamma``), ``ntk-invariant``, ``ntk-scatter``,
+    ``ntk-nc1-bound`` and, by initialisation, ``ntk-small-init-limit`` (random), ``ntk-lazy-no-collapse``
+    (lazy) or ``ntk-e-zero`` (e-zero). A statement whose hypothesis fails is NOT_APPLICABLE (named).
+
+    Budgets: sizes are checked before anything is allocated, the integration work is estimated before
+    it starts and refused (InstanceError with the estimate and the limit) beyond ``max_seconds`` or the
+    dense-output memory limit, and every integration stops at the wall-clock deadline (the statements
+    it feeds are then INCONCLUSIVE, "time budget reached at t = ...").
+    ``limits_fn(inst) -> dict`` is the small-initialisation prediction (default theory's; tests pass
+    false ones).
+    """
+    t_start = time.perf_counter()
+    if init not in INITS:
+        raise InstanceError(f"init must be one of {', '.join(INITS)}, got {init!r}")
+    max_seconds = as_float("max_seconds", max_seconds, positive=True)
+    if max_seconds > MAX_SECONDS_LIMIT:
+        raise InstanceError(f"max_seconds must be <= {MAX_SECONDS_LIMIT:g}, got {max_seconds:g}")
+    C, m, N = inst.classes, inst.per_class, inst.N
+    gamma = _triple("gamma", gamma)
+    gi = None
+    if gamma is not None:  # validated under its own name so the message says which kernel is not PD
+        th.check_positive_definite("gamma", C, m, gamma)
+        gi = th.NTKInstance(C, m, gamma, inst.s)
+    eps = sv.check_init_scale(DEFAULT_INIT_SCALE[init] if init_scale is None else init_scale)
+    if T is not None:
+        T = as_float("time", T, nonnegative=True)
+        if T <= 0:
+            raise InstanceError(f"time must be > 0, got {T:g}")
+    n = feature_dim if feature_dim is not None else (N + C if init == "lazy" else C + 1)
+    n = as_int("n (feature dimension)", n, minimum=1)
+    sv.check_sizes(C, m, n)  # before any allocation
+    seed = as_int("seed", seed, minimum=0)
+    lim_fn = limits_fn or th.small_init_limits
+
+    lz = None
+    if init == "random":
+        st0 = sv.init_random(inst, n, eps, seed)
+        T = DEFAULT_T["random"] if T is None else T
+    elif init == "e-zero":
+        st0 = sv.init_e_zero(inst, n, eps, seed, mean_weight)
+        T = DEFAULT_T["e-zero"] if T is None else T
+    else:
+        lz = sv.init_lazy(inst, n, eps, seed)
+        st0 = lz.state
+        if T is None:
+            rate = min(th.residual_rates(th.NTKInstance(C, m, lz.gamma, inst.s)).values())
+            T = min(LAZY_T_EFOLDS / rate, LAZY_T_MAX)
+    work = sv.estimate_flow_work(inst, st0, T)
+    sv.check_work("feature-model flow", work, max_seconds)
+    lwork = None
+    if gi is not None:
+        lwork = sv.estimate_linear_work(gi)
+        sv.check_work("linear residual flow (--gamma)", lwork, max_seconds)
+        both = {**work, "seconds": work["seconds"] + lwork["seconds"], "bytes": max(work["bytes"], lwork["bytes"]),
+                "steps": work["steps"] + lwork["steps"]}
+        sv.check_work("feature-model and linear residual flows together", both, max_seconds)
+    deadline = t_start + max_seconds
+
+    rep = sv.run_flow(inst, st0, T, n_grid=401, deadline=deadline)
+    traj = rep.trajectory
+    st = traj.final
+    d = rep.solution.diagnostics
+    budget = _budget_check(traj.stopped, max_seconds)
+    diagnostics = [f"feature-model flow: {traj.stopped}"] if traj.stopped else []
+    statements: list[Check] = []
+
+    # spectrum (numpy eigvalsh of the N x N kernel: a separate computation)
+    K = th.block_kernel(C, m, inst.kappa)
+    numeric = np.linalg.eigvalsh(K)
+    pred_spec = np.sort(np.repeat(np.array(inst.eigenvalues), th.multiplicities(C, m)))
+    del K
+    statements.append(_statement("ntk-spectrum", [close("spectrum", pred_spec, numeric, rtol=0.0,
+                                                        atol=EIG_ATOL * max(1.0, float(np.max(np.abs(numeric)))),
+                                                        what="sorted eigenvalues")]))
+    rates: dict = {}
+    if gi is not None:
+        R0 = np.random.default_rng(seed).standard_normal((C, N)) - sv.targets(C, m)
+        lin = sv.linear_residual_flow(gi, R0, deadline=deadline)
+        rates["linear_residual"] = {k: _rate_entry(lin.predicted[k], lin.rates[k]) for k in ("global", "class", "within")}
+        if lin.stopped:
+            diagnostics.append(f"linear residual flow: {lin.stopped}")
+        statements.append(_statement("ntk-rates", _budget_check(lin.stopped, max_seconds) + [
+            close(f"{k} rate", lin.predicted[k], lin.rates[k].get("rate"), rtol=LINEAR_RATE_RTOL, what=f"{k} rate")
+            for k in ("global", "class", "within")]))
+    scale = d["invariant_tolerance_scale"]
+    statements.append(_statement("ntk-invariant", budget + [
+        close("max_t ||E(t) - E(0)||_F", 0.0, d["max_invariant_drift"], rtol=0.0, atol=INVARIANT_TOL * scale,
+              what="invariant drift", evidence={"scale": scale})]))
+    inc = d["scatter_max_relative_increase"]
+    statements.append(_statement("ntk-scatter", budget + [
+        condition("tr(D D^T) non-increasing", inc <= SCATTER_TOL, verified=f"largest relative increase {fmt(inc, 3)}",
+                  refuted=f"scatter increased by {fmt(inc, 3)} (relative) > {SCATTER_TOL:g}",
+                  evidence={"max_relative_increase": inc})]))
+    lmin = float(np.linalg.eigvalsh((rep.E0 + rep.E0.T) / 2)[0])
+    ratios = []
+    for s_ in traj.states:
+        b = sv.nc1_finite_time_bound(inst, s_.W, s_.H, None, lmin=lmin)
+        ratios.append(b["scatter"] / b["bound"] if b["bound"] > 0 else (math.inf if b["scatter"] > 0 else 0.0))
+    bend = sv.nc1_finite_time_bound(inst, st.W, st.H, None, lmin=lmin)
+    statements.append(_statement("ntk-nc1-bound", budget + [condition(
+        "finite-time NC1 bound at every grid time", max(ratios) <= 1 + 1e-9,
+        verified=f"max ||D||^2/bound = {fmt(max(ratios), 5)}; zero-loss bound r l0 max(0,-lmin E) = "
+                 f"{fmt(bend['zero_loss_bound'], 5)}",
+        refuted=f"witness: ||D||^2 exceeds the bound by a factor {fmt(max(ratios), 5)}",
+        evidence={"max_ratio": max(ratios)})]))
+
+    # phases (always fitted; None with the reason when no window exists)
+    lim = lim_fn(inst)
+    esc = sv.fit_escape_rate(traj)
+    late = sv.fit_late_within_rate(traj)
+    rates["escape"] = _rate_entry(lim.get("escape_rate"), esc)
+    rates["late_within"] = _rate_entry(lim.get("late_within_rate"), late)
+    fm = rep.measures
+    limits = {
+        "mean_sq_norm": {"predicted": lim.get("mean_sq_norm"), "measured": fm["mean_sq_norms"]},
+        "W_fro_sq": {"predicted": lim.get("W_fro_sq"), "measured": fm["W_fro_sq"]},
+        "self_duality": {"predicted": lim.get("self_duality"), "measured": fm["self_duality_ratio"],
+                         "misfit": fm["self_duality_misfit"]},
+        "bias": {"predicted": lim.get("bias"), "measured": fm["bias"]},
+        "escape_rate": {"predicted": lim.get("escape_rate"), "measured": esc.get("rate")},
+        "late_within_rate": {"predicted": lim.get("late_within_rate"), "measured": late.get("rate")},
+    }
+    predicted_geometry = None
+    if init == "random":
+        statements.append(_statement("ntk-small-init-limit", small_init_checks(inst, rep, esc, late, eps, n, lim)))
+        predicted_geometry = "simplex-etf" if eps <= SMALL_INIT_MAX else None
+    if lz is not None:
+        gl = th.NTKInstance(C, m, lz.gamma, inst.s)
+        pr = th.residual_rates(gl)
+        Y = sv.targets(C, m)[None]
+
+        def sample(ts):
+            out = traj.map_batches(ts, lambda W, b_, H: tuple(
+                sv.batch_residual_components(W @ H + b_[:, :, None] - Y, C, m)[k] for k in ("global", "class", "within")))
+            return dict(zip(("global", "class", "within"), out))
+
+        fr = sv.fit_decay_rates(sample, traj.T) if traj.T > 0 else {
+            k: {"rate": None, "reason": traj.stopped} for k in ("global", "class", "within")}
+        rates["lazy_feature_model"] = {k: _rate_entry(pr[k], fr[k]) for k in ("global", "class", "within")}
+        rates["lazy_feature_model"]["gamma"] = lz.gamma
+        lazy = lazy_checks(inst, lz, pr, rep, fr)
+        statements.append(_statement("ntk-lazy-no-collapse", lazy if lazy[0].verdict is Verdict.NOT_APPLICABLE
+                                     else budget + lazy))
+        predicted_geometry = "no collapse (NC1 stays O(1))"
+    if init == "e-zero":
+        statements.append(_statement("ntk-e-zero", budget + e_zero_checks(inst, rep)))
+        predicted_geometry = "NC1; simplex ETF only if M^T h_bar = 0"
+
+    met = nc_metrics(st.H, inst.labels, st.W, st.b, center_w=True)
+    geo = classify_gram(fm["gram"])
+    _, M, _ = th.decompose(st.H, C, m)
+    return SolveReport(
+        family=FAMILY,
+        instance={**inst.to_dict(), "gamma": list(gamma) if gamma else None, "feature_dim": n, "init": init,
+                  "init_scale": eps, "time": T, "seed": seed, "mean_weight": mean_weight if init == "e-zero" else None,
+                  "max_seconds": max_seconds},
+        predicted={"value": 0.0, "geometry": predicted_geometry, "eigenvalues": list(inst.eigenvalues),
+                   "multiplicities": list(th.multiplicities(C, m)), "alpha": th.alpha(inst),
+                   **{k: lim.get(k) for k in ("mean_sq_norm", "W_fro_sq", "escape_rate", "late_within_rate",
+                                               "self_duality", "bias")}},
+        solution={**rep.solution.to_dict(), "seconds": time.perf_counter() - t_start},
+        certificate={"lower_bound": 0.0, "gap": rep.solution.value, "method": "loss >= 0 (MSE)"},
+        geometry={"classification": geo.classification, "class_mean_cosines": cosine_matrix(M),
+                  "metrics": met.to_dict(), "distance_etf": geo.distance_etf,
+                  "note": "measured at the final state of the flow (t = %.6g)" % traj.T},
+        claims=statements,
+        routes={"feature_flow": {"steps": traj.steps, "nfev": traj.nfev, "t_reached": traj.T, "time_requested": T,
+                                 "stopped": traj.stopped, "seconds": traj.seconds}},
+        diagnostics=diagnostics,
+        extra={
+            "spectrum": {"predicted": th.spectrum(inst), "numeric": numeric,
+                         "max_abs_error": float(np.max(np.abs(numeric - pred_spec)))},
+            "rates": rates,
+            "invariant": {"max_drift": d["max_invariant_drift"], "scale": scale, "E0_norm": d["invariant_scale"],
+                          "lambda_min_E": lmin},
+            "limits": limits,
+            "phases": {"loss_initial": d["loss_initial"], "loss_final": rep.solution.value,
+                       "residual_final": d["residual_final"], "hbar_norm": fm["hbar_norm"], "g_norm": fm["g_norm"],
+                       "scatter_initial": float(rep.series["scatter"][0]),
+                       "scatter_final": float(rep.series["scatter"][-1])},
+            "budget": {"max_seconds": max_seconds, "estimate_feature_flow": work, "estimate_linear_flow": lwork,
+                       "dense_output_limit_bytes": sv.MAX_DENSE_BYTES},
+        },
+        seconds=time.perf_counter() - t_start,
+    )
 
 
 CLAIMS = [

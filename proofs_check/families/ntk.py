@@ -4,28 +4,21 @@ from __future__ import annotations
 
 import argparse
 import itertools
-import time
-
-import numpy as np
 
 from proofs_check.commands import SolveCommand, TableCommand, float_list, int_list
-from proofs_check.core import Check, Verdict, close, condition, fmt, worst
 from proofs_check.tables import Table
-from solvers import ntk as sv
 from theory import ntk as th
-from theory._validate import InstanceError, as_float
-from theory.geometry import classify_gram, cosine_matrix, nc_metrics
+from theory._validate import InstanceError
 
 REFERENCE_ROWS = ((3, 4, (1.0, 0.6, 0.2)), (4, 3, (1.0, 0.5, 0.0)))
+#: A table of closed forms costs ~50 us per row: 100000 rows ~ 5 s.
+MAX_TABLE_ROWS = 100_000
 
 
 def _triple(name: str, values) -> tuple[float, float, float]:
-    if values is None:
-        return None
-    if len(values) != 3:
-        raise InstanceError(f"{name} must have exactly 3 comma-separated entries ({name}_d,{name}_c,{name}_n), "
-                            f"got {len(values)}")
-    return tuple(values)
+    from proofs_check.claims.ntk import _triple as triple
+
+    return triple(name, values)
 
 
 # --------------------------------------------------------------------------------------
@@ -40,12 +33,13 @@ def _solve_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--gamma", type=float_list, default=None, metavar="GD,GC,GN",
                    help="output-kernel constants: also integrate dR/dt = -s R K_gamma and fit its three rates")
     p.add_argument("--feature-dim", "-n", type=int, default=None,
-                   help="feature dimension n (default C+1; N+C for --init lazy)")
-    p.add_argument("--init-scale", type=float, default=1e-6, metavar="EPS",
-                   help="initialisation scale (default 1e-6; for --init lazy the scale L of W and H)")
+                   help="feature dimension n (default C+1; N+C for --init lazy; at most 512)")
+    p.add_argument("--init-scale", type=float, default=None, metavar="EPS",
+                   help="initialisation scale in [1e-100, 1e6] (default 1e-6; for --init lazy the scale L of W and H, "
+                        "default 10)")
     p.add_argument("--time", type=float, default=None, metavar="T",
-                   help="integration time (default 30; 60 for --init e-zero; 12/(s lambda_0^gamma) for --init lazy, "
-                        "i.e. 12 e-folds of the slowest residual part: the lazy flow is stiff, its rates grow like L^2)")
+                   help="integration time (default 30; 60 for --init e-zero; for --init lazy 12/(s lambda_0^gamma), "
+                        "i.e. 12 e-folds of the slowest residual part, at most 60)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--s", type=float, default=1.0, help="loss scale s (rescales time; default 1)")
     p.add_argument("--init", choices=("random", "e-zero", "lazy"), default="random",
@@ -53,159 +47,19 @@ def _solve_args(p: argparse.ArgumentParser) -> None:
                         "lazy: W W^T = L^2 I and block features of size L")
     p.add_argument("--mean-weight", type=float, default=0.0,
                    help="for --init e-zero: weight in [0,1) of the all-ones direction (M^T h_bar != 0)")
-
-
-def _claim_entry(cid: str, checks: list[Check]) -> dict:
-    v = worst(c.verdict for c in checks)
-    bad = [c for c in checks if c.verdict == v and v != Verdict.VERIFIED]
-    reason = "; ".join(f"{c.name}: {c.reason}" for c in bad[:2]) if bad else f"all {len(checks)} checks hold"
-    return {"id": cid, "verdict": v.value, "reason": reason, "checks": [c.to_dict() for c in checks]}
-
-
-def _rate_entry(pred, fit: dict) -> dict:
-    return {"predicted": pred, "fitted": fit.get("rate"), "window": [fit.get("t_start"), fit.get("t_end")],
-            "efolds": fit.get("efolds"), "reason": fit.get("reason")}
+    p.add_argument("--max-seconds", type=float, default=None, metavar="S",
+                   help="wall-clock budget of the integrations (default 60: every input ends within 2 minutes); "
+                        "runs estimated beyond it are refused, runs that reach it stop and report INCONCLUSIVE")
 
 
 def run_solve(args: argparse.Namespace) -> dict:
     from proofs_check.claims import ntk as cl
 
     inst = th.NTKInstance(args.classes, args.per_class, _triple("kappa", args.kappa), args.s)
-    gamma = _triple("gamma", args.gamma)
-    if gamma is not None:  # validated under its own name so the message says which kernel is not PD
-        th.check_positive_definite("gamma", inst.classes, inst.per_class, gamma)
-    gi = th.NTKInstance(inst.classes, inst.per_class, gamma, args.s) if gamma is not None else None
-    eps = as_float("init_scale", args.init_scale, positive=True)
-    if args.time is not None:
-        T = as_float("time", args.time, nonnegative=True)
-        if T <= 0:
-            raise InstanceError(f"time must be > 0, got {T:g}")
-    C, m, N = inst.classes, inst.per_class, inst.N
-    n = args.feature_dim if args.feature_dim is not None else (N + C if args.init == "lazy" else C + 1)
-    lz = None
-    if args.init == "random":
-        st0 = sv.init_random(inst, n, eps, args.seed)
-        T = 30.0 if args.time is None else T
-    elif args.init == "e-zero":
-        st0 = sv.init_e_zero(inst, n, eps, args.seed, args.mean_weight)
-        T = 60.0 if args.time is None else T
-    else:
-        lz = sv.init_lazy(inst, n, eps, args.seed)
-        st0 = lz.state
-        if args.time is None:
-            T = 12.0 / min(th.residual_rates(th.NTKInstance(C, m, lz.gamma, inst.s)).values())
-    t0 = time.perf_counter()
-    rep = sv.run_flow(inst, st0, T, n_grid=401)
-    traj = rep.trajectory
-    st = traj.final
-    claims: list[dict] = []
-
-    # spectrum
-    K = th.block_kernel(C, m, inst.kappa)
-    numeric = np.linalg.eigvalsh(K)
-    pred_spec = np.sort(np.repeat(np.array(inst.eigenvalues), th.multiplicities(C, m)))
-    claims.append(_claim_entry("ntk-spectrum", [close("spectrum", pred_spec, numeric, rtol=0.0, atol=cl.EIG_ATOL,
-                                                      what="sorted eigenvalues")]))
-    rates: dict = {}
-    # linear residual flow (gamma)
-    if gi is not None:
-        R0 = np.random.default_rng(args.seed).standard_normal((C, N)) - sv.targets(C, m)
-        lin = sv.linear_residual_flow(gi, R0)
-        rates["linear_residual"] = {k: _rate_entry(lin.predicted[k], lin.rates[k]) for k in ("global", "class", "within")}
-        claims.append(_claim_entry("ntk-rates", [
-            close(f"{k} rate", lin.predicted[k], lin.rates[k].get("rate"), rtol=cl.LINEAR_RATE_RTOL, what=f"{k} rate")
-            for k in ("global", "class", "within")]))
-    # invariant
-    d = rep.solution.diagnostics
-    Kinv = th.kernel_inverse(inst)
-    scale = max(1.0, max(float(np.linalg.norm(s.W.T @ s.W)) + float(np.linalg.norm(s.H @ Kinv @ s.H.T))
-                         for s in traj.states))
-    claims.append(_claim_entry("ntk-invariant", [close("max_t ||E(t) - E(0)||_F", 0.0, d["max_invariant_drift"],
-                                                       rtol=0.0, atol=cl.INVARIANT_TOL * scale, what="invariant drift")]))
-    inc = d["scatter_max_relative_increase"]
-    claims.append(_claim_entry("ntk-scatter", [condition("tr(D D^T) non-increasing", inc <= cl.SCATTER_TOL,
-                                                         verified=f"largest relative increase {fmt(inc, 3)}",
-                                                         refuted=f"scatter increased by {fmt(inc, 3)} (relative)")]))
-    ratios = []
-    for s_ in traj.states:
-        b = sv.nc1_finite_time_bound(inst, s_.W, s_.H, rep.E0)
-        ratios.append(b["scatter"] / b["bound"] if b["bound"] > 0 else 0.0)
-    bend = sv.nc1_finite_time_bound(inst, st.W, st.H, rep.E0)
-    claims.append(_claim_entry("ntk-nc1-bound", [condition(
-        "finite-time NC1 bound at every grid time", max(ratios) <= 1 + 1e-9,
-        verified=f"max ||D||^2/bound = {fmt(max(ratios), 5)}; zero-loss bound r l0 max(0,-lmin E) = "
-                 f"{fmt(bend['zero_loss_bound'], 5)}",
-        refuted=f"||D||^2 exceeds the bound by a factor {fmt(max(ratios), 5)}")]))
-
-    # phases (always fitted; None with the reason when no window exists)
-    lim = th.small_init_limits(inst)
-    esc = sv.fit_escape_rate(traj)
-    late = sv.fit_late_within_rate(traj)
-    rates["escape"] = _rate_entry(lim["escape_rate"], esc)
-    rates["late_within"] = _rate_entry(lim["late_within_rate"], late)
-    fm = rep.measures
-    limits = {
-        "mean_sq_norm": {"predicted": lim["mean_sq_norm"], "measured": fm["mean_sq_norms"]},
-        "W_fro_sq": {"predicted": lim["W_fro_sq"], "measured": fm["W_fro_sq"]},
-        "self_duality": {"predicted": lim["self_duality"], "measured": fm["self_duality_ratio"],
-                         "misfit": fm["self_duality_misfit"]},
-        "bias": {"predicted": lim["bias"], "measured": fm["bias"]},
-        "escape_rate": {"predicted": lim["escape_rate"], "measured": esc.get("rate")},
-        "late_within_rate": {"predicted": lim["late_within_rate"], "measured": late.get("rate")},
-    }
-    if args.init == "random":
-        claims.append(_claim_entry("ntk-small-init-limit", cl.small_init_checks(inst, rep, esc, late, eps, n)))
-        predicted_geometry = "simplex-etf"
-    else:  # the small-initialisation limit is not a statement about this initialisation: not checked
-        predicted_geometry = None
-    if lz is not None:
-        gl = th.NTKInstance(C, m, lz.gamma, inst.s)
-        pr = th.residual_rates(gl)
-
-        def sample(ts):
-            W, b_, H = traj.batch(ts)
-            return sv.batch_residual_components(W @ H + b_[:, :, None] - sv.targets(C, m)[None], C, m)
-
-        fr = sv.fit_decay_rates(sample, T)
-        rates["lazy_feature_model"] = {k: _rate_entry(pr[k], fr[k]) for k in ("global", "class", "within")}
-        rates["lazy_feature_model"]["gamma"] = lz.gamma
-        claims.append(_claim_entry("ntk-lazy-no-collapse", cl.lazy_checks(inst, lz, pr, rep, fr)))
-        predicted_geometry = "no collapse (NC1 stays O(1))"
-    if args.init == "e-zero":
-        claims.append(_claim_entry("ntk-e-zero", cl.e_zero_checks(inst, rep)))
-        predicted_geometry = "NC1; simplex ETF only if M^T h_bar = 0"
-
-    met = nc_metrics(st.H, inst.labels, st.W, st.b, center_w=True)
-    geo = classify_gram(fm["gram"])
-    _, M, _ = th.decompose(st.H, C, m)
-    verdict = worst(c["verdict"] for c in claims)
-    bad = [c for c in claims if c["verdict"] == verdict.value and verdict != Verdict.VERIFIED]
-    return {
-        "family": "ntk",
-        "instance": {**inst.to_dict(), "gamma": list(gamma) if gamma else None, "feature_dim": n, "init": args.init,
-                     "init_scale": eps, "time": T, "seed": args.seed,
-                     "mean_weight": args.mean_weight if args.init == "e-zero" else None},
-        "predicted": {"value": 0.0, "geometry": predicted_geometry,
-                      "eigenvalues": list(inst.eigenvalues), "multiplicities": list(th.multiplicities(C, m)),
-                      "alpha": th.alpha(inst), **{k: lim[k] for k in ("mean_sq_norm", "W_fro_sq", "escape_rate",
-                                                                      "late_within_rate", "self_duality", "bias")}},
-        "solution": {**rep.solution.to_dict(), "seconds": time.perf_counter() - t0},
-        "certificate": {"lower_bound": 0.0, "gap": rep.solution.value, "method": "loss >= 0 (MSE)"},
-        "geometry": {"classification": geo.classification, "class_mean_cosines": cosine_matrix(M),
-                     "metrics": met.to_dict(), "distance_etf": geo.distance_etf},
-        "spectrum": {"predicted": th.spectrum(inst), "numeric": numeric,
-                     "max_abs_error": float(np.max(np.abs(numeric - pred_spec)))},
-        "rates": rates,
-        "invariant": {"max_drift": d["max_invariant_drift"], "scale": scale, "E0_norm": d["invariant_scale"],
-                      "lambda_min_E": float(np.linalg.eigvalsh(rep.E0)[0])},
-        "limits": limits,
-        "phases": {"loss_initial": d["loss_initial"], "loss_final": rep.solution.value,
-                   "residual_final": d["residual_final"], "hbar_norm": fm["hbar_norm"], "g_norm": fm["g_norm"],
-                   "scatter_initial": float(rep.series["scatter"][0]), "scatter_final": float(rep.series["scatter"][-1])},
-        "verdict": verdict.value,
-        "reason": "; ".join(f"{c['id']}: {c['reason']}" for c in bad[:2]) if bad else f"all {len(claims)} claims hold",
-        "claims": [{"id": c["id"], "verdict": c["verdict"], "reason": c["reason"]} for c in claims],
-    }
+    report = cl.check_instance(inst, gamma=args.gamma, feature_dim=args.feature_dim, init=args.init,
+                               init_scale=args.init_scale, T=args.time, seed=args.seed, mean_weight=args.mean_weight,
+                               max_seconds=cl.DEFAULT_MAX_SECONDS if args.max_seconds is None else args.max_seconds)
+    return report.to_dict()
 
 
 def _g(x, digits=6) -> str:
@@ -250,6 +104,8 @@ def render_solve(out: dict) -> str:
     geo = out["geometry"]
     lines.append(f"geometry: {geo['classification']} (distance to ETF {_g(geo['distance_etf'], 3)}); metrics: "
                  + ", ".join(f"{k}={_g(v, 3)}" for k, v in geo["metrics"].items()))
+    for msg in out.get("diagnostics") or []:
+        lines.append(f"note: {msg}")
     for c in out["claims"]:
         lines.append(f"  [{c['verdict']}] {c['id']}: {c['reason']}")
     lines.append(f"verdict: {out['verdict']} ({out['reason']})")
@@ -273,9 +129,16 @@ def build_table(args: argparse.Namespace) -> Table:
     if args.classes is None and args.per_class is None and args.kappa is None:
         grid = list(REFERENCE_ROWS)
     else:
-        Cs = args.classes or [3]
-        ms = args.per_class or [4]
+        for name, val in (("--classes", args.classes), ("--per-class", args.per_class)):
+            if val is not None and not val:
+                raise InstanceError(f"{name} must list at least one integer (got an empty list)")
+        Cs = args.classes if args.classes is not None else [3]
+        ms = args.per_class if args.per_class is not None else [4]
         ks = [_triple("kappa", k) for k in (args.kappa or [[1.0, 0.6, 0.2]])]
+        rows = len(Cs) * len(ms) * len(ks)
+        if rows > MAX_TABLE_ROWS:
+            raise InstanceError(f"the grid has {len(Cs)} x {len(ms)} x {len(ks)} = {rows} rows, more than the limit "
+                                f"{MAX_TABLE_ROWS}")
         grid = list(itertools.product(Cs, ms, ks))
     rows = []
     for C, m, k in grid:
