@@ -1,4 +1,4 @@
-"""Solvers for the classic UFM (spec/ufm.md): factored nonconvex, convex nuclear-norm, and a
+"""Solvers for the classic UFM (docs/ufm.md): factored nonconvex, convex nuclear-norm, and a
 dual (KKT) certificate that turns any candidate into a proven lower bound.
 
 The loss is defined once (:func:`data_loss`) on logits U = Z + b 1^T and used by every route.
@@ -21,7 +21,7 @@ import numpy as np
 from scipy.special import log_softmax, logsumexp, softmax
 
 from solvers import lbfgs
-from solvers.common import Certificate, Solution, blas_all_threads, blas_threads, usable_cores
+from solvers.common import Certificate, Solution, blas_all_threads, blas_threads, solve_conic, usable_cores
 from theory.ufm import UFMInstance
 
 #: Gradient tolerance for L-BFGS (max-abs entry of the gradient); the
@@ -44,40 +44,58 @@ REBALANCE_EVERY = 40
 LARGE_SVD = 1e8
 #: Relative rank threshold for singular values when reading the support of Z.
 RANK_RTOL = 1e-7
-#: Largest k*N for which ``auto`` also solves the convex program outright (cvxpy/Clarabel).
-CONVEX_MAX_SIZE = 400
 #: Above this many entries of the (reduced) candidate the KKT residuals (a full SVD) are skipped;
 #: the dual bound does not need them.
 KKT_MAX_SIZE = 250_000
-CLARABEL_TIGHT = {"tol_gap_abs": 1e-12, "tol_gap_rel": 1e-12, "tol_feas": 1e-12, "tol_ktratio": 1e-10,
-                  "max_iter": 500}
 
 
 # ---------------------------------------------------------------------------------------
 # The loss (defined once)
 # ---------------------------------------------------------------------------------------
 
+def ce_parts(U: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Per-column cross-entropy and its gradient P - Y (k x m), in stable form.
+
+    With m_i the largest logit of column i, E = exp(U - m) has one entry exactly 1 and
+    ``rest`` = the sum of the others; the loss is (m_i - u_{y_i}) + log1p(rest) (exact when the label
+    is the largest logit, where the naive log(1 + rest) loses all digits below 1e-16), and the label
+    entry of P - Y is -rest/(1 + rest) there (no cancellation of 1 - p_y). Relative accuracy ~1e-15
+    per entry at every scale of the loss (tested at lambda = 1e-7).
+    """
+    k, m = U.shape
+    cols = np.arange(m)
+    am = np.argmax(U, axis=0)
+    mx = U[am, cols]
+    E = np.exp(U - mx)
+    E[am, cols] = 0.0
+    rest = E.sum(axis=0)
+    loss = (mx - U[y, cols]) + np.log1p(rest)
+    E[am, cols] = 1.0
+    P = E / (1.0 + rest)
+    label_is_max = am == y
+    py_minus_1 = np.where(label_is_max, -rest / (1.0 + rest), P[y, cols] - 1.0)
+    P[y, cols] = py_minus_1
+    return loss, P
+
+
 def data_loss(loss: str, U: np.ndarray, y: np.ndarray) -> tuple[float, np.ndarray]:
     """Mean data loss over samples and its gradient with respect to the logits U (k x N).
 
-    CE: (1/N) sum_i [logsumexp(u_i) - u_{i, y_i}], gradient (softmax(U) - Y)/N.
+    CE: (1/N) sum_i [logsumexp(u_i) - u_{i, y_i}], gradient (softmax(U) - Y)/N (stable: :func:`ce_parts`).
     MSE: (1/(2N)) ||U - Y||_F^2, gradient (U - Y)/N.
     """
     k, N = U.shape
     idx = (y, np.arange(N))
     if loss == "ce":
-        lse = logsumexp(U, axis=0)
-        val = float(np.mean(lse - U[idx]))
-        G = np.exp(U - lse)
-        G[idx] -= 1.0
-        return val, G / N
+        per, G = ce_parts(U, y)
+        return float(np.sum(per) / N), G / N
     R = U.copy()
     R[idx] -= 1.0
     return float(0.5 * np.sum(R * R) / N), R / N
 
 
 def objective(inst: UFMInstance, W: np.ndarray, H: np.ndarray, b: np.ndarray) -> float:
-    """Factored objective f(W, H, b) of spec/ufm.md."""
+    """Factored objective f(W, H, b) of docs/ufm.md."""
     val, _ = data_loss(inst.loss, W @ H + b[:, None], inst.labels())
     return val + 0.5 * (inst.lw * np.sum(W * W) + inst.lh * np.sum(H * H) + inst.lb * np.sum(b * b))
 
@@ -213,21 +231,24 @@ def initial_points(inst: UFMInstance, starts: int, seed: int, init_scale: float 
 
     Gaussian with standard deviation ``init_scale``/sqrt(d), bias 0 (away from the critical point at 0).
     """
+    return list(iter_initial_points(inst, starts, seed, init_scale))
+
+
+def iter_initial_points(inst: UFMInstance, starts: int, seed: int, init_scale: float = 0.5):
+    """The same starts as :func:`initial_points`, one at a time (memory of one start, not ``starts``)."""
     rng = np.random.default_rng(seed)
     size = inst.k * inst.d + inst.d * inst.N + inst.k
-    out = []
     for _ in range(starts):
         x0 = rng.standard_normal(size) * init_scale / math.sqrt(inst.d)
         x0[-inst.k:] = 0.0
-        out.append(x0)
-    return out
+        yield x0
 
 
 def solve_factored(inst: UFMInstance, *, starts: int = 3, seed: int = 0, init_scale: float = 0.5,
                    maxiter: int = 20000, gtol: float | None = None, backend: str = "numpy",
                    device: str | None = None, dtype: str = "float64", stop_at: float | None = None,
                    rebalance_every: int | None = REBALANCE_EVERY,
-                   variable_projection: bool | None = None) -> Solution:
+                   variable_projection: bool | None = None, time_budget: float | None = None) -> Solution:
     """Minimise f(W, H, b) with L-BFGS (analytic or autograd gradient) from ``starts`` random starts.
 
     ``backend="numpy"`` uses :mod:`solvers.lbfgs`; ``backend="torch"`` uses torch.optim.LBFGS with a
@@ -248,6 +269,10 @@ def solve_factored(inst: UFMInstance, *, starts: int = 3, seed: int = 0, init_sc
     The problem and its global minima are unchanged (min_{W,H,b} f = min_W min_{H,b} f); only W
     starts at random (the W part of the same start), and the joint gradient of the result is
     checked as for the joint route. ``False`` runs L-BFGS on (W, H, b) jointly.
+
+    ``time_budget`` (seconds, numpy backend): no new start begins and the running one stops at its best
+    point once the wall-clock time since the call exceeds it (``diagnostics["time_budget_reached"]``,
+    and the result is then reported as not converged unless its gradient says otherwise).
     """
     from solvers.backends import resolve
 
@@ -265,7 +290,7 @@ def solve_factored(inst: UFMInstance, *, starts: int = 3, seed: int = 0, init_sc
     # one BLAS thread; the joint objective runs its column blocks on threads (JointObjective)
     with blas_threads(0.0):
         return _solve_factored(inst, starts, seed, init_scale, maxiter, gtol, choice, stop_at, t0, rebalance_every,
-                               variable_projection)
+                               variable_projection, None if time_budget is None else t0 + float(time_budget))
 
 
 def rebalance(inst: UFMInstance, x: np.ndarray) -> np.ndarray:
@@ -300,40 +325,54 @@ def _lbfgs_rebalanced(inst, fun, x0, maxiter, gtol, every):
 
 
 def _solve_factored(inst, starts, seed, init_scale, maxiter, gtol, choice, stop_at, t0, rebalance_every,
-                    variable_projection) -> Solution:
+                    variable_projection, deadline=None) -> Solution:
     y = inst.labels()
     best, runs = None, []
     nfev_total = 0
     fallback = None
-    for x0 in initial_points(inst, starts, seed, init_scale):
+    budget_hit = False
+    for x0 in iter_initial_points(inst, starts, seed, init_scale):
+        if deadline is not None and runs and time.perf_counter() > deadline:
+            budget_hit = True
+            break
         x = None
         if variable_projection and fallback is None:
-            fun = _Objective(inst, stop_at, projected_objective_and_grad)
+            fun = _Objective(inst, stop_at, projected_objective_and_grad, deadline=deadline)
             try:
                 try:
                     res = lbfgs.minimize(fun, x0[: inst.k * inst.d], gtol=gtol, maxiter=maxiter, memory=LBFGS_MEMORY)
                     w, nit, msg = res.x, res.nit, res.message
                 except _TargetReached:
                     w, nit, msg = fun.x_hit, fun.nfev, "target value reached"
+                except _BudgetReached:
+                    w, nit, msg = fun.x_best, fun.nfev, "time budget reached"
+                    budget_hit = True
                 x = projected_point(inst, w)
             except FloatingPointError as exc:  # N lh below rounding: the joint route still works
                 fallback = f"{exc}; ran the joint route instead"
             nfev_total += fun.nfev
         if x is None and choice.backend == "numpy":
-            fun = _Objective(inst, stop_at)
+            fun = _Objective(inst, stop_at, deadline=deadline)
             try:
                 x, nit, msg = _lbfgs_rebalanced(inst, fun, x0, maxiter, gtol, rebalance_every)
             except _TargetReached:
                 x, nit, msg = fun.x_hit, fun.nfev, "target value reached"
+            except _BudgetReached:
+                x, nit, msg = fun.x_best, fun.nfev, "time budget reached"
+                budget_hit = True
             nfev_total += fun.nfev
         elif x is None:
             x, nit, msg = _lbfgs_torch(inst, x0, maxiter=maxiter, gtol=gtol, device=choice.device, dtype=choice.dtype)
         f, g = objective_and_grad(x, inst, y)
+        W_, H_, b_ = unpack(inst, x)
+        f = objective(inst, W_, H_, b_)  # the stable loss (log1p): the fast path loses digits at tiny loss
         gnorm = float(np.max(np.abs(g)))
         runs.append({"value": float(f), "iterations": nit, "grad_max": gnorm,
                      "converged": bool(gnorm <= 10 * gtol), "message": msg})
         if best is None or f < best[0]:
             best = (float(f), x, gnorm, nit)
+        if budget_hit:
+            break
     f, x, gnorm, nit = best
     W, H, b = unpack(inst, x)
     variable_projection = variable_projection and fallback is None
@@ -344,6 +383,7 @@ def _solve_factored(inst, starts, seed, init_scale, maxiter, gtol, choice, stop_
                      "start_values": [r["value"] for r in runs],
                      "start_spread": float(max(r["value"] for r in runs) - min(r["value"] for r in runs)),
                      "variable_projection": bool(variable_projection), "variable_projection_fallback": fallback,
+                     "starts_run": len(runs), "time_budget_reached": budget_hit,
                      **choice.to_dict()})
 
 
@@ -351,12 +391,17 @@ class _TargetReached(Exception):
     pass
 
 
+class _BudgetReached(Exception):
+    pass
+
+
 class _Objective:
     """objective_and_grad with an evaluation counter and an optional early stop at a target value."""
 
-    def __init__(self, inst: UFMInstance, stop_at: float | None, fn=None):
+    def __init__(self, inst: UFMInstance, stop_at: float | None, fn=None, deadline: float | None = None):
         self.inst, self.stop_at, self.nfev, self.y = inst, stop_at, 0, inst.labels()
         self.x_hit = None
+        self.deadline, self.f_best, self.x_best = deadline, math.inf, None
         self.fn = fn
         self.joint = JointObjective(inst) if fn is None else None
 
@@ -366,6 +411,11 @@ class _Objective:
         if self.stop_at is not None and f <= self.stop_at:
             self.x_hit = x.copy()
             raise _TargetReached
+        if self.deadline is not None:
+            if f < self.f_best:
+                self.f_best, self.x_best = f, x.copy()
+            if time.perf_counter() > self.deadline and self.x_best is not None:
+                raise _BudgetReached
         return f, g
 
 
@@ -487,21 +537,20 @@ def solve_convex(inst: UFMInstance, *, solver: str | None = None) -> Solution:
     if inst.lb:
         obj = obj + 0.5 * inst.lb * cp.sum_squares(b)
     prob = cp.Problem(cp.Minimize(obj))
-    chosen = solver or ("CLARABEL" if "CLARABEL" in cp.installed_solvers() else "SCS")
-    if chosen == "CLARABEL":
-        # Tight interior-point tolerances: the dual certificate built from Z inherits Z's error
-        # (default tolerances leave gaps ~1e-5 on CE; these give ~1e-9).
-        prob.solve(solver=chosen, **CLARABEL_TIGHT)
-    else:
-        prob.solve(solver=chosen, eps=1e-9, max_iters=100000)
-    ok = prob.status == cp.OPTIMAL
+    # one solve-with-fallback policy; solver warnings are captured as data, never printed
+    run = solve_conic(prob, solver=solver)
+    ok = bool(run["optimal"])
     Zv = np.asarray(Z.value) if Z.value is not None else np.zeros((k, N))
     bv = np.asarray(b.value) if b.value is not None else np.zeros(k)
+    if not (np.all(np.isfinite(Zv)) and np.all(np.isfinite(bv))):
+        Zv, bv = np.zeros((k, N)), np.zeros(k)
+        run["warnings"].append("solver returned non-finite values; the point Z = 0 is reported instead")
     bv = polish_bias(inst, Zv, bv)
     val = convex_objective(inst, Zv, bv)
     cert = certificate(inst, Zv, bv)
-    return Solution(val, f"convex-cvxpy({chosen})", ok, time.perf_counter() - t0, {"Z": Zv, "b": bv},
-                    {"status": prob.status, "solver_value": float(prob.value) if prob.value is not None else None},
+    return Solution(val, f"convex-cvxpy({run['solver']})", ok, time.perf_counter() - t0, {"Z": Zv, "b": bv},
+                    {"status": run["status"], "solver_value": float(prob.value) if prob.value is not None else None,
+                     "attempts": run["attempts"], "solver_warnings": run["warnings"]},
                     cert)
 
 
@@ -562,12 +611,24 @@ def certificate_classwise(inst: UFMInstance, Zc: np.ndarray, b: np.ndarray) -> C
     return _certificate(inst, Zc, b, np.arange(inst.k), np.full(inst.k, float(inst.n)), "kkt-dual (class-reduced)")
 
 
+#: Round-off allowance of the dual value: each term is evaluated with a relative error of a few units
+#: of round-off u (stable formulas: log1p, no cancellation of 1 - p_y), and recursive summation (k entries of a
+#: column, then m columns) adds at most 1.01 (k + m) u of their absolute sum (Higham, "Accuracy and Stability of Numerical
+#: Algorithms", eq. 4.4). The proven bound is the computed dual value minus
+#: (2 (k + m) + 16) u * (sum of |terms|), so it errs on the safe side.
+UNIT_ROUNDOFF = 2.0 ** -53
+
+
 def _certificate(inst: UFMInstance, Zu: np.ndarray, b: np.ndarray, yu: np.ndarray, w: np.ndarray,
-                 method: str) -> Certificate:
+                 method: str, direction: np.ndarray | None = None) -> Certificate:
     """Certificate on unique columns Zu (k x m) with labels yu and multiplicities w (sum w = N).
 
     Z = Zu E with E E^T = diag(w), so every Frobenius/spectral quantity of Z equals that of
     Zu diag(sqrt(w)) and every sum over samples is a w-weighted sum over unique columns.
+    ``direction`` (k x m, optional): the per-column loss gradient P - Y (CE) or U - Y (MSE) from an
+    exact formula, used to build the dual point instead of the one computed at the float candidate
+    (for MSE at small lambda, U - Y cancels to a few digits). Any direction gives a valid bound: the
+    dual point's feasibility (spectral norm, simplex, centred rows) is checked numerically here.
     """
     N, lam = inst.N, inst.lam
     m = Zu.shape[1]
@@ -576,14 +637,15 @@ def _certificate(inst: UFMInstance, Zu: np.ndarray, b: np.ndarray, yu: np.ndarra
     Uo = Zu + b[:, None]
     details: dict = {}
     if inst.loss == "ce":
-        logP = log_softmax(Uo, axis=0)
-        V = np.exp(logP)
-        V[idx] -= 1.0  # gradient of each sample's CE wrt its logits
-        data = float(np.dot(w, -logP[idx])) / N
+        per, V = ce_parts(Uo, yu)  # V = P - Y per column, stable
+        data = float(np.dot(w, per)) / N
     else:
         V = Uo.copy()
         V[idx] -= 1.0
         data = 0.5 * float(np.dot(w, np.sum(V * V, axis=0))) / N
+    if direction is not None:
+        V = np.array(direction, dtype=float)
+        details["dual_direction"] = "closed-form gradient"
     Zs = Zu * sw  # same singular values as Z
     kkt = Zs.size <= KKT_MAX_SIZE
     if kkt:
@@ -603,23 +665,35 @@ def _certificate(inst: UFMInstance, Zu: np.ndarray, b: np.ndarray, yu: np.ndarra
     details["dual_scale"] = t
     valid = True
     if inst.loss == "ce":
-        # p_i = e_{y_i} + t v_i must lie in the simplex (it sums to 1 by construction).
+        # dual point p_i = e_{y_i} + t v_i in the simplex: off-label entries t v_j >= 0, label entry 1 - q
+        # with q = -t v_y in [0, 1]; -CE*(p) = -sum p log p, evaluated as q-terms without cancellation.
         Pd = t * Vc
-        Pd[idx] += 1.0
-        if np.min(Pd) < 0.0:
-            if np.min(Pd) > -1e-15:
-                Pd = np.maximum(Pd, 0.0)
-                Pd /= Pd.sum(axis=0, keepdims=True)
-            else:
-                valid = False
+        q = -Pd[idx]
+        Pd[idx] = 0.0
+        floor = -64 * UNIT_ROUNDOFF * max(float(np.max(np.abs(Pd), initial=0.0)), 1e-300)
+        if float(np.min(Pd)) < floor or float(np.min(q)) < floor or float(np.max(q)) > 1.0:
+            valid = False
+        Pd = np.maximum(Pd, 0.0)
+        q = np.clip(q, 0.0, 1.0)
         with np.errstate(divide="ignore", invalid="ignore"):
-            ent = np.where(Pd > 0, Pd * np.log(np.where(Pd > 0, Pd, 1.0)), 0.0)
-        lower = -float(np.dot(w, ent.sum(axis=0))) / N
+            off = np.where(Pd > 0, Pd * np.log(np.where(Pd > 0, Pd, 1.0)), 0.0)
+            lab = np.where(q < 1.0, (1.0 - q) * np.log1p(-np.where(q < 1.0, q, 0.0)), 0.0)
+        terms = off.sum(axis=0) + lab
+        lower = -float(np.dot(w, terms)) / N
+        abs_sum = (float(np.dot(w, np.abs(off).sum(axis=0))) + float(np.dot(w, np.abs(lab)))) / N
         if not bias_free:
-            lower -= float(np.sum((t * (V @ w) / N) ** 2)) / (2 * inst.lb)
+            pen = float(np.sum((t * (V @ w) / N) ** 2)) / (2 * inst.lb)
+            lower -= pen
+            abs_sum += pen
     else:
         Lam = t * Vc / N
-        lower = -float(np.dot(w, Lam[idx])) - 0.5 * N * float(np.dot(w, np.sum(Lam * Lam, axis=0)))
+        t1 = -float(np.dot(w, Lam[idx]))
+        t2 = 0.5 * N * float(np.dot(w, np.sum(Lam * Lam, axis=0)))
+        lower = t1 - t2
+        abs_sum = abs(t1) + t2
+    allowance = (2 * (m + inst.k) + 16) * UNIT_ROUNDOFF * abs_sum
+    details["roundoff_allowance"] = allowance
+    lower -= allowance
     details["valid"] = valid
     if kkt:
         details.update(_kkt_residuals(-(V * sw) / N / (lam if lam > 0 else 1.0), Uz, S, Vt))
@@ -653,18 +727,159 @@ def _kkt_residuals(G: np.ndarray, Uz: np.ndarray, S: np.ndarray, Vt: np.ndarray)
     return {"kkt_residual": float(max(res)), "kkt_spectral": float(np.linalg.norm(Wp, 2)), "rank": r}
 
 
+def closed_form_direction(inst: UFMInstance) -> np.ndarray:
+    """The exact per-class loss gradient at the closed form, k x k: P - Y = -min(1, k s) J_k (CE: the
+    off-label probability is min(s, 1/k)) and U - Y = -min(1, k s) J_k (MSE: N lam / sqrt(n) = k s),
+    s = sqrt(n lw lh) (docs/ufm.md, "Uniqueness"). Used only to choose the dual point."""
+    k = inst.k
+    g = min(1.0, k * math.sqrt(inst.n * inst.lw * inst.lh))
+    return -g * (np.eye(k) - 1.0 / k)
+
+
 def closed_form_certificate(inst: UFMInstance, *, reduced: bool = True) -> Certificate:
     """The kkt-dual certificate at the closed-form optimum of theory.ufm.
 
     ``reduced`` (default) uses the class-reduced k x k computation (exact for the balanced,
-    class-constant candidate; O(k^3) instead of O(k^2 N)); ``reduced=False`` builds the full Z.
+    class-constant candidate; O(k^3) instead of O(k^2 N)) with the dual point built from the exact
+    gradient (:func:`closed_form_direction`); ``reduced=False`` builds the full Z and the dual point
+    from the gradient computed at the float candidate.
     """
-    from theory.ufm import optimal_logits
+    from theory.ufm import optimal_class_logits, optimal_logits
 
-    Z, b = optimal_logits(inst)
     if reduced:
-        return certificate_classwise(inst, Z[:, :: inst.n], b)
+        Zc, b = optimal_class_logits(inst)
+        return _certificate(inst, Zc, b, np.arange(inst.k), np.full(inst.k, float(inst.n)),
+                            "kkt-dual (class-reduced)", direction=closed_form_direction(inst))
+    Z, b = optimal_logits(inst)
     return certificate(inst, Z, b)
+
+
+# ---------------------------------------------------------------------------------------
+# Uniqueness of the minimiser and the phase, in class coordinates (docs/ufm.md, "Uniqueness")
+# ---------------------------------------------------------------------------------------
+
+#: Singular values of the scaled negative gradient G = -grad L / lam at or above 1 - FACE_TOL count
+#: as the face of the nuclear norm where minimisers may lie. Over-approximating the face is safe (the
+#: uniqueness argument needs injectivity on a face that contains the true one); every singular value
+#: outside is then <= 1 - FACE_TOL, i.e. strictly below 1 by far more than round-off (~1e-15 at
+#: lambda >= 1e-7; ~1e-9 for MSE at lambda = 1e-7, where U - Y cancels).
+FACE_TOL = 1e-6
+#: ||G||_2 may exceed 1 by at most this (round-off of a dual-feasible gradient; same scale as above).
+SPECTRAL_TOL = 1e-6
+#: Relative residuals of the structural conditions (candidate in the face, M symmetric PSD, face
+#: orthogonal to the all-ones vectors): exact zeros in exact arithmetic, ~1e-15 in float64.
+STRUCTURE_TOL = 1e-8
+
+
+def class_gradient(inst: UFMInstance, Zc: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Per-class gradient of one sample's loss at logits Zc + b (k x k): P - Y (CE) or U - Y (MSE)."""
+    Uo = np.asarray(Zc, dtype=float) + b[:, None]
+    if inst.loss == "ce":
+        return ce_parts(Uo, np.arange(inst.k))[1]
+    V = Uo.copy()
+    V[np.arange(inst.k), np.arange(inst.k)] -= 1.0
+    return V
+
+
+def zero_phase_ratio(inst: UFMInstance) -> dict:
+    """rho0 = ||grad L(0, b0)||_2 / lam, computed by value (class coordinates), with b0 the optimal bias at
+    Z = 0 (balanced classes: softmax(b0) = 1/k, so b0 = 0 for CE; b0 = 1/k for MSE).
+
+    Z = 0 is a minimiser iff rho0 <= 1 (KKT of the convex problem at Z = 0) and the unique one when
+    rho0 < 1; the closed form predicts rho0 = 1/(k s). ``bias_residual`` is max |grad_b| at (0, b0).
+    """
+    k, n, N = inst.k, inst.n, inst.N
+    b0 = np.zeros(k) if inst.loss == "ce" else np.full(k, 1.0 / k)
+    V = class_gradient(inst, np.zeros((k, k)), b0)
+    Gs = V * math.sqrt(n) / N  # the full gradient's nonzero singular values are those of Gs
+    sv = float(np.linalg.norm(Gs, 2))
+    return {"rho0": sv / inst.lam, "grad_norm_at_zero": sv, "bias_residual": float(np.max(np.abs(V.sum(axis=1)) * n / N)),
+            "bias_at_zero": float(b0[0])}
+
+
+def uniqueness_certificate(inst: UFMInstance, Zc: np.ndarray, b: np.ndarray,
+                           direction: np.ndarray | None = None) -> dict:
+    """Numeric confirmation of the uniqueness conditions at a class-constant candidate Z = Zc E.
+
+    With G = -grad L(Z + b 1^T)/lam (reduced: Gs = G E'^T, k x k; the N - k directions orthogonal to the
+    class indicators carry G = 0), let (U1, V1) span the singular vectors of Gs with singular value
+    >= 1 - FACE_TOL (the face). Conditions (docs/ufm.md, "Uniqueness"):
+    (a) ||G||_2 <= 1 + SPECTRAL_TOL (G is a subgradient direction of the nuclear norm);
+    (b) every other singular value is <= 1 - FACE_TOL (strict complementarity off the face, delta);
+    (c) the candidate lies in the face, Zs = U1 M V1^T with M symmetric positive semidefinite;
+    (d) injectivity: U1^T 1_k = 0 and V1^T 1_N = 0 (so (Delta, beta) -> U1 Delta V1^T + beta 1^T, and its
+        column-centred version for CE, vanish only for Delta = 0 and a constant beta).
+    Then every minimiser has Z = Z*, and b = b* (MSE, or CE with lambda_b > 0) or b = b* + c 1 (CE, free bias).
+    ``direction``: the exact gradient (P - Y or U - Y per class) from a formula; it is used for G when it
+    agrees with the gradient computed at the float candidate up to that computation's round-off
+    (64 u (1 + max|U|) per entry: for MSE at small lambda, U - Y cancels), else ``valid`` is False.
+    Returns the measured numbers and ``valid``.
+    """
+    k, n, N, lam = inst.k, inst.n, inst.N, inst.lam
+    Zc = np.asarray(Zc, dtype=float)
+    sw = math.sqrt(n)
+    V = class_gradient(inst, Zc, b)
+    formula_ok, formula_diff = True, None
+    if direction is not None:
+        D = np.asarray(direction, dtype=float)
+        formula_diff = float(np.max(np.abs(V - D)))
+        allowed = 64 * UNIT_ROUNDOFF * (1.0 + float(np.max(np.abs(Zc + b[:, None]))))
+        formula_ok = formula_diff <= max(allowed, 1e-12 * float(np.max(np.abs(D))))
+        V = D
+    Gs = -V * sw / N / lam
+    Ug, sg, Vgt = np.linalg.svd(Gs)
+    face = sg >= 1.0 - FACE_TOL
+    r1 = int(np.sum(face))
+    outside = float(sg[~face].max(initial=0.0))
+    U1, V1 = Ug[:, face], Vgt[face, :].T
+    Zs = Zc * sw
+    zn = float(np.linalg.norm(Zs))
+    if r1:
+        M = U1.T @ Zs @ V1
+        in_face = float(np.linalg.norm(Zs - U1 @ M @ V1.T)) / zn if zn > 0 else 0.0
+        Msym = 0.5 * (M + M.T)
+        asym = float(np.linalg.norm(M - M.T)) / max(float(np.linalg.norm(M)), 1e-300) if zn > 0 else 0.0
+        mmin = float(np.linalg.eigvalsh(Msym)[0]) / max(float(np.linalg.norm(M, 2)), 1e-300) if zn > 0 else 0.0
+        ones_left = float(np.linalg.norm(U1.T @ np.ones(k))) / math.sqrt(k)
+        ones_right = float(np.linalg.norm(V1.T @ np.full(k, sw))) / math.sqrt(N)
+    else:
+        in_face = 0.0 if zn == 0.0 else math.inf
+        asym = mmin = ones_left = ones_right = 0.0
+    checks = {"spectral_norm": float(sg[0]) <= 1.0 + SPECTRAL_TOL,
+              "strict_off_face": outside <= 1.0 - FACE_TOL,
+              "candidate_in_face": in_face <= STRUCTURE_TOL and asym <= STRUCTURE_TOL and mmin >= -STRUCTURE_TOL,
+              "injective": ones_left <= STRUCTURE_TOL and ones_right <= STRUCTURE_TOL,
+              "gradient_formula_agrees": formula_ok}
+    return {"valid": all(checks.values()), "conditions": checks, "spectral_norm": float(sg[0]),
+            "face_dimension": r1, "delta": 1.0 - outside, "largest_off_face": outside,
+            "candidate_off_face_residual": in_face, "M_asymmetry": asym, "M_min_eigenvalue_rel": mmin,
+            "ones_left_residual": ones_left, "ones_right_residual": ones_right,
+            "gradient_formula_max_diff": formula_diff, "face_tol": FACE_TOL, "spectral_tol": SPECTRAL_TOL, "structure_tol": STRUCTURE_TOL}
+
+
+def factor_classwise(inst: UFMInstance, Zc: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Balanced factorization of a class-constant Z = Zc E, by an SVD (independent of theory.geometry's
+    constructors): returns W (k x r) and the class means M (r x k), r = numerical rank (<= d when
+    d >= k - 1). Every balanced factorization of Z has these Gram matrices (W W^T, M^T M, W M)."""
+    Zs = np.asarray(Zc, dtype=float) * math.sqrt(inst.n)
+    Uz, S, Vt = np.linalg.svd(Zs)
+    r = int(np.sum(S > RANK_RTOL * S[0])) if S.size and S[0] > 0 else 0
+    if r == 0:
+        return np.zeros((inst.k, 1)), np.zeros((1, inst.k))
+    q = (inst.lh / inst.lw) ** 0.25
+    s = np.sqrt(S[:r])
+    W = q * Uz[:, :r] * s
+    M = (s[:, None] * Vt[:r, :]) / (q * math.sqrt(inst.n))
+    return W, M
+
+
+def zero_phase_radius(inst: UFMInstance, gap: float, delta: float) -> float | None:
+    """Zero phase (rho0 = 1 - delta < 1): every point (Z, b) with objective within ``gap`` of the optimum has
+    ||Z||_F <= ||Z||_* <= gap / (lam delta) (docs/ufm.md, "Radius"): the minimiser Z* = 0 is within that
+    distance. None when the inputs are not finite or delta <= 0."""
+    if not (math.isfinite(gap) and math.isfinite(delta)) or delta <= 0 or gap < 0:
+        return None
+    return gap / (inst.lam * delta)
 
 
 def factor(inst: UFMInstance, Z: np.ndarray, b: np.ndarray):
@@ -678,3 +893,71 @@ def factor(inst: UFMInstance, Z: np.ndarray, b: np.ndarray):
     W[:, :r] = q * Uz[:, :r] * s
     H[:r, :] = (s[:, None] * Vt[:r, :]) / q
     return W, H, b
+
+
+# ---------------------------------------------------------------------------------------
+# Resource estimates (checked before anything is allocated; proofs_check decides and refuses)
+# ---------------------------------------------------------------------------------------
+
+#: Sustained matrix-product throughput assumed by the time estimates. Measured on the 2-core reference
+#: machine: CE k = 1000, 106 evaluations of 3e10 flops in 81 s (4e10 flop/s); 1e10 leaves a 4x margin
+#: for a machine shared with other work.
+FLOPS_PER_SECOND = 1e10
+#: Objective evaluations per start assumed by the time estimate (measured 35-120 to gtol 1e-9 at
+#: k = 10..1000 away from the phase threshold; the wall-clock budget of solve_factored stops the rest).
+EVALS_PER_START = 300
+#: Time model of the convex route (cvxpy/Clarabel on the nuclear-norm program: an SDP block of size
+#: k + N and, for CE, k N exponential cones). Measured on the shared 2-core machine, CE, lw = lh = 1e-3:
+#: k + N = 36 (k = 12, n = 2): 3.2 s; k + N = 50 (k = 10, n = 4): 7.1 s; k + N = 100 (k = 20, n = 4): 164 s,
+#: i.e. about (k + N)^4.5. The estimate is CONVEX_SECONDS_AT_50 ((k + N)/50)^4.5 (a 1.4x margin).
+CONVEX_SECONDS_AT_50 = 10.0
+CONVEX_EXPONENT = 4.5
+
+
+def estimate(inst: UFMInstance, route: str, starts: int = 1) -> dict:
+    """Memory (bytes) and time (seconds, at FLOPS_PER_SECOND) of one route, from the sizes alone.
+
+    - ``closed-form``: class-reduced k x k work (four SVDs, the certificate, the Gram and cosine
+      matrices, the JSON of the cosines): ~24 k^2 doubles plus ~25 bytes per cosine of output; 100 k^3 flops.
+    - ``factored``: the variables x (k d + d N + k) about 26 times (L-BFGS pairs, gradient, line search,
+      a start), the logits/gradient buffers and the final certificate's k x N SVD (~8 k N), the feature
+      matrix copies of the NC metrics (~4 d N); time EVALS_PER_START evaluations of 6 k d N flops per start
+      (MSE with variable projection: 4 k^2 d + 2 k^3) plus the certificate (4 k^2 N).
+    - ``convex``: the cvxpy program (~200 k N doubles for the cone data and factorisations) and the
+      measured time model CONVEX_SECONDS_AT_50 ((k + N)/50)^4.5.
+    """
+    k, n, d, N = inst.k, inst.n, inst.d, inst.N
+    kf, df, Nf = float(k), float(d), float(N)
+    if route == "closed-form":
+        return {"bytes": 8.0 * 24 * kf * kf + 25.0 * kf * kf, "seconds": 100.0 * kf ** 3 / FLOPS_PER_SECOND}
+    if route == "factored":
+        nvar = kf * df + df * Nf + kf
+        vp = inst.loss == "mse"
+        if vp:
+            per_eval = 4.0 * kf * kf * df + 2.0 * kf ** 3
+            mem = 26.0 * kf * df + 3.0 * df * Nf
+        else:
+            per_eval = 6.0 * kf * df * Nf + 20.0 * kf * Nf
+            mem = 26.0 * nvar
+        mem += 8.0 * kf * Nf + 4.0 * df * Nf + 3.0 * kf * kf
+        secs = float(starts) * EVALS_PER_START * per_eval / FLOPS_PER_SECOND + 4.0 * kf * kf * Nf / FLOPS_PER_SECOND
+        return {"bytes": 8.0 * mem, "seconds": secs}
+    if route == "convex":
+        return {"bytes": 8.0 * 200 * kf * Nf + 8.0 * (kf + Nf) ** 2 * 4,
+                "seconds": CONVEX_SECONDS_AT_50 * ((kf + Nf) / 50.0) ** CONVEX_EXPONENT}
+    raise ValueError(f"route must be closed-form, factored or convex, got {route!r}")
+
+
+def collapsed_objective(inst: UFMInstance, W: np.ndarray, Mu: np.ndarray, b: np.ndarray) -> float:
+    """The factored objective at a collapsed point h_i = mu_{y_i} (W: k x r, Mu: r x k class means), without
+    forming H: (1/k) sum_c loss(W mu_c + b, c) + lw/2 ||W||^2 + lh n/2 ||Mu||^2 (+ lb/2 ||b||^2), balanced classes."""
+    k = inst.k
+    Uc = W @ Mu + b[:, None]
+    if inst.loss == "ce":
+        data = float(np.sum(ce_parts(Uc, np.arange(k))[0])) / k
+    else:
+        R = Uc.copy()
+        R[np.arange(k), np.arange(k)] -= 1.0
+        data = 0.5 * float(np.sum(R * R)) / k
+    return data + 0.5 * (inst.lw * float(np.sum(W * W)) + inst.lh * inst.n * float(np.sum(Mu * Mu))
+                         + inst.lb * float(b @ b))

@@ -1,6 +1,6 @@
 """Classic unconstrained-features model (UFM): cross-entropy and MSE with weight decay.
 
-Spec: ``spec/ufm.md``. Balanced classes: k classes, n samples each, N = n k, features
+Spec: ``docs/ufm.md``. Balanced classes: k classes, n samples each, N = n k, features
 H (d x N) ordered class by class, classifier W (k x d), bias b (k).
 
 - CE (Zhu et al., NeurIPS 2021, "A geometric analysis of neural collapse with unconstrained
@@ -31,6 +31,16 @@ from theory.geometry import simplex_etf
 
 LOSSES = ("ce", "mse")
 
+#: Accepted range of each weight decay (lambda_w, lambda_h and a nonzero lambda_b). Inside it the
+#: products and square roots the closed forms use (lw lh in [1e-24, 1e24], s = sqrt(n lw lh),
+#: c* = log(1/s - (k-1)) <= 30 + log of the sizes, factor scales (lh/lw)^(1/4) in [1e-6, 1e6]) are far
+#: from float64 underflow/overflow, and every value is evaluated with stable formulas (log1p, one
+#: softmax pass with the largest entry factored out) to a relative accuracy of ~1e-13 (docs/ufm.md).
+#: Outside it (e.g. lambda_w = 1e-300, lambda_h = 1e300) the value would be computed as 0, inf or NaN:
+#: such inputs are refused, never "certified".
+LAMBDA_MIN = 1e-12
+LAMBDA_MAX = 1e12
+
 
 @dataclass(frozen=True)
 class UFMInstance:
@@ -57,6 +67,12 @@ class UFMInstance:
             raise InstanceError("lambda_b must be 0 for ufm-mse: the MSE closed form has an unregularized bias")
         if self.lw == 0.0 or self.lh == 0.0:
             raise InstanceError("lambda_w and lambda_h must be > 0 (without weight decay the infimum is not attained)")
+        for name, v in (("lambda_w", self.lw), ("lambda_h", self.lh), ("lambda_b", self.lb)):
+            if name == "lambda_b" and v == 0.0:
+                continue
+            if not LAMBDA_MIN <= v <= LAMBDA_MAX:
+                raise InstanceError(f"{name} must be in [{LAMBDA_MIN:g}, {LAMBDA_MAX:g}] (the range where float64 "
+                                    f"evaluation with stable formulas is accurate; docs/ufm.md), got {v:g}")
 
     @property
     def N(self) -> int:
@@ -109,7 +125,7 @@ def ce_threshold(inst: UFMInstance) -> float:
 def ce_optimum(inst: UFMInstance) -> UFMPrediction:
     """CE closed form: f* = -log(1 - (k-1)s) + (k-1) s log(1/s - (k-1)) for s < 1/k, else log k.
 
-    Derived (spec/ufm.md); statement of the geometry from Zhu et al. 2021. A regularized bias
+    Derived (docs/ufm.md); statement of the geometry from Zhu et al. 2021. A regularized bias
     does not change the value (the optimal bias is 0).
     """
     k, s = inst.k, ce_threshold(inst)
@@ -123,7 +139,7 @@ def ce_optimum(inst: UFMInstance) -> UFMPrediction:
 def mse_optimum(inst: UFMInstance) -> UFMPrediction:
     """MSE closed form: z = max(sqrt(n) - N lam, 0), f* = (k-1)((sqrt(n)-z)^2/(2N) + lam z).
 
-    Derived (spec/ufm.md) by singular-value soft thresholding of the centred labels; the
+    Derived (docs/ufm.md) by singular-value soft thresholding of the centred labels; the
     geometry statement is from Zhou et al. 2022 / Han, Papyan, Donoho 2022. Bias b* = 1/k.
     """
     k, N, lam = inst.k, inst.N, inst.lam
@@ -148,7 +164,28 @@ def optimal_logits(inst: UFMInstance) -> tuple[np.ndarray, np.ndarray]:
     return (pred.margin / math.sqrt(inst.n)) * JY, np.full(inst.k, 1.0 / inst.k)
 
 
-def optimal_point(inst: UFMInstance) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def optimal_class_logits(inst: UFMInstance) -> tuple[np.ndarray, np.ndarray]:
+    """The closed-form optimum in class coordinates: Zc (k x k, column c = the logits of every sample
+    of class c, so Z = Zc (I_k kron 1_n^T)) and the bias b. O(k^2) memory, independent of n and d."""
+    pred = optimum(inst)
+    J = np.eye(inst.k) - 1.0 / inst.k
+    if inst.loss == "ce":
+        return pred.margin * J, np.zeros(inst.k)
+    return (pred.margin / math.sqrt(inst.n)) * J, np.full(inst.k, 1.0 / inst.k)
+
+
+def optimal_class_point(inst: UFMInstance) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The closed-form minimiser in class coordinates: W (k x r), class means Mu (r x k) and b, with
+    r = min(d, k). Features are collapsed (h_i = mu_{y_i}), so this is the whole point; embedding it in
+    R^d by zero padding changes no value or Gram matrix. O(k^2) memory, independent of n and d."""
+    if inst.d < inst.k - 1:
+        raise InstanceError(f"d must be >= k-1 = {inst.k - 1} for the closed-form minimizer, got d = {inst.d}")
+    small = UFMInstance(inst.loss, inst.k, inst.n, min(inst.d, inst.k), inst.lw, inst.lh, inst.lb)
+    W, H, b = optimal_point(small, _means_only=True)
+    return W, H, b
+
+
+def optimal_point(inst: UFMInstance, _means_only: bool = False) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """A closed-form global minimizer (W, H, b) in dimension d (requires d >= k-1).
 
     Class means form a simplex ETF, H collapsed, self-dual: mu_c = sqrt(lw/(n lh)) w_c.
@@ -168,6 +205,8 @@ def optimal_point(inst: UFMInstance) -> tuple[np.ndarray, np.ndarray, np.ndarray
     alpha = math.sqrt(prod * ratio)
     beta = math.sqrt(prod / ratio)
     W = alpha * U.T
+    if _means_only:
+        return W, beta * U, b
     H = beta * U[:, inst.labels()]
     return W, H, b
 

@@ -8,6 +8,7 @@ from proofs_check.commands import (SolveCommand, TableCommand, UsageError, add_b
                                    float_list, int_list)
 from proofs_check.tables import Table
 from theory import ufm as T
+from theory._validate import InputError
 
 
 def _common(p: argparse.ArgumentParser, *, bias: bool) -> None:
@@ -22,7 +23,23 @@ def _common(p: argparse.ArgumentParser, *, bias: bool) -> None:
                    help="auto: every route that applies at this size (default)")
     p.add_argument("--starts", type=int, default=3, help="random starts of the factored solver (default 3)")
     p.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
+    p.add_argument("--max-memory", type=_bytes, default=None, metavar="BYTES",
+                   help="memory budget, e.g. 4G or 500M (default: min(0.8 x available memory, 2.5G)); routes whose "
+                        "size estimate exceeds it are refused (or skipped by --method auto)")
     add_backend_arguments(p)
+
+
+def _bytes(text: str) -> float:
+    """Parse 4G, 500M, 2.5e9 (argparse type)."""
+    t = text.strip().upper().removesuffix("B")
+    mult = {"K": 1e3, "M": 1e6, "G": 1e9, "T": 1e12}.get(t[-1:], 1.0)
+    try:
+        v = float(t[:-1] if mult != 1.0 else t) * mult
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a size like 4G, 500M or 2.5e9, got {text!r}") from None
+    if not (v > 0 and v < float("inf")):
+        raise argparse.ArgumentTypeError(f"expected a positive finite size, got {text!r}")
+    return v
 
 
 def _run(loss: str):
@@ -33,10 +50,13 @@ def _run(loss: str):
             raise UsageError("--lambda-b is not accepted for ufm-mse: the MSE closed form assumes an unregularized bias")
         if args.starts < 1:
             raise UsageError(f"--starts must be >= 1, got {args.starts}")
+        if args.seed < 0:
+            raise UsageError(f"--seed must be >= 0, got {args.seed}")
         inst = T.UFMInstance(loss, args.classes, args.per_class, args.dim, args.lambda_w, args.lambda_h,
                              args.lambda_b if args.lambda_b is not None else 0.0)
         backend = backend_from_args(args)
-        return check_instance(inst, method=args.method, starts=args.starts, seed=args.seed, **backend)
+        return check_instance(inst, method=args.method, starts=args.starts, seed=args.seed,
+                              max_memory=args.max_memory, **backend).to_dict()
 
     return run
 
@@ -82,7 +102,8 @@ def _sweep_ufm(params: dict, seed: int) -> dict:
 
     inst = T.UFMInstance(params["loss"], params["k"], params["n"], params["d"], params["lw"], params["lh"],
                          params.get("lb", 0.0))
-    out = check_instance(inst, method=params.get("method", "auto"), starts=int(params.get("starts", 2)), seed=seed)
+    out = check_instance(inst, method=params.get("method", "auto"), starts=int(params.get("starts", 2)),
+                         seed=seed).to_dict()
     cert = out["certificate"] or {}
     return {"verdict": out["verdict"], "reason": out["reason"], "predicted": out["predicted"]["value"],
             "attained": (out["solution"] or {}).get("value"), "lower_bound": cert.get("lower_bound"),
@@ -94,7 +115,7 @@ def _sweep_validate(params: dict) -> None:
     T.UFMInstance(params["loss"], params["k"], params["n"], params["d"], params["lw"], params["lh"],
                   params.get("lb", 0.0))
     if params.get("method", "auto") not in ("auto", "closed-form", "convex", "factored"):
-        raise ValueError(f"method must be auto, closed-form, convex or factored, got {params['method']!r}")
+        raise InputError(f"method must be auto, closed-form, convex or factored, got {params['method']!r}")
 
 
 try:
