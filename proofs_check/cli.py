@@ -39,6 +39,9 @@ def build_parser() -> tuple[argparse.ArgumentParser, dict, dict, dict]:
     li = sub.add_parser("list", help="list the registered claims with source and provenance")
     li.add_argument("--only", action="append", metavar="PATTERN")
     li.add_argument("--json", action="store_true")
+    li.add_argument("--counts-from", metavar="RUN.json", default=None,
+                    help="show each claim's independent/consistency check counts from an `ncproofs run --json` "
+                         "report (default: ncproofs-report.json when it exists; the counts exist only after a run)")
 
     s = sub.add_parser("solve", help="solve and check one instance of a family")
     ssub = s.add_subparsers(dest="family", parser_class=_Parser, metavar="FAMILY")
@@ -185,23 +188,42 @@ def _one_line(exc: BaseException, limit: int = 300) -> str:
 
 def _dispatch(parser, args, smap, tmap, emap) -> int:
     from proofs_check import registry
+    from theory._validate import InputError
 
     if args.command is None:
         parser.print_help()
         return 2
     if args.command == "list":
+        import os
+
         claims = registry.select(registry.all_claims(), args.only)
+        src = args.counts_from or ("ncproofs-report.json" if os.path.isfile("ncproofs-report.json") else None)
+        counts = None
+        if src:
+            try:
+                counts = registry.counts_from_report(src)
+            except InputError:
+                if args.counts_from:
+                    raise
+                src = None  # an unreadable default report is ignored, an explicit one is an error
+        rows = registry.listing(claims, counts)
         if args.json:
-            print(json.dumps([{"id": c.id, "family": c.family, "source": c.source,
-                               "provenance": c.provenance.value, "statement": c.statement} for c in claims], indent=2))
+            print(json.dumps([{**{k: r[k] for k in ("id", "family", "source", "provenance", "statement")},
+                               "independent_checks": r["independent_checks"],
+                               "consistency_checks": r["consistency_checks"]} for r in rows], indent=2))
         else:
             w = max((len(c.id) for c in claims), default=10)
-            for c in claims:
-                print(f"{c.id:<{w}}  {c.provenance.value:<13}  {c.source}")
-            print(f"{len(claims)} claims")
+            for r in rows:
+                print(f"{r['id']:<{w}}  {r['provenance']:<13}  {r['checks']:<34}  {r['source']}")
+            print(f"{len(claims)} claims" + (f"; check counts from {src}" if src else
+                                             "; check counts: run `ncproofs run` first (or pass --counts-from)"))
         return 0
     if args.command == "run":
+        from proofs_check.outputs import check_output_path
         from proofs_check.runner import run_claims, summary_table, write_reports
+
+        check_output_path(args.report, "--report")  # before any claim runs
+        check_output_path(args.json_path, "--json")
 
         claims = registry.select(registry.all_claims(), args.only)
         if not claims:
@@ -219,6 +241,7 @@ def _dispatch(parser, args, smap, tmap, emap) -> int:
         cmd = smap[args.family]
         if getattr(args, "plot", None):
             plots.check_plot_available()  # fail before an expensive solve
+            plots.check_plot_path(args.plot)
         out = clean(cmd.run(args))
         plots.maybe_plot(args, out)
         if args.json:
@@ -231,10 +254,12 @@ def _dispatch(parser, args, smap, tmap, emap) -> int:
     if args.command == "table":
         if args.family is None:
             raise UsageError("table needs a family: " + ", ".join(tmap))
+        from proofs_check.outputs import check_output_path, write_text_atomic
+
+        check_output_path(args.output, "--output")  # before the table is built
         text = tmap[args.family].build(args).render(args.format)
         if args.output:
-            with open(args.output, "w", encoding="utf-8") as f:
-                f.write(text)
+            write_text_atomic(args.output, text)
         else:
             sys.stdout.write(text)
         return 0

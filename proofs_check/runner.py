@@ -108,13 +108,14 @@ def key_numbers_text(r: ClaimResult) -> str:
 
 def summary_table(run: RunResult) -> str:
     """Plain-text summary table for the terminal."""
-    rows = [("claim", "source", "provenance", "verdict", "key numbers", "s")]
+    rows = [("claim", "source", "provenance", "verdict", "checks i+c", "key numbers", "s")]
     for r in run.results:
         rows.append((r.claim.id, r.claim.source, r.claim.provenance.value, r.verdict.value,
+                     f"{r.independent_checks}+{len(r.checks) - r.independent_checks}",
                      key_numbers_text(r), f"{r.seconds:.2f}"))
-    caps = (38, 34, 13, 14, 60, 8)
+    caps = (38, 34, 13, 14, 10, 60, 8)
     rows = [tuple(str(c)[: w - 1] + "…" if len(str(c)) > w else str(c) for c, w in zip(row, caps)) for row in rows]
-    widths = [max(len(row[i]) for row in rows) for i in range(6)]
+    widths = [max(len(row[i]) for row in rows) for i in range(len(caps))]
     lines = ["  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip() for row in rows]
     lines.insert(1, "  ".join("-" * w for w in widths))
     counts = run.counts()
@@ -126,6 +127,7 @@ def summary_table(run: RunResult) -> str:
         order = {Verdict.ERROR: 0, Verdict.REFUTED: 1, Verdict.INCONCLUSIVE: 2, Verdict.NOT_APPLICABLE: 3}
         for r in sorted(others, key=lambda r: order.get(r.verdict, 9)):
             lines.append(f"  {r.verdict.value:<14} {r.claim.id}: {shorten(r.reason, 120)}")
+    lines.append("(checks i+c: independent + consistency checks of each claim)")
     lines.append("")
     lines.append(f"overall: {run.verdict.value}  ({', '.join(f'{v} {k}' for k, v in counts.items() if v)})"
                  f"  in {run.seconds:.1f} s, profile {run.context.profile}")
@@ -168,10 +170,11 @@ def markdown_report(run: RunResult) -> str:
 
 
 def write_reports(run: RunResult, md_path: str | None, json_path: str | None) -> None:
+    """Write the Markdown and/or JSON report, each atomically (temp file, fsync, rename):
+    a reader never sees half a report, and a crash leaves the previous one."""
+    from proofs_check.outputs import write_text_atomic
+
     if md_path:
-        with open(md_path, "w", encoding="utf-8") as f:
-            f.write(markdown_report(run))
+        write_text_atomic(md_path, markdown_report(run))
     if json_path:
-        with open(json_path, "w", encoding="utf-8") as f:
-            json.dump(run.to_dict(), f, indent=2, allow_nan=False)
-            f.write("\n")
+        write_text_atomic(json_path, json.dumps(run.to_dict(), indent=2, allow_nan=False) + "\n")

@@ -1,0 +1,139 @@
+"""Bad input across every command: exit status 2, one line on stderr naming the parameter, no
+traceback, and no work first (each case must end quickly; a SIGALRM guard turns a hang into a
+failure instead of a stuck suite). Defects are never reported as bad input (test_verdict_engine)."""
+
+import signal
+
+import pytest
+
+from proofs_check.cli import main
+
+UFM = ["--classes", "3", "--per-class", "2", "--dim", "3", "--lambda-w", "0.01", "--lambda-h", "0.01"]
+
+
+def _ufm(**over):
+    args = dict(zip(UFM[::2], UFM[1::2]))
+    for k, v in over.items():
+        args["--" + k.replace("_", "-")] = v
+    out = []
+    for k, v in args.items():
+        if v is not None:
+            out += [k, v]
+    return out
+
+
+# (argv, a word the message must contain)
+CASES = [
+    # UFM: sizes, decays, ranges, budgets
+    (["solve", "ufm-ce", *_ufm(classes="1")], "classes"),
+    (["solve", "ufm-ce", *_ufm(classes="0")], "classes"),
+    (["solve", "ufm-ce", *_ufm(classes="-3")], "classes"),
+    (["solve", "ufm-ce", *_ufm(per_class="0")], "per"),
+    (["solve", "ufm-ce", *_ufm(dim="0")], "dim"),
+    (["solve", "ufm-ce", *_ufm(lambda_w="0")], "lambda"),
+    (["solve", "ufm-ce", *_ufm(lambda_w="-1")], "lambda"),
+    (["solve", "ufm-ce", *_ufm(lambda_w="nan")], "lambda"),
+    (["solve", "ufm-ce", *_ufm(lambda_h="inf")], "lambda"),
+    (["solve", "ufm-ce", *_ufm(lambda_w="1e-300", lambda_h="1e-300"), "--method", "closed-form", "--json"], "lambda"),
+    (["solve", "ufm-ce", *_ufm(lambda_w="5e-324")], "lambda"),
+    (["solve", "ufm-mse", *_ufm(lambda_w="1e-300", lambda_h="1e300")], "lambda"),
+    (["solve", "ufm-ce", *_ufm(classes="100000", per_class="100000", dim="100000")], "memory"),
+    (["solve", "ufm-ce", *_ufm(starts="100000000")], "starts"),
+    (["solve", "ufm-ce", *_ufm(starts="0")], "starts"),
+    (["solve", "ufm-ce", *_ufm(dim="100000000")], ""),
+    (["solve", "ufm-ce", *_ufm(classes="500", per_class="500", dim="500"), "--method", "convex"], "convex"),
+    (["solve", "ufm-ce", *_ufm(classes="abc")], "classes"),
+    (["solve", "ufm-ce", *_ufm(seed="-1")], "seed"),
+    # SCL
+    (["solve", "scl", "--counts", "", "--tau", "0.1"], "counts"),
+    (["solve", "scl", "--counts", ",,,", "--tau", "0.1"], "counts"),
+    (["solve", "scl", "--counts", "3,0,2", "--tau", "0.1"], "counts"),
+    (["solve", "scl", "--counts", "3,-1", "--tau", "0.1"], "counts"),
+    (["solve", "scl", "--counts", "3", "--tau", "0.1"], "counts"),
+    (["solve", "scl", "--counts", "3,3", "--tau", "0"], "tau"),
+    (["solve", "scl", "--counts", "3,3", "--tau", "-1"], "tau"),
+    (["solve", "scl", "--counts", "3,3", "--tau", "nan"], "tau"),
+    (["solve", "scl", "--counts", "3,3", "--tau", "1e-320"], "tau"),
+    (["solve", "scl", "--counts", "3,3", "--tau", "0.1", "--dim", "0"], "dim"),
+    (["solve", "scl", "--counts", "3,3", "--tau", "0.1", "--dim", "100000000"], "dim"),
+    (["solve", "scl", "--counts", "3,3", "--tau", "0.1", "--starts", "100000000"], "starts"),
+    (["solve", "scl", "--counts", "100000000,100000000", "--tau", "0.1"], "counts"),
+    (["solve", "scl", "--counts", "99999999999999999999999,2", "--tau", "0.1"], "counts"),
+    (["solve", "scl", "--counts", "3,3", "--tau", "0.1", "--batches", "0,1;9,10"], "batch"),
+    # feature collapse
+    (["solve", "feature-collapse", "--concepts", "1", "--length", "2", "--words-per-concept", "2", "--dim", "3",
+      "--lambda", "0.1"], "concepts"),
+    (["solve", "feature-collapse", "--concepts", "2", "--length", "0", "--words-per-concept", "2", "--dim", "3",
+      "--lambda", "0.1"], "length"),
+    (["solve", "feature-collapse", "--concepts", "2", "--length", "2", "--words-per-concept", "2", "--dim", "3",
+      "--lambda", "-0.1"], "lambda"),
+    (["solve", "feature-collapse", "--concepts", "2", "--length", "2", "--words-per-concept", "2", "--dim", "3",
+      "--lambda", "1e-300"], "lambda"),
+    (["solve", "feature-collapse", "--concepts", "2", "--length", "2", "--words-per-concept", "2", "--dim", "3",
+      "--lambda", "0.1", "--freqs", "0.5,0.6"], "freqs"),
+    (["solve", "feature-collapse", "--concepts", "50", "--length", "50", "--words-per-concept", "50", "--dim", "3",
+      "--lambda", "0.1"], ""),
+    (["solve", "feature-collapse", "--concepts", "2", "--length", "2", "--words-per-concept", "2", "--dim", "3",
+      "--lambda", "0.1", "--starts", "100000000"], "starts"),
+    # NTK
+    (["solve", "ntk", "--classes", "3", "--per-class", "2", "--init-scale", "1e-320"], "init"),
+    (["solve", "ntk", "--classes", "3", "--per-class", "2", "--init-scale", "1e300"], "init"),
+    (["solve", "ntk", "--classes", "3", "--per-class", "2", "--init-scale", "0"], "init"),
+    (["solve", "ntk", "--classes", "3", "--per-class", "2", "--time", "1e12"], "time"),
+    (["solve", "ntk", "--classes", "3", "--per-class", "2", "--time", "-1"], "time"),
+    (["solve", "ntk", "--classes", "1", "--per-class", "2"], "classes"),
+    (["solve", "ntk", "--classes", "3", "--per-class", "0"], "per"),
+    (["solve", "ntk", "--classes", "3", "--per-class", "2", "--s", "1e300"], "s"),
+    (["solve", "ntk", "--classes", "3", "--per-class", "2", "--feature-dim", "100000000"], "dim"),
+    (["solve", "ntk", "--classes", "3", "--per-class", "2", "--kappa", "1,2"], "kappa"),
+    # CRH
+    (["solve", "crh", "--steps", "1000000000000"], "steps"),
+    (["solve", "crh", "--steps", "0"], "steps"),
+    (["solve", "crh", "--lr", "-1"], "lr"),
+    (["solve", "crh", "--weight-decay", "-1"], "decay"),
+    # tables
+    (["table", "ufm", "--loss", "ce", "--classes", "", "--lambda", "0.1"], "classes"),
+    (["table", "ufm", "--loss", "ce", "--classes", ",,,", "--lambda", "0.1"], "classes"),
+    (["table", "ufm", "--loss", "ce", "--classes", "3", "--lambda", "-1"], "lambda"),
+    (["table", "ufm", "--loss", "ce", "--classes", "1", "--lambda", "0.1"], "classes"),
+    (["table", "ntk", "--classes", "", "--per-class", "2"], "classes"),
+    (["table", "ntk", "--classes", ",,,", "--per-class", "2"], "classes"),
+    (["table", "scl", "--counts", "", "--tau", "0.1"], "counts"),
+    (["table", "scl", "--counts", "3,3", "--tau", ""], "tau"),
+    (["table", "feature-collapse", "--concepts", "2", "--length", "2", "--words-per-concept", "2",
+      "--lambdas", ""], "lambda"),
+    # run / list
+    (["run", "--only", "no-such-claim-xyz"], "only"),
+    (["run", "--seed", "-1", "--only", "ufm"], "seed"),
+    (["list", "--only", "no-such-claim-xyz"], ""),
+]
+
+
+@pytest.fixture
+def alarm():
+    def on_alarm(signum, frame):
+        raise TimeoutError("bad input took more than 60 s: budgets must be checked before work")
+
+    old = signal.signal(signal.SIGALRM, on_alarm)
+    signal.alarm(60)
+    yield
+    signal.alarm(0)
+    signal.signal(signal.SIGALRM, old)
+
+
+@pytest.mark.parametrize("argv,word", CASES, ids=[" ".join(a)[:70] for a, _ in CASES])
+def test_bad_input_is_one_line_exit_2(argv, word, capsys, alarm):
+    try:
+        rc = main(argv)
+    except SystemExit as e:  # argparse errors
+        rc = e.code
+    err = capsys.readouterr().err
+    lines = [ln for ln in err.splitlines() if ln.strip() and not ln.startswith("ncproofs: note:")]
+    if argv[0] == "list":  # an empty selection is not an error for list, but it must say so
+        assert rc in (0, 2)
+        return
+    assert rc == 2, (rc, err)
+    assert "Traceback" not in err
+    assert len(lines) == 1, err
+    assert lines[0].startswith("ncproofs: error:") or lines[0].startswith("usage:") is False
+    assert word.lower() in lines[0].lower(), lines[0]
