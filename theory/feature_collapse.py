@@ -1,6 +1,6 @@
 """Feature collapse (Laurent, von Brecht, Bresson, ICLR 2024): predictions and derivations.
 
-Specification: ``spec/feature_collapse.md`` (provenance: *reconstructed*). Notation:
+Specification: ``docs/feature_collapse.md`` (provenance: *reconstructed*). Notation:
 
 - ``n_c`` concepts, ``s_c`` words per concept, ``n_w = n_c s_c`` words; word ``(alpha, beta)``
   has index ``alpha * s_c + beta`` (0-based). Within-concept frequencies ``mu`` (length s_c).
@@ -636,13 +636,15 @@ def symbolic_derivations() -> dict:
         ce_star = L * sp.log(L * n / (L * n - (n - 1) * Lam))
         out[f"CE(t*) closed form (L={L})"] = sp.exp((L * sp.log(1 + (n - 1) * sp.exp(-c))).subs(t, tstar) / L) \
             - sp.exp(ce_star / L)
-    # 5. lambda_crit: phi'(0) = 0 at lambda = sqrt(K L/n_w)/(1 + K - K n_c^-L) (general K, rho = K/n_c^L)
+    # 5. lambda_crit: phi'(0) = 0 at lambda = sqrt(K L/n_w)/(1 + N0 + K - K n_c^-L) (general K, rho = K/n_c^L,
+    #    N0 classes sharing a class's latent variable: margin 0)
+    N0 = sp.symbols("N_0", nonnegative=True)
     for L in (1, 2, 3):
         rho = K / n ** L
         Lam = lam * sp.sqrt(nw * K * L)
         c = n / (n - 1) * t
-        phi = sp.log(1 + rho * ((1 + (n - 1) * sp.exp(-c)) ** L - 1)) + Lam * t
-        lc = sp.sqrt(K * L / nw) / (1 + K - K * n ** (-L))
+        phi = sp.log(1 + N0 + rho * ((1 + (n - 1) * sp.exp(-c)) ** L - 1)) + Lam * t
+        lc = sp.sqrt(K * L / nw) / (1 + N0 + K - K * n ** (-L))
         out[f"phi'(0) = 0 at lambda_crit (L={L})"] = sp.diff(phi, t).subs(t, 0).subs(lam, lc)
     # 6. balance: a*, b* satisfy a b = t and n_w a^2 = K L b^2, and attain 2 sqrt(n_w K L) t
     Lsym = sp.symbols("L", positive=True)
