@@ -56,7 +56,7 @@ def test_solve_single_routes(method, capsys):
     (["solve", "ufm-ce", "-k", "3", "-n", "-1", "-d", "2", "--lambda-w", "0.1", "--lambda-h", "0.1"], "n (samples per class)"),
     (["solve", "ufm-ce", "-k", "3", "-n", "2", "-d", "0", "--lambda-w", "0.1", "--lambda-h", "0.1"], "d (feature dimension)"),
     (["solve", "ufm-ce", "-k", "3", "-n", "2", "-d", "2", "--lambda-w", "-0.1", "--lambda-h", "0.1"], "lambda_w must be >= 0"),
-    (["solve", "ufm-ce", "-k", "3", "-n", "2", "-d", "2", "--lambda-w", "nan", "--lambda-h", "0.1"], "NaN"),
+    (["solve", "ufm-ce", "-k", "3", "-n", "2", "-d", "2", "--lambda-w", "nan", "--lambda-h", "0.1"], "finite"),
     (["solve", "ufm-mse", "-k", "3", "-n", "2", "-d", "2", "--lambda-w", "0.1", "--lambda-h", "0.1", "--lambda-b", "0.1"],
      "--lambda-b is not accepted for ufm-mse"),
     (["solve", "nonsense"], "invalid choice"),
