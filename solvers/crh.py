@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from solvers.common import Solution
+from solvers.common import Solution, blas_threads
 from theory._validate import InstanceError, as_finite_array, as_float, as_int
 from theory.crh import RELATIONS, CRHExperiment
 
@@ -30,6 +30,8 @@ PAH_REL_THRESHOLD = 1e-8
 #: Default number of Haar rotations for a null baseline: the standard error of the null mean is
 #: std/sqrt(200), a few 1e-3 for the spreads seen here (0.05 - 0.2).
 NULL_DRAWS = 200
+#: At most this many Haar draws per baseline (memory: six stacks of draws d x d floats).
+MAX_NULL_DRAWS = 100_000
 
 MODES = ("raw", "normalized")
 
@@ -131,7 +133,11 @@ def null_alignment(A, B, *, metric: str = "pearson", draws: int = NULL_DRAWS, se
     """Null baseline alpha(A, Q B Q^T) with Q Haar-random (it keeps B's spectrum, destroys its
     relation to A). Vectorised over the draws."""
     A, B = _sym_pair(A, B)
-    draws = as_int("draws", draws, minimum=2)
+    draws = as_int("draws", draws, minimum=2, maximum=MAX_NULL_DRAWS)
+    need = 6.0 * 8.0 * draws * A.shape[0] ** 2
+    if need > 2.5e9:  # the stacks of Gaussians, Q, R and rotated matrices (MEMORY_BUDGET_BYTES)
+        raise InstanceError(f"draws={draws} at d={A.shape[0]} needs about {need / 1e9:.3g} GB > limit 2.5 GB; "
+                            "use fewer draws")
     if metric not in ("pearson", "cosine"):
         raise InstanceError(f"metric must be 'pearson' or 'cosine', got {metric!r}")
     rng = rng or np.random.default_rng(seed)
@@ -401,7 +407,7 @@ def alignment_report(W, h_a, g_b, *, mode: str = "raw", null_draws: int = NULL_D
     ``W`` (d_b, d_a); ``h_a`` (n, d_a) samples of the layer input; ``g_b`` (n, d_b) samples of
     -dl/dh_b (per-sample loss). ``print(report)`` shows a table; ``report.to_dict()`` is JSON-ready.
     """
-    null_draws = as_int("null_draws", null_draws, minimum=0)
+    null_draws = as_int("null_draws", null_draws, minimum=0, maximum=MAX_NULL_DRAWS)
     if null_draws == 1:
         raise InstanceError("null_draws must be 0 (no baseline) or >= 2, got 1")
     return report_from_matrices(layer_matrices(W, h_a, g_b, mode=mode, bias=bias), null_draws=null_draws,
@@ -795,7 +801,9 @@ def run_experiment(cfg: CRHExperiment, *, time_budget_s: float | None = None) ->
     acc_S = [np.zeros_like(W) for W in Ws]
     acc_W = [np.zeros_like(W) for W in Ws]
     acc_loss = np.zeros(R)
-    with np.errstate(over="ignore", invalid="ignore", divide="ignore"):  # a diverging run is reported, not warned about
+    # Single-threaded BLAS: every product of the loop is small (a 256-wide layer at batch 8 is ~1 MFLOP),
+    # and threaded OpenBLAS made such steps ~10x slower on the loaded 2-core machine (docs/crh.md, Budgets).
+    with np.errstate(over="ignore", invalid="ignore", divide="ignore"), blas_threads(0):
         steps_done, n_rec = _sgd_loop(cfg, X, Y, Ws, gam, eta, rng, record_set, acc_raw, acc_nrm, acc_S, acc_W,
                                       acc_loss, deadline=t0 + budget)
     diverged = [not all(np.all(np.isfinite(W[r])) for W in Ws) for r in range(R)]
@@ -829,15 +837,15 @@ def run_experiment(cfg: CRHExperiment, *, time_budget_s: float | None = None) ->
 TIME_BUDGET_S = 120.0
 MEMORY_BUDGET_BYTES = 2.5e9
 
-#: Cost model (measured on the 2-core development machine, docs/crh.md "Budgets"): Python overhead
-#: per layer and step (about 15 us per layer for R <= 2 runs), batched products at an effective
-#: 2 GFLOP/s (threaded OpenBLAS on a shared machine reaches only ~1 GFLOP/s on 256-wide layers, so
-#: the estimate can be low there by 2x; the wall-clock budget catches that), full-data statistics
-#: at 10 GFLOP/s plus 0.2 ms per layer and run, Haar null draws at 2 GFLOP/s. The default
-#: experiment (2 runs, 2e5 steps) is estimated at ~1 min and measured at ~13 s unloaded.
+#: Cost model (measured on the 2-core development machine with benchmarks/crh_budget.py; docs/crh.md
+#: "Budgets"): Python overhead per layer and step (about 15 us per layer for R <= 2 runs), the SGD
+#: products at an effective 2 GFLOP/s (single-threaded BLAS), the full-data statistics of a
+#: checkpoint at 4 GFLOP/s (measured ~5 on the Gram products) plus 0.2 ms per layer and run, Haar
+#: null draws at 2 GFLOP/s. Measured estimate/CPU-time ratios: 1.0 - 4.5 (the wide 64-256-256-4
+#: net is the tightest); the wall-clock budget catches what a loaded machine adds.
 _STEP_OVERHEAD_S = 15e-6
 _STEP_FLOPS = 2e9
-_STAT_FLOPS = 1e10
+_STAT_FLOPS = 4e9
 _STAT_OVERHEAD_S = 2e-4
 _NULL_FLOPS = 2e9
 

@@ -1,6 +1,8 @@
 """CRH exact identities: symbolic (sympy) and to machine precision on random matrices
 (hypothesis over shapes and ranks); deliberately false identities must be REFUTED."""
 
+import re
+
 import numpy as np
 import pytest
 import sympy as sp
@@ -196,3 +198,51 @@ def test_balance_fails_for_tanh():
     # tanh is not positively homogeneous: the rescaling identity must fail (REFUTED)
     r = C.balance_claim(activation="tanh", id="x").run(CTX)
     assert r.verdict == Verdict.REFUTED
+
+
+# ---- fail closed and never REFUTED on true statements ------------------------------------------
+
+def test_worst_error_fails_closed():
+    assert C._worst([0.0, 1e-3]) == 1e-3
+    assert np.isnan(C._worst([0.0, float("nan")]))  # Python's max(0.0, nan) would return 0.0
+    assert np.isnan(C._worst([None, 0.0])) and np.isnan(C._worst([]))
+
+
+def test_nan_measurement_is_inconclusive_never_verified():
+    # a projector that produces NaN: every numeric comparison must fail closed (INCONCLUSIVE)
+    r = C.isotropy_claim(projector=lambda W: np.full((W.shape[1], W.shape[1]), np.nan), id="nan").run(CTX)
+    assert r.verdict == Verdict.INCONCLUSIVE, r.reason
+    numeric = [c for c in r.checks if c.name.startswith("numeric")]
+    assert numeric and all(c.verdict == Verdict.INCONCLUSIVE for c in numeric)
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+@pytest.mark.parametrize("factory", [C.backprop_claim, C.transfer_claim, C.scaled_projector_claim, C.isotropy_claim,
+                                     C.one_step_claim, C.balance_claim, C.nc_breaking_claim, C.reparam_claim,
+                                     C.nfa_changes_claim], ids=lambda f: f.__name__)
+def test_true_identities_never_refuted_over_seeds(factory, seed):
+    r = factory().run(RunContext(seed=seed))
+    assert r.verdict == Verdict.VERIFIED, (r.claim.id, seed, r.reason)
+
+
+def test_every_verified_identity_has_an_independent_check():
+    for claim in C.CLAIMS:
+        if "experiment" in claim.tags:
+            continue
+        r = claim.run(CTX)
+        assert r.verdict == Verdict.VERIFIED, (claim.id, r.reason)
+        assert any(c.independent and c.verdict == Verdict.VERIFIED and not c.name.startswith("symbolic")
+                   for c in r.checks), claim.id  # a numeric check against a separate computation
+        assert all(re.fullmatch(r"[a-z0-9.\[\]-]+", c.name) for c in r.checks), [c.name for c in r.checks]
+
+
+def test_wrong_nc_alignment_prediction_refuted():
+    # the four non-RGA alignments claimed to stay at 0.80 under 150/20/20/20 imbalance (true: 0.7524)
+    pred = {r: (1.0 if r.endswith("RGA") else 0.80) for r in T.RELATION_NAMES}
+    assert C.nc_claim(predicted=pred, id="x").run(CTX).verdict == Verdict.REFUTED
+
+
+def test_balance_rescaling_derivative_is_measured_without_gradient_code():
+    r = C.balance_claim(activation="tanh", id="x").run(CTX)
+    fd = next(c for c in r.checks if c.name == "fd-rescaling-tanh")
+    assert fd.verdict == Verdict.REFUTED and fd.independent  # tanh is not positively homogeneous

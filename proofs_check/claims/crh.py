@@ -953,8 +953,8 @@ def magnitude_ratio(res: S.ExperimentResult, run: int, layer: int) -> float | No
 
 
 #: The one-line reason of the magnitude claim (first sentence < 160 characters with the check name).
-MAGNITUDE_REASON = ("open discrepancy (docs/crh.md): tr(G_b)/(gamma^2 tr(H_b)) = {ratio} in the last hidden layer, "
-                    "where the reconstructed theorem predicts 1.")
+MAGNITUDE_REASON = ("open discrepancy with the reconstructed theorem (ratio 1), see docs/crh.md: measured "
+                    "tr(G_b)/(gamma^2 tr(H_b)) = {ratio} in the last hidden layer.")
 
 
 def magnitude_claim(gamma: float = 1e-2, *, cfg: T.CRHExperiment | None = None, id="crh.experiment.magnitude",
@@ -987,8 +987,8 @@ def magnitude_claim(gamma: float = 1e-2, *, cfg: T.CRHExperiment | None = None, 
         ev = {"ratio_trG_b_over_gamma2_trH_b": ratios, "ratio_trH_b_over_trZ_b": hz, "stationarity_residual": stat,
               "gamma": gamma, "last_hidden_ratio": r, "predicted_ratio": 1.0}
         if r is None:
-            yield Check("magnitude-ratio", Verdict.INCONCLUSIVE, "open discrepancy (docs/crh.md): the magnitude ratio "
-                        "is undefined here (tr(H_b) = 0 or not finite)", ev)
+            yield Check("magnitude-ratio", Verdict.INCONCLUSIVE, "open discrepancy with the reconstructed theorem, see "
+                        "docs/crh.md: the magnitude ratio is undefined here (tr(H_b) = 0 or not finite).", ev)
             return
         yield Check("magnitude-ratio", Verdict.INCONCLUSIVE, MAGNITUDE_REASON.format(ratio=fmt(r, 4)), ev)
 
@@ -1037,9 +1037,9 @@ def stationarity_sgd_claim(gamma: float = 1e-2, *, cfg: T.CRHExperiment | None =
 # --------------------------------------------------------------------------------------------
 
 METRICS = ("pearson", "cosine")
-#: Haar rotations for the null baselines of `solve`: at least 2 (a standard deviation), at most this
-#: many (memory 6 draws d^2 floats; 1e5 draws at d = 32 already need ~0.5 GB per array stack).
-MAX_NULL_DRAWS = 100_000
+#: Haar rotations for the null baselines of `solve`: at least 2 (a standard deviation), at most
+#: solvers.crh.MAX_NULL_DRAWS (memory: six stacks of draws x d x d floats).
+MAX_NULL_DRAWS = S.MAX_NULL_DRAWS
 
 
 def _layer_rows(cfg, run, mode, metric, null_draws, time_budget_s):
