@@ -953,7 +953,7 @@ def magnitude_ratio(res: S.ExperimentResult, run: int, layer: int) -> float | No
 
 
 #: The one-line reason of the magnitude claim (first sentence < 160 characters with the check name).
-MAGNITUDE_REASON = ("open discrepancy with the reconstructed theorem (ratio 1), see docs/crh.md: measured "
+MAGNITUDE_REASON = ("open discrepancy with the reconstructed theorem (ratio 1), see docs/crh.md: "
                     "tr(G_b)/(gamma^2 tr(H_b)) = {ratio} in the last hidden layer.")
 
 
