@@ -47,7 +47,7 @@ def test_cheap_claims_verified(claim):
 def test_theorem1_bound_raised_is_refuted():
     r = run(C.make_theorem1_claim(bound=lambda c, t: T.theorem1_bound(c, t) + 1e-3, instances=[((3, 2), 1.0)]))
     assert r.verdict is Verdict.REFUTED
-    assert any("below the bound" in ch.reason for ch in r.checks if ch.verdict is Verdict.REFUTED)
+    assert any("< claimed lower bound" in ch.reason for ch in r.checks if ch.verdict is Verdict.REFUTED)
 
 
 def test_theorem1_bound_lowered_is_refuted():
@@ -110,14 +110,16 @@ def test_graf_wrong_geometry_is_refuted():
 
 
 @pytest.mark.parametrize("geometry", ["orthogonal-frame", "simplex-etf"])
-def test_imbalanced_ufm_claimed_of_or_etf_is_refuted(geometry):
+def test_imbalanced_ufm_claimed_of_or_etf_is_never_verified(geometry):
+    # no closed-form minimiser to certify: a geometry statement about it is INCONCLUSIVE, never VERIFIED
     r = run(C.make_imbalanced_ufm_claim(geometry=geometry, instances=[((5, 3, 2), 0.5)]))
-    assert r.verdict is Verdict.REFUTED
+    assert r.verdict is Verdict.INCONCLUSIVE
+    assert any("no geometry certificate" in ch.reason for ch in r.checks)
 
 
-def test_imbalanced_ufm_majority_closer_is_refuted():
+def test_imbalanced_ufm_majority_closer_is_never_verified():
     r = run(C.make_imbalanced_ufm_claim(minority_closer=False, instances=[((5, 3, 2), 0.5)]))
-    assert r.verdict is Verdict.REFUTED
+    assert r.verdict is Verdict.INCONCLUSIVE
 
 
 def test_minibatch_ufm_etf_optimal_is_refuted():

@@ -29,11 +29,18 @@ def test_solve_full_batch_json(capsys):
     assert "Theorem 1" in out["predicted"]["theorem"]
 
 
+def _claim(out, cid):
+    return next(c for c in out["claims"] if c["id"] == cid)
+
+
 def test_solve_batches_nonunique_reports_why(capsys):
     rc, out = run_json(capsys, ["solve", "scl", "--counts", "4,4", "--tau", "0.5", "--batches", "0,1,4,5;2,3,6,7",
                                 "--starts", "2", "--json"])
-    assert rc == 0 and out["verdict"] == "INCONCLUSIVE"
-    assert "C1 fails" in out["reason"] and "non-unique" in out["reason"]
+    assert rc == 0
+    # the value statements hold (proven); the geometry statement's hypothesis (C1 and C2) fails
+    assert _claim(out, "optimal-value")["verdict"] == "VERIFIED"
+    geo = _claim(out, "geometry-of")
+    assert geo["verdict"] == "NOT_APPLICABLE" and "C1 fails" in geo["reason"] and "non-unique" in geo["reason"]
     assert out["batching"]["C1"] is False and out["batching"]["of_unique"] is False
     assert "Theorem 2" in out["predicted"]["theorem"]
 
@@ -42,23 +49,32 @@ def test_solve_binding_verified(capsys):
     rc, out = run_json(capsys, ["solve", "scl", "--counts", "4,4", "--tau", "0.5", "--batches", "0,1,4,5;2,3,6,7",
                                 "--binding", "--starts", "2", "--json"])
     assert out["verdict"] == "VERIFIED", out["reason"]
+    assert _claim(out, "unique-minimiser")["verdict"] == "VERIFIED"
     assert out["instance"]["batches"][1] == [2, 3, 6, 7, 0, 4]
 
 
 def test_solve_low_dim_and_singletons(capsys):
     rc, out = run_json(capsys, ["solve", "scl", "--counts", "4,4,4", "--tau", "0.5", "--dim", "2", "--starts", "2", "--json"])
-    assert out["verdict"] == "INCONCLUSIVE" and "d = 2 < k = 3" in out["reason"]
+    # the bound holds at every d (proven); attainment and the OF need d >= k: not applicable
+    assert _claim(out, "theorem-lower-bound")["verdict"] == "VERIFIED"
+    assert _claim(out, "optimal-value")["verdict"] == "NOT_APPLICABLE"
+    assert "d = 2 < k = 3" in _claim(out, "geometry-of")["reason"]
     rc, out = run_json(capsys, ["solve", "scl", "--counts", "3,1,1", "--tau", "0.5", "--dim", "4", "--starts", "2", "--json"])
-    assert out["verdict"] == "INCONCLUSIVE" and "singletons" in out["reason"]
+    geo = _claim(out, "geometry-of")
+    assert geo["verdict"] == "NOT_APPLICABLE" and "singletons" in geo["reason"]
+    assert _claim(out, "optimal-value")["verdict"] == "VERIFIED"
 
 
 def test_solve_ufm_balanced_and_imbalanced(capsys):
     rc, out = run_json(capsys, ["solve", "scl", "--counts", "3,3,3", "--tau", "0.5", "--no-nonneg", "--dim", "2",
                                 "--starts", "2", "--json"])
-    assert out["verdict"] == "VERIFIED" and out["geometry"]["classification"] == "simplex-etf"
+    assert out["verdict"] == "VERIFIED" and _claim(out, "geometry-etf")["verdict"] == "VERIFIED"
     rc, out = run_json(capsys, ["solve", "scl", "--counts", "5,3,2", "--tau", "0.5", "--no-nonneg", "--dim", "3",
                                 "--starts", "2", "--json"])
-    assert out["verdict"] == "VERIFIED" and out["geometry"]["classification"] == "other"
+    # value statements proven; the geometry of an imbalanced minimiser has no certificate
+    assert _claim(out, "certified-optimum")["verdict"] == "VERIFIED"
+    assert _claim(out, "optimum-below-etf-value")["verdict"] == "VERIFIED"
+    assert out["verdict"] == "INCONCLUSIVE" and "no geometry certificate" in out["reason"]
     assert out["predicted"]["value"] is None  # no closed form predicted for imbalanced UFM
 
 
@@ -113,7 +129,7 @@ def test_table_profiles(capsys):
     (["solve", "scl", "--counts", "5,3", "--tau", "1", "--batches", "0,99"], "out of range"),
     (["solve", "scl", "--counts", "5,3", "--tau", "1", "--batches", "0,0,1"], "repeats sample index"),
     (["solve", "scl", "--counts", "5,3", "--tau", "1", "--binding"], "--binding needs --batches"),
-    (["solve", "scl", "--counts", "5,3", "--tau", "nan"], "tau must be a number"),
+    (["solve", "scl", "--counts", "5,3", "--tau", "nan"], "tau"),
     (["solve", "scl", "--counts", "5,3", "--tau", "1", "--dim", "0"], "d must be >= 1"),
     (["batching", "--counts", "4,4", "--batches", "0,1", "--dim", "1"], "dim must be >= k"),
     (["table", "scl", "--tau", "0.5"], "give --counts or --profile"),

@@ -59,7 +59,7 @@ def test_tau_limits_numeric():
     lo, hi = T.tau_limits(4, 10)
     assert lo == pytest.approx(math.log(3)) and hi == pytest.approx(math.log(9))
     assert T.per_anchor_bound(4, 10, 1e-3) == pytest.approx(lo, abs=1e-12)
-    assert T.per_anchor_bound(4, 10, 1e9) == pytest.approx(hi, abs=1e-8)
+    assert T.per_anchor_bound(4, 10, 1e8) == pytest.approx(hi, abs=1e-8)
 
 
 def test_profiles():
