@@ -27,7 +27,6 @@ from dataclasses import asdict, dataclass
 import numpy as np
 
 from theory._validate import InstanceError, as_float, as_int
-from theory.geometry import simplex_etf
 
 LOSSES = ("ce", "mse")
 
@@ -174,6 +173,20 @@ def optimal_class_logits(inst: UFMInstance) -> tuple[np.ndarray, np.ndarray]:
     return (pred.margin / math.sqrt(inst.n)) * J, np.full(inst.k, 1.0 / inst.k)
 
 
+def helmert_basis(k: int, d: int) -> np.ndarray:
+    """d x k matrix U with U^T U = J_k = I - 11^T/k (d >= k - 1): the Helmert rows
+    (1, ..., 1, -j, 0, ..., 0)/sqrt(j (j + 1)), j = 1..k-1, are orthonormal and span 1^perp; padded with zero
+    rows. Its columns, scaled by sqrt(k/(k-1)), are a unit simplex ETF."""
+    if d < k - 1:
+        raise InstanceError(f"d must be >= k-1 = {k - 1} for a simplex ETF of k = {k} vectors, got d = {d}")
+    U = np.zeros((d, k))
+    for j in range(1, k):
+        c = 1.0 / math.sqrt(j * (j + 1))
+        U[j - 1, :j] = c
+        U[j - 1, j] = -j * c
+    return U
+
+
 def optimal_class_point(inst: UFMInstance) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """The closed-form minimiser in class coordinates: W (k x r), class means Mu (r x k) and b, with
     r = min(d, k). Features are collapsed (h_i = mu_{y_i}), so this is the whole point; embedding it in
@@ -194,12 +207,12 @@ def optimal_point(inst: UFMInstance, _means_only: bool = False) -> tuple[np.ndar
     if inst.d < inst.k - 1:
         raise InstanceError(f"d must be >= k-1 = {inst.k - 1} for the closed-form minimizer, got d = {inst.d}")
     k, n = inst.k, inst.n
-    Z, b = optimal_logits(inst)
-    sigma = float(np.linalg.norm(Z, 2)) if np.any(Z) else 0.0  # c sqrt(n) (CE) or z (MSE)
-    E = simplex_etf(k, inst.d)  # d x k, unit columns, Gram k/(k-1) J
-    U = E * math.sqrt((k - 1) / k)  # U^T U = J_k
-    # W = alpha U^T, H = beta U Y, so W H = alpha beta J_k Y = Z
-    prod = sigma / math.sqrt(n) if sigma else 0.0  # alpha * beta = c
+    pred = optimum(inst)
+    b = np.zeros(k) if inst.loss == "ce" else np.full(k, 1.0 / k)
+    # Z = prod * J_k Y with prod = c* (CE) or z / sqrt(n) (MSE); ||Z||_2 = prod sqrt(n)
+    prod = pred.margin if inst.loss == "ce" else pred.margin / math.sqrt(n)
+    U = helmert_basis(k, inst.d)  # d x k, U^T U = J_k (a simplex ETF up to scale), O(k d) without an eigh
+    # W = alpha U^T, H = beta U Y, so W H = alpha beta J_k Y = Z (alpha * beta = prod)
     # balance lw ||W||^2 = lh ||H||^2 with ||W||^2 = alpha^2 (k-1), ||H||^2 = beta^2 n (k-1)
     ratio = math.sqrt(inst.lh * n / inst.lw)  # alpha / beta
     alpha = math.sqrt(prod * ratio)
