@@ -170,14 +170,32 @@ def build_figure(out: dict):
 
 
 def plot_solution(out: dict, path: str, *, dpi: int = 150) -> str:
-    """Draw the figure for a solve output dict and write it to ``path``. Returns ``path``."""
+    """Draw the figure for a solve output dict and write it to ``path``. Returns ``path``.
+
+    The figure is rendered in memory and written atomically (a temp file beside ``path``,
+    fsync, rename), so an existing figure is never left half-overwritten."""
+    import io
+
+    from proofs_check.outputs import write_bytes_atomic
+
     ext = _plot_path(path)
-    folder = os.path.dirname(os.path.abspath(path))
-    if not os.path.isdir(folder):
-        raise UsageError(f"--plot {path}: folder {folder} does not exist")
+    check_plot_path(path)
     fig = build_figure(out)
-    fig.savefig(path, dpi=dpi, format=ext)
+    buf = io.BytesIO()
+    fig.savefig(buf, dpi=dpi, format=ext)
+    write_bytes_atomic(path, buf.getvalue())
     return path
+
+
+def check_plot_path(path: str | None) -> None:
+    """Raise a one-line UsageError/InputError (before an expensive solve) when ``--plot PATH``
+    cannot be written: wrong suffix, missing or unwritable folder, a directory or device."""
+    from proofs_check.outputs import check_output_path
+
+    if not path:
+        return
+    _plot_path(path)
+    check_output_path(path, "--plot")
 
 
 def _plot_path(path: str) -> str:

@@ -98,7 +98,7 @@ def test_grid_sweep_stores_every_instance_with_its_key_and_verdict(tmp_path, cap
     assert "verdicts: ERROR 0, REFUTED 4, INCONCLUSIVE 0, VERIFIED 4" in out
 
 
-def test_no_etf_when_d_below_k_minus_1_is_inconclusive(tmp_path, capsys):
+def test_no_etf_when_d_below_k_minus_1_is_not_applicable(tmp_path, capsys):
     cfg = _write(tmp_path / "c.toml", """
         [sweep]
         family = "geometry.noisy-etf"
@@ -109,7 +109,7 @@ def test_no_etf_when_d_below_k_minus_1_is_inconclusive(tmp_path, capsys):
     rc, out, _ = _run_cli(["sweep", str(cfg), "--workers", "1", "--quiet"], capsys)
     assert rc == 0
     (row,) = _rows(tmp_path / "c.sqlite")
-    assert row[3] == "INCONCLUSIVE"
+    assert row[3] == "NOT_APPLICABLE"  # a hypothesis of the claim fails (DESIGN: NOT APPLICABLE)
     assert "hypothesis fails" in json.loads(row[5])["reason"] and "d >= k-1 = 4" in json.loads(row[5])["reason"]
 
 
@@ -190,6 +190,8 @@ def slow(params, seed):
     with open(os.environ["NCPROOFS_TEST_LOG"], "a") as f:  # one line per computation started
         f.write(f"{params['i']}\\n")
     time.sleep(params["delay"])
+    if params["i"] >= int(os.environ.get("NCPROOFS_TEST_HANG_FROM", 10 ** 9)):
+        time.sleep(60)  # a long instance: its worker can only end by noticing that the sweep is gone
     if params["i"] == 13:
         raise RuntimeError("instance 13 crashes on purpose")
     return {"verdict": "REFUTED" if params["i"] % 7 == 0 else "VERIFIED", "score": params["i"],
@@ -528,3 +530,483 @@ def test_random_integer_log_range_stays_inside_and_covers_the_ends(tmp_path):
     assert sum(k <= 4 for k in ks) > sum(k >= 8 for k in ks)
     # identical draws are one instance (same key), computed and stored once
     assert sorted(i.params["k"] for i in spec.instances()) == list(range(2, 12))
+
+
+# ---- faults and limits: workers end with the sweep, shared stores, silent schedulers ---------
+
+def _group_members(pgid: int) -> list[int]:
+    """Live (non-zombie) processes in process group ``pgid``, from /proc: the sweep runs in its
+    own session (start_new_session), so this finds its workers and any helper they started
+    (a forkserver or resource tracker would be found too), whoever their parent is now."""
+    out = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat", "rb") as f:
+                fields = f.read().rsplit(b")", 1)[1].split()
+        except OSError:
+            continue
+        state, pgrp = fields[0], int(fields[2])
+        if pgrp == pgid and state not in (b"Z", b"X"):
+            out.append(int(entry))
+    return out
+
+
+def _children(pid: int) -> list[int]:
+    out = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat", "rb") as f:
+                    if int(f.read().rsplit(b")", 1)[1].split()[1]) == pid:
+                        out.append(int(entry))
+            except OSError:
+                pass
+    return out
+
+
+def _wait_rows(db: Path, proc, at_least: int, limit: float = 60) -> int:
+    deadline = time.monotonic() + limit
+    while time.monotonic() < deadline and proc.poll() is None:
+        try:
+            if db.exists() and len(_rows(db)) >= at_least:
+                return len(_rows(db))
+        except sqlite3.OperationalError:
+            pass
+        time.sleep(0.05)
+    return -1
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
+@pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGTERM])
+def test_killing_the_sweep_process_alone_ends_its_workers(tmp_path, sig):
+    """The signal goes to the sweep process only (not its group), while both workers are inside
+    a 60 s instance: the workers must notice and exit by themselves, nothing of the sweep may
+    remain after 5 s, and what was stored is complete and stored once; the rerun computes
+    exactly the rest (the dead sweep's leases do not block it)."""
+    n = 12
+    cfg = _slow_config(tmp_path, n, delay=0.5)
+    db = tmp_path / "slow.sqlite"
+    cmd = [sys.executable, "-m", "proofs_check.cli", "sweep", str(cfg), "--store", str(db), "--workers", "2"]
+    proc = subprocess.Popen(cmd, env=_env(NCPROOFS_TEST_LOG=tmp_path / "run1.log", NCPROOFS_TEST_HANG_FROM=2),
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        assert _wait_rows(db, proc, 2) >= 2, "the sweep ended or stalled before it could be killed"
+        deadline = time.monotonic() + 10  # until both workers are inside a hanging instance (i >= 2)
+        while time.monotonic() < deadline and len((tmp_path / "run1.log").read_text().split()) < 4:
+            time.sleep(0.05)
+        workers = _children(proc.pid)
+        assert len(workers) == 2  # two worker processes, no forkserver / resource tracker
+        os.kill(proc.pid, sig)  # the sweep process alone
+        _, err = proc.communicate(timeout=30)
+        deadline = time.monotonic() + 5
+        while _group_members(proc.pid) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        left = _group_members(proc.pid)
+        assert not left, f"processes of the sweep still alive 5 s after {sig.name}: {left}"
+    finally:
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        if proc.poll() is None:
+            proc.wait()
+    rows = _rows(db)
+    done1 = {json.loads(r[1])["i"] for r in rows}
+    assert done1 == {0, 1}  # the two short instances; the hanging ones were abandoned
+    for r in rows:  # every stored result complete and right
+        i = json.loads(r[1])["i"]
+        assert r[3] == ("ERROR" if i == 13 else "REFUTED" if i % 7 == 0 else "VERIFIED")
+        assert json.loads(r[5])["square"] == i * i
+    con = sqlite3.connect(db)
+    status = con.execute("SELECT status, computed FROM runs").fetchall()
+    con.close()
+    if sig == signal.SIGTERM:
+        assert proc.returncode == 128 + signal.SIGTERM
+        assert err.strip().splitlines()[-1] == (f"ncproofs: stopped by SIGTERM: {len(done1)}/{n} instances stored in "
+                                                f"{db}; rerun the same command to resume")
+        assert "Traceback" not in err
+        assert status == [("interrupted", len(done1))]
+    else:
+        assert proc.returncode == -signal.SIGKILL
+        assert status == [("running", 0)]  # killed: the store says it never finished
+    started = time.monotonic()
+    res = subprocess.run(cmd, env=_env(NCPROOFS_TEST_LOG=tmp_path / "run2.log"), capture_output=True, text=True,
+                         timeout=120)
+    assert f"{n} instances ({len(done1)} already stored, {n - len(done1)} computed)" in res.stdout, res.stderr
+    recomputed = [int(x) for x in (tmp_path / "run2.log").read_text().split()]
+    assert sorted(recomputed) == sorted(set(range(n)) - done1)  # each of the rest once, nothing twice
+    # the dead sweep's leases were taken over at once, not after their 60 s expiry
+    assert time.monotonic() - started < sweep.LEASE_SECONDS / 2
+    assert len({r[0] for r in _rows(db)}) == len(_rows(db)) == n
+
+
+CONCURRENT_MODULE = """
+import os, time
+from proofs_check.sweep import register_sweepable
+
+def work(params, seed):
+    with open(os.environ["NCPROOFS_TEST_LOG"], "a") as f:  # one line per computation: "i pid"
+        f.write(f"{params['i']} {os.getpid()}\\n")
+    time.sleep(params["delay"])
+    return {"verdict": "VERIFIED", "score": params["i"]}
+
+register_sweepable("test.shared", work, parameters=("i", "delay"), defaults={"delay": 0.0})
+"""
+
+
+def test_two_sweeps_on_one_store_compute_each_instance_once(tmp_path):
+    n = 16
+    _write(tmp_path / "sharedmod.py", CONCURRENT_MODULE)
+    cfg = _write(tmp_path / "shared.toml", f"""
+        [sweep]
+        family = "test.shared"
+        modules = ["sharedmod"]
+        [parameters]
+        i = {{min = 0, max = {n - 1}, integer = true}}
+        delay = 0.25
+        """)
+    db = tmp_path / "shared.sqlite"
+    log = tmp_path / "work.log"
+    procs = [subprocess.Popen([sys.executable, "-m", "proofs_check.cli", "sweep", str(cfg), "--store", str(db),
+                               "--workers", str(w), "--quiet"], env=_env(NCPROOFS_TEST_LOG=log),
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+             for w in (1, 2)]
+    outs = []
+    try:
+        for p in procs:
+            out, err = p.communicate(timeout=120)
+            assert p.returncode == 0, err
+            outs.append(out)
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                os.killpg(p.pid, signal.SIGKILL)
+                p.wait()
+    lines = log.read_text().split("\n")
+    computed_i = [int(ln.split()[0]) for ln in lines if ln.strip()]
+    assert sorted(computed_i) == list(range(n))  # every instance computed exactly once across both sweeps
+    assert len(_rows(db)) == n
+    import re
+
+    mine = []
+    for out in outs:
+        m = re.search(rf"{n} instances \(0 already stored, (\d+) computed(?:, (\d+) by another sweep on the same "
+                      r"store)?\)", out)
+        assert m, out
+        here, other = int(m.group(1)), int(m.group(2) or 0)
+        assert here + other == n
+        mine.append(here)
+    assert sum(mine) == n
+    assert all(x > 0 for x in mine)  # both took part (they started together; 16 x 0.25 s of work)
+    con = sqlite3.connect(db)
+    assert con.execute("SELECT count(*) FROM leases").fetchone()[0] == 0  # released at the end
+    assert sorted(c for (c,) in con.execute("SELECT computed FROM runs")) == sorted(mine)
+    con.close()
+
+
+def test_leases_are_exclusive_and_expire():
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as d:
+        path = os.path.join(d, "s.sqlite")
+        a, b = sweep.Store(path), sweep.Store(path)
+        try:
+            owner_a = "elsewhere|1|a"  # another host: only expiry frees it
+            claimed, done, busy = a.claim(["k1", "k2"], owner_a, ttl=0.5)
+            assert claimed == {"k1", "k2"} and not done and not busy
+            claimed, done, busy = b.claim(["k1", "k3"], "elsewhere|2|b", ttl=30)
+            assert claimed == {"k3"} and busy == {"k1"}
+            time.sleep(0.6)  # owner_a stopped renewing: its leases expire
+            claimed, _, busy = b.claim(["k1", "k2"], "elsewhere|2|b", ttl=30)
+            assert claimed == {"k1", "k2"} and not busy
+            # a lease of a dead process on this host is taken over at once
+            dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True,
+                                  text=True).stdout.strip()
+            a.claim(["k9"], f"{socket.gethostname()}|{dead}|x", ttl=3600)
+            claimed, _, busy = b.claim(["k9"], "elsewhere|2|b", ttl=30)
+            assert claimed == {"k9"}
+            live = f"{socket.gethostname()}|{os.getpid()}|y"  # this process: alive
+            a.claim(["k10"], live, ttl=3600)
+            assert b.claim(["k10"], "elsewhere|2|b")[2] == {"k10"}
+        finally:
+            a.close()
+            b.close()
+
+
+class _SilentServer:
+    """A TCP listener on 127.0.0.1 that accepts and never answers (or answers like HTTP)."""
+
+    def __init__(self, mode: str):
+        import threading
+
+        self.sock = socket.socket()
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(16)
+        self.port = self.sock.getsockname()[1]
+        self.mode, self.conns = mode, []
+        threading.Thread(target=self._serve, daemon=True).start()
+
+    def _serve(self):
+        while True:
+            try:
+                c, _ = self.sock.accept()
+            except OSError:
+                return
+            self.conns.append(c)
+            if self.mode == "banner":  # a non-Dask service that speaks first (like SSH)
+                c.sendall(b"SSH-2.0-OpenSSH_9.6\r\n")
+
+    def close(self):
+        for c in self.conns:
+            c.close()
+        self.sock.close()
+
+
+@pytest.mark.parametrize("mode", ["silent", "banner"])
+def test_silent_or_foreign_service_as_scheduler_fails_within_the_connect_timeout(tmp_path, mode):
+    pytest.importorskip("distributed", reason="dask[distributed] (optional extra) is not installed")
+    cfg = _write(tmp_path / "etf.toml", ETF_CONFIG)
+    server = _SilentServer(mode)
+    try:
+        t0 = time.monotonic()
+        res = subprocess.run([sys.executable, "-m", "proofs_check.cli", "sweep", str(cfg), "--scheduler",
+                              f"tcp://127.0.0.1:{server.port}", "--connect-timeout", "1"], env=_env(),
+                             capture_output=True, text=True, timeout=60)
+        elapsed = time.monotonic() - t0
+    finally:
+        server.close()
+    assert res.returncode == 2, res.stderr
+    assert elapsed < 1 + 5  # the timeout plus interpreter start-up, never a hang
+    lines = res.stderr.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in res.stderr
+    assert lines[0].startswith(f"ncproofs: error: --scheduler: cannot reach the Dask scheduler at "
+                               f"tcp://127.0.0.1:{server.port} within 1 s (")
+    assert ("sent nothing" in lines[0]) if mode == "silent" else ("does not speak the Dask protocol" in lines[0])
+    assert not (tmp_path / "etf.sqlite").exists()
+
+
+@pytest.mark.parametrize("value, message", [
+    ("0", "--connect-timeout must be a finite number > 0, got 0.0"),
+    ("-1", "--connect-timeout must be a finite number > 0, got -1.0"),
+    ("inf", "--connect-timeout must be a finite number"),
+    ("nan", "--connect-timeout must be a finite number"),
+])
+def test_connect_timeout_must_be_finite_and_positive(tmp_path, capsys, value, message):
+    cfg = _write(tmp_path / "etf.toml", ETF_CONFIG)
+    rc, _, err = _run_cli(["sweep", str(cfg), "--scheduler", "tcp://127.0.0.1:1", f"--connect-timeout={value}"],
+                          capsys)
+    assert rc == 2 and message in err and len(err.strip().splitlines()) == 1
+    with pytest.raises(ValueError, match="connect-timeout must be a finite number > 0"):
+        sweep.run_sweep(sweep.load_config(str(cfg)), str(tmp_path / "x.sqlite"), connect_timeout=float(value))
+
+
+def test_lost_scheduler_marks_the_run_interrupted_and_resume_completes_it(tmp_path):
+    pytest.importorskip("distributed", reason="dask[distributed] (optional extra) is not installed")
+    n = 12
+    cfg = _slow_config(tmp_path, n, delay=0.3)
+    db = tmp_path / "slow.sqlite"
+    port = _free_port()
+    env = _env(NCPROOFS_TEST_LOG=tmp_path / "log", PYTHONPATH=f"{ROOT}{os.pathsep}{tmp_path}")
+    dask_procs = [
+        subprocess.Popen([sys.executable, "-m", "distributed.cli.dask_scheduler", "--host", "127.0.0.1", "--port",
+                          str(port), "--no-dashboard"], env=env, stdout=subprocess.DEVNULL,
+                         stderr=subprocess.DEVNULL, start_new_session=True),
+        subprocess.Popen([sys.executable, "-m", "distributed.cli.dask_worker", f"tcp://127.0.0.1:{port}",
+                          "--nthreads", "1", "--no-nanny", "--no-dashboard"], env=env, stdout=subprocess.DEVNULL,
+                         stderr=subprocess.DEVNULL, start_new_session=True),
+    ]
+    try:
+        proc = subprocess.Popen([sys.executable, "-m", "proofs_check.cli", "sweep", str(cfg), "--store", str(db),
+                                 "--scheduler", f"tcp://127.0.0.1:{port}", "--connect-timeout", "30", "--quiet"],
+                                env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        try:
+            assert _wait_rows(db, proc, 2, limit=90) >= 2, proc.stderr.read() if proc.poll() is not None else ""
+            os.killpg(dask_procs[0].pid, signal.SIGKILL)  # the scheduler dies
+            _, err = proc.communicate(timeout=60)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+    finally:
+        for p in dask_procs:
+            try:
+                os.killpg(p.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            p.wait()
+    assert proc.returncode == 1
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith(f"ncproofs: error: lost the Dask scheduler at tcp://127.0.0.1:{port}")
+    assert "rerun the same command to resume" in lines[0]
+    stored = len(_rows(db))
+    con = sqlite3.connect(db)
+    assert con.execute("SELECT status, computed FROM runs").fetchall() == [("interrupted", stored)]
+    con.close()
+    res = subprocess.run([sys.executable, "-m", "proofs_check.cli", "sweep", str(cfg), "--store", str(db),
+                          "--workers", "2", "--quiet"], env=_env(NCPROOFS_TEST_LOG=tmp_path / "log2"),
+                         capture_output=True, text=True, timeout=120)
+    assert f"{n} instances ({stored} already stored, {n - stored} computed)" in res.stdout, res.stderr
+    _check_results(_rows(db), n)
+
+
+# ---- config validation: one line, exit 2, before any work ----------------------------------
+
+def test_directory_as_config_and_damaged_store_are_one_line_errors(tmp_path, capsys):
+    rc, _, err = _run_cli(["sweep", str(tmp_path)], capsys)
+    assert rc == 2 and err == f"ncproofs: error: {tmp_path}: is a directory, not a sweep config (a TOML file)\n"
+    cfg = _write(tmp_path / "etf.toml", ETF_CONFIG)
+    db = tmp_path / "etf.sqlite"
+    assert _run_cli(["sweep", str(cfg), "--workers", "1", "--quiet"], capsys)[0] == 1
+    data = bytearray(db.read_bytes())
+    assert len(data) > 4096
+    data[100:] = b"\xa5" * (len(data) - 100)  # keep the 100-byte header, ruin every page
+    db.write_bytes(bytes(data))
+    for argv in (["sweep", str(cfg), "--workers", "1", "--quiet"], ["sweep", str(cfg), "--summary"],
+                 ["sweep", "--summary", "--store", str(db)]):
+        rc, _, err = _run_cli(argv, capsys)
+        assert rc == 2, (argv, err)
+        assert err.startswith(f"ncproofs: error: --store {db}: not a usable SQLite store (") and err.count("\n") == 1
+    rc, _, err = _run_cli(["sweep", str(cfg), "--store", str(tmp_path)], capsys)
+    assert rc == 2 and f"--store {tmp_path}: is a directory" in err
+
+
+@pytest.mark.parametrize("text, message", [
+    ("[sweep]\nfamily = \"geometry.noisy-etf\"\nseeds = [-1, -2]\n[parameters]\nk = 2\n",
+     "sweep.seeds must be integers >= 0 (and < 2^63), got -1"),
+    ("[sweep]\nfamily = \"geometry.noisy-etf\"\nseeds = []\n[parameters]\nk = 2\n",
+     "sweep.seeds must be a non-empty list of integers or a count, got []"),
+    ("[sweep]\nfamily = \"geometry.noisy-etf\"\n[parameters]\nk = []\n", "parameters.k: empty list of values"),
+    ("[sweep]\nfamily = \"geometry.noisy-etf\"\nmodules = []\nsample_seed = -3\n[parameters]\nk = 2\n",
+     "sweep.sample_seed must be an integer >= 0"),
+    ("[sweep]\nfamily = \"geometry.noisy-etf\"\nseeds = 2\n[parameters]\nk = {min = 2, max = 2001, integer = true}\n"
+     "noise = {min = 0.0, max = 1.0, num = 2000}\n",
+     "the sweep has 8000000 instances (k: 2000 x noise: 2000 x 2 seed(s)), more than the limit of 1000000"),
+    ("[sweep]\nfamily = \"geometry.noisy-etf\"\n[parameters]\nk = {min = 2, max = 1000000000000, integer = true}\n",
+     "the sweep has 999999999999 instances"),
+    ("[sweep]\nfamily = \"geometry.noisy-etf\"\nmode = \"random\"\nsamples = 100\nseeds = 3\nmax_instances = 10\n"
+     "[parameters]\nk = 2\n", "the sweep has 300 instances (100 samples x 3 seed(s)), more than the limit of 10"),
+    ("[sweep]\nfamily = \"geometry.noisy-etf\"\nseeds = 100000000000\n[parameters]\nk = 2\n",
+     "sweep.seeds: 100000000000 seeds alone exceed the limit of 1000000"),
+    ("[sweep]\nfamily = \"geometry.noisy-etf\"\nworkers = 100000\n[parameters]\nk = 2\n", "sweep.workers must be <="),
+    ("[sweep]\nfamily = \"geometry.noisy-etf\"\nstore = \"\"\n[parameters]\nk = 2\n", "sweep.store must be a non-empty"),
+    ("[sweep]\nfamily = \"geometry.noisy-etf\"\nmax_instances = 0\n[parameters]\nk = 2\n",
+     "sweep.max_instances must be an integer >= 1, got 0"),
+    ("\xff\xfe not text", "not a TOML file (not UTF-8 text"),
+])
+def test_bad_config_values_are_refused_before_any_work(tmp_path, capsys, text, message):
+    cfg = tmp_path / "bad.toml"
+    cfg.write_bytes(text.encode("latin-1"))
+    t0 = time.perf_counter()
+    rc, out, err = _run_cli(["sweep", str(cfg), "--quiet"], capsys)
+    assert time.perf_counter() - t0 < 2.0  # refused from the config alone (a 1e12 grid is never built)
+    assert rc == 2 and message in err, err
+    assert err.startswith("ncproofs: error: ") and len(err.strip().splitlines()) == 1
+    assert not (tmp_path / "bad.sqlite").exists()
+
+
+def test_max_instances_can_be_raised_and_counts_are_exact(tmp_path):
+    spec = sweep.parse_config({"sweep": {"family": "geometry.noisy-etf", "seeds": 3, "max_instances": 12},
+                               "parameters": {"k": [2, 3], "noise": {"min": 0.0, "max": 1.0, "num": 2}}})
+    assert spec.size() == 12 and len(spec.instances()) == 12
+    with pytest.raises(sweep.UsageError, match="the sweep has 12 instances .* limit of 11"):
+        sweep.parse_config({"sweep": {"family": "geometry.noisy-etf", "seeds": 3, "max_instances": 11},
+                            "parameters": {"k": [2, 3], "noise": {"min": 0.0, "max": 1.0, "num": 2}}})
+
+
+TRAP_MODULE = """
+import os
+from pathlib import Path
+Path(os.environ["NCPROOFS_TRAP"]).write_text("imported")  # proves the module ran
+from proofs_check.sweep import register_sweepable
+
+def f(params, seed):
+    return {"verdict": "VERIFIED", "score": params["x"]}
+
+register_sweepable("test.trap", f, parameters=("x", "y"), defaults={"y": 7}, version="3")
+"""
+
+
+def test_summary_and_export_never_import_the_config_modules(tmp_path):
+    _write(tmp_path / "trapmod.py", TRAP_MODULE)
+    cfg = _write(tmp_path / "trap.toml", """
+        [sweep]
+        family = "test.trap"
+        modules = ["trapmod"]
+        [parameters]
+        x = [1, 2, 3]
+        """)
+    trap = tmp_path / "trap.flag"
+    env = _env(NCPROOFS_TRAP=trap)
+    base = [sys.executable, "-m", "proofs_check.cli", "sweep", str(cfg)]
+    res = subprocess.run(base + ["--workers", "1", "--quiet"], env=env, capture_output=True, text=True, timeout=120)
+    assert res.returncode == 0, res.stderr
+    assert trap.exists()  # a run imports them (they are code, like a conftest)
+    trap.unlink()
+    bigger = _write(tmp_path / "trap2.toml", cfg.read_text().replace("x = [1, 2, 3]", "x = [1, 2, 3, 4]"))
+    res = subprocess.run(base + ["--summary"], env=env, capture_output=True, text=True, timeout=120)
+    assert res.returncode == 0, res.stderr
+    assert "stored: 3, pending: 0" in res.stdout  # keys from the version/defaults the store recorded
+    res = subprocess.run([sys.executable, "-m", "proofs_check.cli", "sweep", str(bigger), "--summary",
+                          "--store", str(tmp_path / "trap.sqlite"), "--export", str(tmp_path / "t.csv"),
+                          "--format", "csv"], env=env, capture_output=True, text=True, timeout=120)
+    assert res.returncode == 0, res.stderr
+    assert "stored: 3, pending: 1" in res.stdout
+    assert len(list(csv.DictReader(io.StringIO((tmp_path / "t.csv").read_text())))) == 3
+    assert not trap.exists(), "--summary/--export imported the config's modules"
+
+
+def test_export_path_is_checked_before_the_sweep_runs(tmp_path, capsys):
+    cfg = _write(tmp_path / "etf.toml", ETF_CONFIG)
+    for path, message in [(tmp_path / "no" / "t.csv", f"--export: directory {tmp_path / 'no'} does not exist"),
+                          (tmp_path, f"--export: {tmp_path} is a directory"),
+                          (Path("/proc/ncproofs-test/t.csv"), "--export: directory /proc/ncproofs-test does not exist")]:
+        rc, out, err = _run_cli(["sweep", str(cfg), "--workers", "1", "--quiet", "--export", str(path)], capsys)
+        assert rc == 2 and message in err and err.count("\n") == 1, err
+        assert not (tmp_path / "etf.sqlite").exists()  # nothing computed
+    rc, _, _ = _run_cli(["sweep", str(cfg), "--workers", "1", "--quiet", "--export", str(tmp_path / "t.md")], capsys)
+    assert rc == 1 and (tmp_path / "t.md").read_text().count("geometry.noisy-etf") == 8
+    assert [p.name for p in tmp_path.iterdir() if p.name.endswith(".tmp")] == []  # no temp file left
+
+
+def test_public_api_validates_its_arguments(tmp_path):
+    with pytest.raises(TypeError, match="fn must be callable"):
+        sweep.register_sweepable("test.api", fn="x")
+    with pytest.raises(TypeError, match="name must be a str"):
+        sweep.register_sweepable(3, lambda p, s: {})
+    with pytest.raises(ValueError, match="name must be a non-empty string"):
+        sweep.register_sweepable("", lambda p, s: {})
+    with pytest.raises(TypeError, match="parameters must be a list of names"):
+        sweep.register_sweepable("test.api", lambda p, s: {}, parameters="abc")
+    with pytest.raises(ValueError, match="parameters name 'a' twice"):
+        sweep.register_sweepable("test.api", lambda p, s: {}, parameters=("a", "a"))
+    with pytest.raises(TypeError, match="defaults must be a dict"):
+        sweep.register_sweepable("test.api", lambda p, s: {}, defaults=[1])
+    with pytest.raises(ValueError, match=r"defaults\['a'\] must be a finite number"):
+        sweep.register_sweepable("test.api", lambda p, s: {}, defaults={"a": float("nan")})
+    with pytest.raises(TypeError, match="validate must be callable"):
+        sweep.register_sweepable("test.api", lambda p, s: {}, validate=3)
+    with pytest.raises(TypeError, match="version must be a non-empty str"):
+        sweep.register_sweepable("test.api", lambda p, s: {}, version=None)
+    with pytest.raises(TypeError, match="replace must be True or False"):
+        sweep.register_sweepable("test.api", lambda p, s: {}, replace="yes")
+    assert "test.api" not in sweep.sweepables()  # nothing half-registered
+    with pytest.raises(ValueError, match="checks must be a non-empty list"):
+        sweep.result_from_checks([])
+    from proofs_check.core import hypothesis_fails
+
+    with pytest.raises(TypeError, match="score must be a number or None, got str"):
+        sweep.result_from_checks([hypothesis_fails("h", "fails")], score="bad")
+    with pytest.raises(TypeError, match="res must be a core.ClaimResult"):
+        sweep.result_from_claim(object())
+    with pytest.raises(ValueError, match="seed must be an integer in"):
+        sweep.instance_key("f", "1", {}, -1)
+    with pytest.raises(TypeError, match="data must be a dict"):
+        sweep.parse_config([1, 2])
+    spec = sweep.parse_config({"sweep": {"family": "geometry.noisy-etf"}, "parameters": {"k": 2}})
+    with pytest.raises(ValueError, match="workers must be in"):
+        sweep.run_sweep(spec, str(tmp_path / "s.sqlite"), workers=0)
+    with pytest.raises(TypeError, match="spec must be a SweepSpec"):
+        sweep.run_sweep({"sweep": {}}, str(tmp_path / "s.sqlite"))
+    assert not (tmp_path / "s.sqlite").exists()
