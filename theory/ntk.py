@@ -30,6 +30,13 @@ SOURCE = "Seleznova et al., Neural (Tangent Kernel) Collapse, NeurIPS 2023 (arXi
 
 EIGEN_NAMES = ("lambda_0", "lambda_c", "lambda_g")
 
+#: Accepted loss scale s: it multiplies every rate (and the stiffness of the flow); outside
+#: [1e-8, 1e8] the rates under- or overflow the integration's tolerances.
+S_RANGE = (1e-8, 1e8)
+#: Kernel eigenvalues must lie in this range: the invariant divides by them and the flow multiplies
+#: by them (1/lambda and lambda times squared feature norms must stay far inside float64).
+EIGEN_RANGE = (1e-30, 1e30)
+
 
 # --------------------------------------------------------------------------------------
 # Instance
@@ -54,6 +61,10 @@ def check_positive_definite(name: str, C: int, m: int, consts) -> tuple[float, f
             raise InstanceError(
                 f"{name}: block kernel is not positive definite: {lname} = {formula} = {value:.6g} <= 0 "
                 f"({kind} eigenvalue, multiplicity {mult}, for C = {C}, m = {m})")
+        if not EIGEN_RANGE[0] <= value <= EIGEN_RANGE[1]:
+            raise InstanceError(
+                f"{name}: {lname} = {formula} = {value:.6g} is outside [{EIGEN_RANGE[0]:g}, {EIGEN_RANGE[1]:g}] "
+                f"(float64-safe range: the invariant divides by the eigenvalues; C = {C}, m = {m})")
     return lam
 
 
@@ -77,6 +88,8 @@ class NTKInstance:
         if len(kappa) != 3:
             raise InstanceError(f"kappa must have exactly 3 entries (kappa_d, kappa_c, kappa_n), got {len(kappa)}")
         s = as_float("s", self.s, positive=True)
+        if not S_RANGE[0] <= s <= S_RANGE[1]:
+            raise InstanceError(f"s must be in [{S_RANGE[0]:g}, {S_RANGE[1]:g}] (it rescales time and every rate), got {s:g}")
         check_positive_definite("kappa", C, m, kappa)
         object.__setattr__(self, "classes", C)
         object.__setattr__(self, "per_class", m)
