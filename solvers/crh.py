@@ -1,7 +1,7 @@
 """Representation alignment (CRH/PAH): measurement, null baselines, power-law fits, the small MLP
 experiment (numpy, vectorised over runs) and exact critical points (L-BFGS).
 
-Spec: ``spec/crh.md``. Everything here returns data (arrays, dataclasses, ``Solution``), never
+Conventions: docs/crh.md. Everything here returns data (arrays, dataclasses, ``Solution``), never
 verdicts. Conventions: samples are rows (``h_a`` has shape (n, d_a), ``g_b`` (n, d_b)); ``W`` has
 shape (d_b, d_a) and ``h_b = W h_a``; ``g_a = W^T g_b``.
 """
@@ -287,7 +287,7 @@ def _check_mode(mode: str) -> str:
 def validate_layer(W, h_a, g_b, *, mode: str = "raw", bias=None):
     """Validated float64 (W, h_a, g_b); errors name the parameter and the constraint. With a
     ``bias`` (shape (d_b,)) the bias becomes an extra column of W and a constant 1 is appended to
-    every h_a, which keeps the identities exact (spec/crh.md)."""
+    every h_a, which keeps the identities exact (docs/crh.md)."""
     mode = _check_mode(mode)
     W = as_finite_array("W", W, ndim=2)
     h_a = as_finite_array("h_a", h_a, ndim=2)
@@ -640,7 +640,7 @@ def objective(theta, X, Y, widths, gamma: float, activation: str = "tanh"):
 
 
 # --------------------------------------------------------------------------------------------
-# The small MLP experiment (spec/crh.md), vectorised over weight decays
+# The small MLP experiment (docs/crh.md), vectorised over weight decays
 # --------------------------------------------------------------------------------------------
 
 def make_task(cfg: CRHExperiment):

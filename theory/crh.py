@@ -1,6 +1,6 @@
 """Canonical representation hypothesis (CRH) and polynomial alignment (PAH): exact identities.
 
-Spec: ``spec/crh.md``. Source of the hypotheses: Ziyin, Chuang, Galanti, Poggio, "Formation of
+Conventions: docs/crh.md. Source of the hypotheses: Ziyin, Chuang, Galanti, Poggio, "Formation of
 Representations in Neural Networks", ICLR 2025 (arXiv 2410.03006). The identities and lemmas in
 this module are *derived* in this project (they are not quoted from the paper); the paper's
 theorems are reconstructed statements and live as measured claims in ``proofs_check.claims.crh``.
@@ -30,7 +30,7 @@ from theory._validate import InstanceError, as_float, as_float_tuple, as_int, as
 
 #: relation name -> (first matrix, second matrix). "~" is proportionality with a positive constant.
 #: Sides are labelled a (Z_a = W^T W, input side) and b (Z_b = W W^T, output side) because the
-#: paper's "forward/backward" naming is not pinned down (spec/crh.md).
+#: paper's "forward/backward" naming is not pinned down (docs/crh.md).
 RELATIONS: dict[str, tuple[str, str]] = {
     "a-RGA": ("H_a", "G_a"),
     "a-RWA": ("H_a", "Z_a"),
@@ -49,7 +49,7 @@ RELATION_NAMES: tuple[str, ...] = tuple(RELATIONS)
 #: Ranges accepted by :class:`CRHExperiment` (plain input validation; whether an accepted instance
 #: fits the time and memory budget is decided by ``solvers.crh.experiment_budget`` before any work).
 #: The step size and weight decay ranges are far beyond where SGD on this model is stable (the
-#: spec's values are lr 0.05 and gamma <= 1e-2); within them a diverging run is reported, not
+#: reference values are lr 0.05 and gamma <= 1e-2); within them a diverging run is reported, not
 #: raised. gamma^2 stays a normal float64 for every gamma in range (the magnitude ratio divides
 #: by gamma twice, never by gamma^2).
 MAX_STEPS = 10 ** 9
@@ -63,7 +63,7 @@ MAX_NOISE = 1e6
 
 @dataclass(frozen=True)
 class CRHExperiment:
-    """The small MLP experiment of spec/crh.md ("Small experiment that shows the effect").
+    """The small MLP experiment of docs/crh.md ("Small experiment that shows the effect").
 
     Inputs x ~ N(0, I_{widths[0]}), ``n_samples`` of them; targets
     y = A tanh(2 B x) + ``noise`` * eps with B of shape (task_rank, d_in) and A of shape
@@ -379,7 +379,7 @@ def exponent_table() -> dict:
     return out
 
 
-#: The exponent table written out by hand (spec/crh.md, "Exponent bookkeeping"): the reference the
+#: The exponent table written out by hand (docs/crh.md, "Exact identities"): the reference the
 #: sympy solution of :func:`exponent_table` is compared with. (x, y) per finite pair.
 REFERENCE_PAIRS: dict[tuple[str, str], tuple[Fraction, Fraction] | None] = {
     ("a-RGA", "b-RGA"): None, ("a-RWA", "b-RWA"): None, ("a-GWA", "b-GWA"): None,
@@ -391,7 +391,7 @@ REFERENCE_PAIRS: dict[tuple[str, str], tuple[Fraction, Fraction] | None] = {
     ("a-GWA", "b-RWA"): (Fraction(0), Fraction(0)),
 }
 
-#: Every finite exponent of the table lies in this set (spec/crh.md).
+#: Every finite exponent of the table lies in this set (docs/crh.md).
 REFERENCE_EXPONENT_SET = frozenset({Fraction(-1), Fraction(0), Fraction(1, 3), Fraction(1, 2),
                                     Fraction(1), Fraction(2), Fraction(3)})
 

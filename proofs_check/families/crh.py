@@ -14,7 +14,7 @@ from proofs_check.tables import Table
 
 #: The --quick preset: 2e4 SGD steps, raised so that gamma * lr * steps >= QUICK_MIN_PRODUCT for the
 #: smallest positive weight decay (the effect needs that many "weight-decay times"), capped at the
-#: spec's 2e5. Measured times are in docs/crh.md.
+#: reference 2e5. Measured times are in docs/crh.md.
 QUICK_STEPS = 20_000
 QUICK_MIN_PRODUCT = 10.0
 FULL_STEPS = 200_000
@@ -30,7 +30,7 @@ def _common(p: argparse.ArgumentParser, *, table: bool) -> None:
         p.add_argument("--weight-decay", type=float_list, default=[1e-2],
                        help="weight decay gamma (comma-separated for several; gamma = 0 is always added as the "
                             "baseline) (default 1e-2)")
-    p.add_argument("--steps", type=int, default=None, help=f"SGD steps (default {FULL_STEPS}, the spec's experiment)")
+    p.add_argument("--steps", type=int, default=None, help=f"SGD steps (default {FULL_STEPS}, the reference experiment)")
     p.add_argument("--quick", action="store_true",
                    help=f"quick preset: {QUICK_STEPS} steps, or more so that gamma*lr*steps >= {QUICK_MIN_PRODUCT:g}")
     p.add_argument("--lr", type=float, default=0.05, help="SGD step size (default 0.05)")
