@@ -25,7 +25,8 @@ def test_run_only_writes_reports(tmp_path, capsys):
     assert main(["run", "--only", "ufm-mse", "--report", str(md), "--json", str(js), "--quiet"]) == 0
     data = json.loads(js.read_text())
     assert {c["id"] for c in data["claims"]} == {"ufm-mse-symbolic-derivation", "ufm-mse-optimal-value",
-                                                  "ufm-mse-collapse-etf"}
+                                                  "ufm-mse-collapse-etf", "ufm-mse-trivial-phase"}
+    assert all(c["verdict"] == "VERIFIED" for c in data["claims"])
     assert all(c["provenance"] in ("quoted", "reconstructed", "derived") for c in data["claims"])
     assert "| claim | source | provenance | verdict |" in md.read_text()
 
@@ -40,7 +41,13 @@ def test_solve_json_schema(capsys):
     assert set(out["certificate"]) >= {"lower_bound", "gap", "method"}
     assert out["geometry"]["classification"] == "simplex-etf"
     assert set(out["geometry"]["metrics"]) >= {"NC1", "NC1_pinv", "NC2_etf", "NC2_of", "NC3", "NC4", "equinorm"}
-    assert all(set(c) == {"id", "verdict", "reason"} for c in out["claims"])
+    assert all(set(c) == {"id", "verdict", "reason", "independent", "evidence"} for c in out["claims"])
+    claims = {c["id"]: c for c in out["claims"]}
+    # the geometry of every minimiser is VERIFIED only through the proven uniqueness, not a value gap
+    assert claims["minimiser-unique"]["verdict"] == "VERIFIED" and claims["minimiser-unique"]["independent"]
+    assert claims["geometry-simplex-etf"]["evidence"]["geometry_certificate"].startswith("the closed form is certified")
+    assert claims["optimal-value"]["independent"] and not claims["collapse"]["independent"]
+    assert claims["optimal-value"]["evidence"]["tolerance"] == pytest.approx(1e-9 * 0.14833175, rel=1e-6)
 
 
 @pytest.mark.parametrize("method", ["closed-form", "convex", "factored"])

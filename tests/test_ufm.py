@@ -146,15 +146,22 @@ def test_geometry_claim_refuted_for_the_wrong_geometry(loss):
     assert _verdict(C.geometry_claim(loss, expected="orthogonal-frame")) is Verdict.REFUTED
 
 
-def test_trivial_phase_claim_refuted_for_a_wrong_threshold():
-    assert _verdict(C.trivial_phase_claim(threshold=lambda k: 1.1 / k)) is Verdict.REFUTED
-    assert _verdict(C.trivial_phase_claim(threshold=lambda k: 0.9 / k)) is Verdict.REFUTED
-    assert _verdict(C.trivial_phase_claim()) is Verdict.VERIFIED
+@pytest.mark.parametrize("loss", ["ce", "mse"])
+def test_trivial_phase_claim_refuted_for_a_wrong_threshold(loss):
+    for f in (1.1, 0.9, 1.01, 0.99):
+        assert _verdict(C.trivial_phase_claim(threshold=lambda k: f / k, loss=loss)) is Verdict.REFUTED, f
+    assert _verdict(C.trivial_phase_claim(loss=loss)) is Verdict.VERIFIED
 
 
-def test_check_instance_outside_hypotheses_is_inconclusive():
-    out = C.check_instance(T.UFMInstance("ce", 5, 2, 2, 0.01, 0.01), starts=1)
-    assert out["verdict"] == "INCONCLUSIVE" and "d >= k-1" in out["reason"]
+def test_trivial_phase_claim_off_below_the_witness_resolution_is_not_verified():
+    # 1e-8 relative: outside the 1e-9 comparison band, but the witness cannot separate it: INCONCLUSIVE
+    v = _verdict(C.trivial_phase_claim(threshold=lambda k: (1 + 1e-8) / k))
+    assert v in (Verdict.REFUTED, Verdict.INCONCLUSIVE)
+
+
+def test_check_instance_outside_hypotheses_is_not_applicable():
+    out = C.check_instance(T.UFMInstance("ce", 5, 2, 2, 0.01, 0.01), starts=1).to_dict()
+    assert out["verdict"] == "NOT_APPLICABLE" and "d >= k-1" in out["reason"]
     assert out["solution"]["route"] == "factored"  # the convex value is not attainable at d = 2
 
 

@@ -188,11 +188,16 @@ def test_column_blocked_objective_equals_the_reference_loss(loss, k, n, d, block
     assert f2 == f and np.array_equal(g2, g)
 
 
-def test_variable_projection_falls_back_to_the_joint_route_when_not_positive_definite():
-    # N lh = 3e-17 is below the rounding of ||W||^2 and W W^T (10 x 10, rank 3) is singular
-    inst = T.UFMInstance("mse", 10, 3, 3, 1e-18, 1e-18)
-    sol = S.solve_factored(inst, starts=2)
+def test_variable_projection_falls_back_to_the_joint_route_when_not_positive_definite(monkeypatch):
+    # N lh = 3e-11 is below the rounding of ||W||^2 ~ 1e7 and W W^T (10 x 10, rank 3) is singular
+    inst = T.UFMInstance("mse", 10, 3, 3, 1e-12, 1e-12)
+    w = 1e3 * np.random.default_rng(0).standard_normal(30)
+    with pytest.raises(FloatingPointError, match="N lh = 3e-11"):
+        S.projected_objective_and_grad(w, inst)
+    # the solver falls back to the joint route (with the reason) whenever the projection fails
+    def fail(inst_, W):
+        raise FloatingPointError("variable projection: W W^T + N lh I is not numerically positive definite (test)")
+    monkeypatch.setattr(S, "_projection", fail)
+    sol = S.solve_factored(T.UFMInstance("mse", 3, 2, 3, 1e-2, 1e-2), starts=2)
     assert not sol.diagnostics["variable_projection"] and sol.method == "factored-lbfgs(numpy)"
     assert "not numerically positive definite" in sol.diagnostics["variable_projection_fallback"]
-    with pytest.raises(FloatingPointError, match="N lh = 3e-17"):
-        S.projected_objective_and_grad(S.initial_points(inst, 1, 0)[0][:30], inst)
