@@ -1,0 +1,836 @@
+"""Collapse metrics of measured features: definitions and streaming accumulators.
+
+Definitions, normalisations and JSON keys: ``docs/metrics.md`` (sources: Papyan, Han & Donoho,
+PNAS 2020 for NC1-NC4; Galanti, Gyorgy & Hutter, ICLR 2022 for the CDNV; Wu & Papyan, 2024 for
+the equinorm/equiangularity/max-equiangularity forms). Features h_i in R^d (i = 1..N), labels
+y_i in 0..K-1 with every class present, classifier W (K x d, row c = classifier of class c),
+bias b (K).
+
+- class means mu_c = (1/n_c) sum_{y_i = c} h_i; centre mu_G = (1/K) sum_c mu_c (the mean of the
+  class means, so class imbalance does not move it); centred means M = [mu_c - mu_G].
+- Sigma_W = (1/N) sum_i (h_i - mu_{y_i})(h_i - mu_{y_i})^T, Sigma_B = (1/K) M M^T.
+
+The computation streams: :class:`ClassMeans` (pass 1: class sums and counts) and
+:class:`ClassScatter` (pass 2: the within-class scatter about the pass-1 means, the class
+variances and the NC4 disagreements) take chunks of samples (numpy arrays, or torch tensors on
+any device) and accumulate in float64 by default; :func:`collapse_metrics` turns the two into
+every metric. Memory is O(K d + min(d, K)^2) plus one chunk and one K-row tile, whatever N is:
+K x K quantities (cosines, pairwise distances, the Gram distances) are computed tile by tile and
+never stored; NC4 works on sub-chunks of the N x K logits. :func:`measure_arrays` runs both passes
+over in-memory arrays.
+
+Pure numpy; torch is used only when the caller passes torch tensors. This module does not import
+``solvers`` or ``proofs_check``.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from theory._validate import InputError
+
+# ---------------------------------------------------------------------------------------------
+# Constants (each with where it comes from)
+# ---------------------------------------------------------------------------------------------
+
+#: The pseudo-inverse in NC1 drops eigenvalues of Sigma_B below this fraction of the largest one
+#: (docs/metrics.md; the rank-deficient directions of Sigma_B, rank <= K - 1, come out of an
+#: eigendecomposition at ~1e-16 relative, far below it).
+PINV_RTOL = 1e-12
+
+#: A vector (a centred class mean, the between-class scatter, W) counts as zero when its norm is at
+#: most this fraction of the features' root-mean-square norm: class means computed in float64 from
+#: the same data differ by ~1e-16 x that scale when they coincide exactly, so 1e-12 leaves four
+#: digits of margin for rounding and still accepts every genuinely separated configuration.
+ZERO_RTOL = 1e-12
+
+#: Bytes of one K-row tile of the K x K pairwise quantities (about six float64 arrays of t x K are
+#: live at once) and of one sub-chunk of N x K logits in NC4.
+TILE_BYTES = 96_000_000
+
+#: Largest memory the metrics' state may take (class sums K x d, centred means, W, the d x d or
+#: K x K scatter, tiles); above it the computation is refused before allocating (preamble: 2 GB).
+MAX_STATE_BYTES = 2_000_000_000
+
+#: Default chunk of samples for :func:`measure_arrays` (bytes of float64 features per chunk).
+CHUNK_BYTES = 32_000_000
+
+#: Keys of the metrics object (docs/metrics.md).
+METRIC_KEYS = ("nc1", "nc1_trace", "cdnv_mean", "cdnv_max", "equinorm", "equiangularity", "max_equiangularity",
+               "gram_distance_etf", "gram_distance_of", "gram_distance_predicted", "nc3", "nc4")
+
+DTYPES = ("float64", "float32")
+
+
+def _is_torch(x) -> bool:
+    return type(x).__module__.split(".")[0] == "torch"
+
+
+def _torch():
+    import torch
+
+    return torch
+
+
+def state_bytes(K: int, d: int, *, weights: bool = False, tile_bytes: float = TILE_BYTES) -> float:
+    """Bytes the accumulators and :func:`collapse_metrics` hold for K classes in dimension d."""
+    kd = 8.0 * K * d
+    return 2 * kd + (kd if weights else 0.0) + 8.0 * min(K, d) ** 2 * 3 + tile_bytes
+
+
+def check_state_budget(K: int, d: int, *, weights: bool = False, limit: float = MAX_STATE_BYTES,
+                       what: str = "features") -> float:
+    """Refuse (InputError naming ``what``) before allocating when the state exceeds ``limit`` bytes."""
+    need = state_bytes(K, d, weights=weights)
+    if need > limit:
+        raise InputError(f"{what}: K = {K} classes in dimension d = {d} need about {need / 1e9:.3g} GB for the "
+                         f"metrics (class means K x d{', W' if weights else ''}, a min(d, K)^2 scatter, tiles), "
+                         f"above the limit of {limit / 1e9:.3g} GB")
+    return need
+
+
+# ---------------------------------------------------------------------------------------------
+# Chunk validation (both passes)
+# ---------------------------------------------------------------------------------------------
+
+def _chunk(features, labels, layout: str, d: int | None, K: int | None, where: str):
+    """(X as B x d, y as (B,) int64) in the caller's library (numpy or torch), validated."""
+    if layout not in ("nd", "dn"):
+        raise InputError(f"layout must be 'nd' (rows are samples) or 'dn' (columns are samples), got {layout!r}")
+    if isinstance(features, (str, bytes)) or features is None:
+        raise TypeError(f"features must be a numeric array (N x d), got {type(features).__name__}")
+    torch_in = _is_torch(features)
+    if torch_in:
+        torch = _torch()
+        X = features
+        if X.dtype.is_complex or X.dtype == torch.bool:
+            raise InputError(f"{where}features must be real numbers, got dtype {X.dtype}")
+        if not X.dtype.is_floating_point:
+            X = X.to(torch.float64)
+    else:
+        X = np.asarray(features)
+        if X.dtype.kind not in "fiu":
+            raise InputError(f"{where}features must be real numbers, got dtype {X.dtype}")
+    if X.ndim != 2:
+        raise InputError(f"{where}features must be 2-dimensional (N x d), got shape {tuple(X.shape)}")
+    if layout == "dn":
+        X = X.T
+    B, dd = int(X.shape[0]), int(X.shape[1])
+    if d is not None and dd != d:
+        raise InputError(f"{where}features have dimension {dd}, expected d = {d} (the dimension of the first chunk "
+                         f"or of W)")
+    if dd == 0:
+        raise InputError(f"{where}features must have dimension d >= 1, got shape {tuple(X.shape)}")
+    y = _labels_chunk(labels, B, K, where, torch_in, X)
+    return X, y
+
+
+def _labels_chunk(labels, B: int, K: int | None, where: str, torch_in: bool, X):
+    if labels is None or isinstance(labels, (str, bytes)):
+        raise TypeError(f"labels must be a 1-D integer array, got {type(labels).__name__}")
+    if _is_torch(labels):
+        torch = _torch()
+        if labels.dtype.is_floating_point:
+            lab = labels.detach().cpu().numpy()
+        elif labels.dtype == torch.bool or labels.dtype.is_complex:
+            raise InputError(f"{where}labels must be integers, got dtype {labels.dtype}")
+        else:
+            lab = labels.detach().to("cpu", torch.int64).numpy()
+    else:
+        lab = np.asarray(labels)
+    if lab.ndim != 1:
+        raise InputError(f"{where}labels must be 1-dimensional (one per sample), got shape {lab.shape}")
+    if lab.shape[0] != B:
+        raise InputError(f"{where}labels have {lab.shape[0]} entries for {B} samples (one label per sample)")
+    if lab.dtype.kind == "b" or lab.dtype.kind not in "iuf":
+        raise InputError(f"{where}labels must be integers, got dtype {lab.dtype}")
+    if lab.dtype.kind == "f":
+        if not np.all(np.isfinite(lab)) or not np.all(lab == np.round(lab)):
+            bad = lab[~(np.isfinite(lab) & (lab == np.round(lab)))][0]
+            raise InputError(f"{where}labels must be integers, got {bad!r}")
+        if B and np.max(np.abs(lab)) > 2 ** 53:
+            raise InputError(f"{where}labels must be integers below 2^53, got {np.max(np.abs(lab)):g}")
+    y = lab.astype(np.int64, copy=False)
+    if B:
+        lo, hi = int(y.min()), int(y.max())
+        if lo < 0:
+            raise InputError(f"{where}labels must be >= 0 (class indices 0..K-1), got {lo}")
+        if K is not None and hi >= K:
+            raise InputError(f"{where}labels must be < K = {K} (class indices 0..K-1), got {hi}")
+    if torch_in:
+        torch = _torch()
+        return torch.from_numpy(np.ascontiguousarray(y)).to(X.device)
+    return y
+
+
+def _nonfinite(X, where: str, offset: int) -> None:
+    """InputError naming the first non-finite entry (called only when a chunk sum is not finite)."""
+    if _is_torch(X):
+        torch = _torch()
+        bad = (~torch.isfinite(X)).nonzero()
+        if bad.shape[0] == 0:
+            return
+        i, j = (int(v) for v in bad[0])
+        val = float(X[i, j])
+    else:
+        bad = np.argwhere(~np.isfinite(X))
+        if bad.size == 0:
+            return
+        i, j = (int(v) for v in bad[0])
+        val = float(X[i, j])
+    raise InputError(f"{where}features must be finite: sample {offset + i}, coordinate {j} is {val}")
+
+
+# ---------------------------------------------------------------------------------------------
+# Pass 1: class sums and counts
+# ---------------------------------------------------------------------------------------------
+
+class ClassMeans:
+    """Pass 1: per-class sums (K x d) and counts, the sum of squared feature norms and the smallest entry.
+
+    ``update(features, labels, layout="nd")`` takes a chunk: ``features`` B x d ("nd", rows are
+    samples) or d x B ("dn"), a numpy array or a torch tensor (any device), ``labels`` (B,) integers.
+    The state lives where the first chunk lives (numpy, or torch on that device) in ``dtype``
+    (float64 by default). ``num_classes`` (K) is fixed when given, else it grows with the largest
+    label seen (``max_classes`` caps it before anything is allocated).
+    """
+
+    def __init__(self, num_classes: int | None = None, dim: int | None = None, *, dtype: str = "float64",
+                 max_classes: int | None = None, where: str = ""):
+        if dtype not in DTYPES:
+            raise InputError(f"dtype must be one of {', '.join(DTYPES)}, got {dtype!r}")
+        for name, v in (("num_classes", num_classes), ("dim", dim), ("max_classes", max_classes)):
+            if v is not None and (isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 1):
+                raise InputError(f"{name} must be an integer >= 1, got {v!r}")
+        self.K = None if num_classes is None else int(num_classes)
+        self.fixed_K = num_classes is not None
+        self.d = None if dim is None else int(dim)
+        self.dtype = dtype
+        self.max_classes = max_classes
+        self.where = where
+        self.sums = None
+        self.counts = None
+        self.N = 0
+        self.sq_sum = 0.0
+        self.min_value = math.inf
+        self.torch_device = None
+
+    # state helpers -----------------------------------------------------------------------------
+    def _alloc(self, K: int, d: int, like) -> None:
+        if self.max_classes is not None and K > self.max_classes:
+            raise InputError(f"{self.where}labels: class index {K - 1} needs K = {K} classes, above the "
+                             f"limit of {self.max_classes}")
+        check_state_budget(K, d, what=f"{self.where}labels" if not self.fixed_K else f"{self.where}features")
+        if _is_torch(like):
+            torch = _torch()
+            self.torch_device = like.device
+            dt = torch.float64 if self.dtype == "float64" else torch.float32
+            sums = torch.zeros((K, d), dtype=dt, device=like.device)
+            counts = torch.zeros(K, dtype=torch.int64, device=like.device)
+            if self.sums is not None:
+                sums[: self.sums.shape[0]] = self.sums
+                counts[: self.counts.shape[0]] = self.counts
+        else:
+            dt = np.float64 if self.dtype == "float64" else np.float32
+            sums = np.zeros((K, d), dtype=dt)
+            counts = np.zeros(K, dtype=np.int64)
+            if self.sums is not None:
+                sums[: self.sums.shape[0]] = self.sums
+                counts[: self.counts.shape[0]] = self.counts
+        self.sums, self.counts, self.K = sums, counts, K
+
+    def _convert(self, X):
+        """Bring a chunk to the state's library/device/dtype."""
+        if self.torch_device is not None:
+            torch = _torch()
+            dt = torch.float64 if self.dtype == "float64" else torch.float32
+            if not _is_torch(X):
+                X = torch.from_numpy(np.ascontiguousarray(X))
+            return X.to(self.torch_device, dt)
+        if _is_torch(X):
+            X = X.detach().cpu().numpy()
+        return np.asarray(X, dtype=np.float64 if self.dtype == "float64" else np.float32)
+
+    def update(self, features, labels, layout: str = "nd") -> "ClassMeans":
+        X, y = _chunk(features, labels, layout, self.d, self.K if self.fixed_K else None, self.where)
+        B, d = int(X.shape[0]), int(X.shape[1])
+        if self.d is None:
+            self.d = d
+        if B == 0:
+            return self
+        first = self.sums is None
+        if first and self.fixed_K:
+            self._alloc(self.K, d, X)
+        if self.torch_device is None and _is_torch(X) and not first:
+            pass  # numpy state, torch chunk: converted below
+        Xs = self._convert(X)
+        if self.torch_device is not None:
+            torch = _torch()
+            y = y.to(self.torch_device) if _is_torch(y) else torch.from_numpy(y).to(self.torch_device)
+            hi = int(y.max())
+            if first or hi >= self.K:
+                self._alloc(max(hi + 1, self.K or 0), d, Xs)
+            sq = float(torch.sum(Xs * Xs))
+            if not math.isfinite(sq):
+                _nonfinite(Xs, self.where, self.N)
+                raise InputError(f"{self.where}features: the squared norms overflow (entries above ~1e154)")
+            self.sums.index_add_(0, y, Xs)
+            self.counts += torch.bincount(y, minlength=self.K)
+            self.min_value = min(self.min_value, float(Xs.min()))
+        else:
+            if _is_torch(y):
+                y = y.cpu().numpy()
+            hi = int(y.max())
+            if first or hi >= self.K:
+                self._alloc(max(hi + 1, self.K or 0), d, Xs)
+            sq = float(np.einsum("ij,ij->", Xs, Xs))
+            if not math.isfinite(sq):
+                _nonfinite(Xs, self.where, self.N)
+                raise InputError(f"{self.where}features: the squared norms overflow (entries above ~1e154)")
+            _add_by_class(self.sums, Xs, y)
+            self.counts += np.bincount(y, minlength=self.K)
+            self.min_value = min(self.min_value, float(Xs.min()))
+        self.sq_sum += sq
+        self.N += B
+        return self
+
+    # results -----------------------------------------------------------------------------------
+    def counts_numpy(self) -> np.ndarray:
+        if self.counts is None:
+            raise InputError(f"{self.where}features: no samples were given")
+        c = self.counts
+        return c.cpu().numpy().astype(np.int64) if _is_torch(c) else np.asarray(c, dtype=np.int64)
+
+    def check_complete(self) -> np.ndarray:
+        """Counts, after checking that there is a sample and that every class 0..K-1 has one."""
+        if self.N == 0 or self.counts is None:
+            raise InputError(f"{self.where}features: no samples were given (N = 0)")
+        counts = self.counts_numpy()
+        empty = np.flatnonzero(counts == 0)
+        if empty.size:
+            raise InputError(f"{self.where}labels: class {int(empty[0])} has no sample ({empty.size} of the K = "
+                             f"{counts.size} classes 0..{counts.size - 1} are empty; every class needs a sample)")
+        return counts
+
+    def means(self):
+        """Class means (K x d) in the state's library and dtype."""
+        counts = self.check_complete()
+        if self.torch_device is not None:
+            torch = _torch()
+            return self.sums / torch.from_numpy(counts).to(self.sums.device, self.sums.dtype)[:, None]
+        return self.sums / counts[:, None]
+
+    @property
+    def rms(self) -> float:
+        """Root-mean-square feature norm sqrt((1/N) sum_i ||h_i||^2): the scale of zero tests."""
+        return math.sqrt(self.sq_sum / self.N) if self.N else 0.0
+
+
+def _add_by_class(sums: np.ndarray, X: np.ndarray, y: np.ndarray) -> None:
+    """sums[c] += sum of the rows of X with label c (sort + reduceat: O(B d), no B x K one-hot)."""
+    if y.size == 0:
+        return
+    if y.size > 1 and np.any(y[1:] < y[:-1]):
+        order = np.argsort(y, kind="stable")
+        y = y[order]
+        X = X[order]
+    starts = np.flatnonzero(np.r_[True, y[1:] != y[:-1]])
+    sums[y[starts]] += np.add.reduceat(X, starts, axis=0)
+
+
+# ---------------------------------------------------------------------------------------------
+# Pass 2: within-class scatter, class variances, NC4
+# ---------------------------------------------------------------------------------------------
+
+class ClassScatter:
+    """Pass 2 over the same samples: scatter about the pass-1 class means.
+
+    Accumulates the per-class sums of squared deviations ``n_c sigma_c^2``; the within-class scatter
+    N Sigma_W (d x d) when d <= K, else its projection Q = M^T (N Sigma_W) M (K x K) onto the centred
+    means (all NC1 needs, docs/metrics.md); and, with ``weights`` (K x d) and optional ``bias`` (K),
+    the number of samples where argmax_c (W h + b)_c differs from the nearest class mean.
+    """
+
+    def __init__(self, means: ClassMeans, weights=None, bias=None, *, tile_bytes: float = TILE_BYTES):
+        if not isinstance(means, ClassMeans):
+            raise TypeError(f"means must be a ClassMeans accumulator (pass 1), got {type(means).__name__}")
+        self.pass1 = means
+        self.where = means.where
+        counts = means.check_complete()
+        self.K, self.d = int(counts.size), int(means.d)
+        mu = means.means()
+        self.torch_device = means.torch_device
+        if self.torch_device is not None:
+            torch = _torch()
+            self.mu = mu
+            self.mu_G = mu.mean(dim=0)
+            self.Mr = mu - self.mu_G
+        else:
+            self.mu = mu
+            self.mu_G = mu.mean(axis=0)
+            self.Mr = mu - self.mu_G  # centred means as rows (K x d) = M^T of docs/metrics.md
+        self.mode = "sigma" if self.d <= self.K else "projected"
+        n = min(self.d, self.K)
+        self.S = self._zeros((n, n))
+        self.class_sq = self._zeros((self.K,))
+        self.N = 0
+        self.disagree = 0
+        self.tile_bytes = float(tile_bytes)
+        self.W = self.b = None
+        if bias is not None and weights is None:
+            raise InputError(f"{self.where}bias is given without weights: the bias enters only NC4, which needs W")
+        if weights is not None:
+            W = _as_matrix(weights, "weights")
+            if W.shape != (self.K, self.d):
+                hint = " (did you pass W^T, d x K? transpose it)" if W.shape == (self.d, self.K) else ""
+                raise InputError(f"{self.where}weights must be K x d = {self.K} x {self.d} (one row per class), got "
+                                 f"{W.shape[0]} x {W.shape[1]}{hint}")
+            self.W_np = W
+            self.W = self._to_state(W)
+            if bias is not None:
+                b = _as_vector(bias, "bias")
+                if b.shape != (self.K,):
+                    raise InputError(f"{self.where}bias must have K = {self.K} entries (one per class), got shape "
+                                     f"{b.shape}")
+                self.b = self._to_state(b)
+            self.mr_sq = (self.Mr * self.Mr).sum(1)
+
+    def _zeros(self, shape):
+        if self.torch_device is not None:
+            torch = _torch()
+            return torch.zeros(shape, dtype=self.pass1.sums.dtype, device=self.torch_device)
+        return np.zeros(shape, dtype=self.pass1.sums.dtype)
+
+    def _to_state(self, A: np.ndarray):
+        if self.torch_device is not None:
+            torch = _torch()
+            return torch.from_numpy(np.ascontiguousarray(A)).to(self.torch_device, self.pass1.sums.dtype)
+        return A.astype(self.pass1.sums.dtype, copy=False)
+
+    def update(self, features, labels, layout: str = "nd") -> "ClassScatter":
+        X, y = _chunk(features, labels, layout, self.d, self.K, self.where)
+        B = int(X.shape[0])
+        if B == 0:
+            return self
+        X = self.pass1._convert(X)
+        if self.torch_device is not None:
+            torch = _torch()
+            y = y.to(self.torch_device) if _is_torch(y) else torch.from_numpy(y).to(self.torch_device)
+            dev = X - self.mu[y]
+            if not bool(torch.isfinite(dev).all()):
+                _nonfinite(X, self.where, self.N)
+            self.class_sq.index_add_(0, y, (dev * dev).sum(1))
+            if self.mode == "sigma":
+                self.S += dev.T @ dev
+            else:
+                P = dev @ self.Mr.T
+                self.S += P.T @ P
+            if self.W is not None:
+                self.disagree += self._nc4_chunk(X, y)
+        else:
+            if _is_torch(y):
+                y = y.cpu().numpy()
+            dev = X - self.mu[y]
+            sq = np.einsum("ij,ij->i", dev, dev)
+            if not np.isfinite(sq).all():
+                _nonfinite(X, self.where, self.N)
+            self.class_sq += np.bincount(y, weights=sq, minlength=self.K)
+            if self.mode == "sigma":
+                self.S += dev.T @ dev
+            else:
+                P = dev @ self.Mr.T
+                self.S += P.T @ P
+            if self.W is not None:
+                self.disagree += self._nc4_chunk(X, y)
+        self.N += B
+        return self
+
+    def _nc4_chunk(self, X, y) -> int:
+        """Samples of the chunk where argmax (W h + b) != argmin ||h - mu_c|| (sub-chunks of B_s x K)."""
+        K = self.K
+        step = max(1, int(self.tile_bytes // (8 * 3 * K)))
+        out = 0
+        torch_state = self.torch_device is not None
+        for s in range(0, int(X.shape[0]), step):
+            Xs = X[s: s + step]
+            Xc = Xs - self.mu_G
+            logits = Xs @ self.W.T
+            if self.b is not None:
+                logits = logits + self.b
+            # ||h - mu_c||^2 = ||h - mu_G||^2 - 2 <h - mu_G, M_c> + ||M_c||^2: the first term is common to every c
+            d2 = self.mr_sq - 2.0 * (Xc @ self.Mr.T)
+            if torch_state:
+                out += int((logits.argmax(1) != d2.argmin(1)).sum())
+            else:
+                out += int(np.count_nonzero(np.argmax(logits, axis=1) != np.argmin(d2, axis=1)))
+        return out
+
+    def numpy_state(self) -> dict:
+        def cv(a):
+            return a.detach().cpu().numpy().astype(np.float64) if _is_torch(a) else np.asarray(a, dtype=np.float64)
+
+        if self.N != self.pass1.N:
+            raise InputError(f"{self.where}features: pass 2 saw {self.N} samples, pass 1 saw {self.pass1.N} (both "
+                             "passes must read the same samples)")
+        return {"S": cv(self.S), "class_sq": cv(self.class_sq), "Mr": cv(self.Mr), "mu_G": cv(self.mu_G),
+                "mode": self.mode, "N": self.N, "disagree": self.disagree,
+                "W": self.W_np if self.W is not None else None}
+
+
+def _as_matrix(A, name: str) -> np.ndarray:
+    if _is_torch(A):
+        A = A.detach().cpu().numpy()
+    A = np.asarray(A)
+    if A.dtype.kind not in "fiu" or A.dtype.kind == "b":
+        raise InputError(f"{name} must be a real numeric matrix, got dtype {A.dtype}")
+    if A.ndim != 2:
+        raise InputError(f"{name} must be 2-dimensional (K x d), got shape {A.shape}")
+    A = A.astype(np.float64)
+    if not np.isfinite(A).all():
+        raise InputError(f"{name} must contain only finite numbers (found NaN or inf)")
+    return A
+
+
+def _as_vector(v, name: str) -> np.ndarray:
+    if _is_torch(v):
+        v = v.detach().cpu().numpy()
+    v = np.asarray(v)
+    if v.dtype.kind not in "fiu" or v.dtype.kind == "b":
+        raise InputError(f"{name} must be a real numeric vector, got dtype {v.dtype}")
+    if v.ndim != 1:
+        raise InputError(f"{name} must be 1-dimensional (K,), got shape {v.shape}")
+    v = v.astype(np.float64)
+    if not np.isfinite(v).all():
+        raise InputError(f"{name} must contain only finite numbers (found NaN or inf)")
+    return v
+
+
+# ---------------------------------------------------------------------------------------------
+# Predicted Grams (structured, so K = 50 000 needs no K x K matrix)
+# ---------------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class PredictedGram:
+    """The centred Gram of predicted class means: ``a I + b 11^T`` (``matrix=None``) or a dense K x K matrix.
+
+    The simplex ETF and the orthogonal frame both have the centred Gram J_K = I - 11^T/K (a = 1,
+    b = -1/K): centring an orthogonal frame gives a simplex ETF, which is why the distance to the
+    OF is measured on the uncentred Gram (docs/metrics.md).
+    """
+
+    name: str
+    a: float = 1.0
+    b: float = 0.0
+    matrix: np.ndarray | None = None
+
+    @staticmethod
+    def centred_etf(name: str = "simplex-etf") -> "PredictedGram":
+        return PredictedGram(name, 1.0, None)  # b filled by K in tiles
+
+    def rows(self, i0: int, i1: int, K: int) -> np.ndarray:
+        if self.matrix is not None:
+            return np.asarray(self.matrix[i0:i1], dtype=np.float64)
+        b = -1.0 / K if self.b is None else self.b
+        P = np.full((i1 - i0, K), b)
+        P[np.arange(i1 - i0), np.arange(i0, i1)] += self.a
+        return P
+
+    def fro_norm(self, K: int) -> float:
+        if self.matrix is not None:
+            return float(np.linalg.norm(self.matrix))
+        b = -1.0 / K if self.b is None else self.b
+        # ||a I + b 11^T||_F^2 = K (a + b)^2 + K (K - 1) b^2
+        return math.sqrt(K * (self.a + b) ** 2 + K * (K - 1) * b * b)
+
+
+# ---------------------------------------------------------------------------------------------
+# The metrics
+# ---------------------------------------------------------------------------------------------
+
+@dataclass
+class CollapseMetrics:
+    """Every metric of docs/metrics.md (None where undefined, with the reason in ``reasons``)."""
+
+    metrics: dict
+    reasons: dict
+    classes: int
+    samples: int
+    dim: int
+    counts: list
+    extra: dict = field(default_factory=dict)
+
+    def to_dict(self) -> dict:
+        return {"metrics": dict(self.metrics), "reasons": dict(self.reasons), "classes": self.classes,
+                "samples": self.samples, "dim": self.dim, "counts": list(self.counts), **self.extra}
+
+
+def collapse_metrics(means: ClassMeans, scatter: ClassScatter, *, predicted: PredictedGram | None = None,
+                     predicted_reason: str | None = None, tile_bytes: float | None = None) -> CollapseMetrics:
+    """Every metric of docs/metrics.md from the two passes (numpy float64 from here on).
+
+    ``predicted`` is the centred Gram of the predicted class means (``gram_distance_predicted`` is
+    None without it, with ``predicted_reason`` or "no prediction requested" as the reason).
+    """
+    if not isinstance(scatter, ClassScatter) or scatter.pass1 is not means:
+        raise TypeError("scatter must be the ClassScatter built from these ClassMeans")
+    if predicted is not None and not isinstance(predicted, PredictedGram):
+        raise TypeError(f"predicted must be a PredictedGram, got {type(predicted).__name__}")
+    tile_bytes = scatter.tile_bytes if tile_bytes is None else float(tile_bytes)
+    st = scatter.numpy_state()
+    counts = means.check_complete()
+    K, d, N = int(counts.size), int(means.d), int(st["N"])
+    Mr, mu_G, S = st["Mr"], st["mu_G"], st["S"]
+    scale = means.rms
+    zero = ZERO_RTOL * scale
+    m: dict = {k: None for k in METRIC_KEYS}
+    why: dict = {}
+
+    sigma2 = st["class_sq"] / counts  # sigma_c^2
+    tr_w = float(st["class_sq"].sum()) / N
+    r = np.linalg.norm(Mr, axis=1)  # centred class-mean norms
+    fro_M = float(np.linalg.norm(r))
+    tr_b = fro_M ** 2 / K
+    zero_between = not (math.sqrt(tr_b) > zero)
+    if K == 1:
+        reason_b = "a single class (K = 1): the between-class scatter is zero"
+    else:
+        reason_b = (f"zero between-class scatter: the class means coincide (tr Sigma_B = {tr_b:.3g}, at most "
+                    f"({ZERO_RTOL:g} x the feature RMS norm {scale:.3g})^2)")
+
+    # --- NC1 ----------------------------------------------------------------------------------------
+    if zero_between:
+        why["nc1"] = why["nc1_trace"] = reason_b
+    else:
+        m["nc1_trace"] = tr_w / tr_b
+        if st["mode"] == "sigma":
+            SB = (Mr.T @ Mr) / K
+            lam, V = np.linalg.eigh((SB + SB.T) / 2)
+            keep = lam > PINV_RTOL * lam.max()
+            Vk = V[:, keep]
+            SW = S / N
+            m["nc1"] = float(np.einsum("ij,ij->j", Vk, SW @ Vk) @ (1.0 / lam[keep])) / K
+        else:
+            G = Mr @ Mr.T
+            mu_e, U = np.linalg.eigh((G + G.T) / 2)
+            keep = mu_e > PINV_RTOL * mu_e.max()
+            Uk = U[:, keep]
+            m["nc1"] = float(np.einsum("ij,ij->j", Uk, S @ Uk) @ (1.0 / mu_e[keep] ** 2)) / N
+
+    # --- equinorm -------------------------------------------------------------------------------------
+    if K == 1:
+        why["equinorm"] = "a single class (K = 1): its centred mean is zero"
+    elif not r.mean() > zero:
+        why["equinorm"] = reason_b
+    else:
+        m["equinorm"] = float(r.std() / r.mean())
+
+    # --- NC3 -------------------------------------------------------------------------------------------
+    W = st["W"]
+    if W is None:
+        why["nc3"] = why["nc4"] = "no classifier weights given (--weights or the file key 'weights')"
+    else:
+        nw = float(np.linalg.norm(W))
+        if zero_between:
+            why["nc3"] = reason_b
+        elif not nw > 0.0:
+            why["nc3"] = "the classifier W is zero"
+        else:
+            m["nc3"] = float(np.linalg.norm(W / nw - Mr / fro_M))
+        m["nc4"] = st["disagree"] / N
+
+    # --- pairwise quantities (tiles of K x K) ---------------------------------------------------------------
+    pair = _pair_statistics(Mr, mu_G, r, sigma2, predicted, zero, tile_bytes)
+    if K == 1:
+        for key in ("cdnv_mean", "cdnv_max", "equiangularity", "max_equiangularity"):
+            why[key] = "a single class (K = 1): there are no class pairs"
+        why["gram_distance_etf"] = "a single class (K = 1): the simplex ETF needs K >= 2"
+    else:
+        if pair["cdnv_ok"]:
+            m["cdnv_mean"], m["cdnv_max"] = pair["cdnv_mean"], pair["cdnv_max"]
+        else:
+            why["cdnv_mean"] = why["cdnv_max"] = (f"classes {pair['cdnv_pair'][0]} and {pair['cdnv_pair'][1]} have "
+                                                  "the same mean: the CDNV divides by the distance between means")
+        if pair["cos_ok"]:
+            m["equiangularity"], m["max_equiangularity"] = pair["cos_std"], pair["cos_maxeq"]
+        else:
+            why["equiangularity"] = why["max_equiangularity"] = (
+                reason_b if zero_between else f"the centred mean of class {pair['cos_zero']} is zero: its cosines are "
+                                              "undefined")
+        if zero_between:
+            why["gram_distance_etf"] = reason_b
+        else:
+            m["gram_distance_etf"] = pair["dist_etf"]
+    if pair["dist_of"] is None:
+        why["gram_distance_of"] = "the class means are all zero: the uncentred Gram has no direction"
+    else:
+        m["gram_distance_of"] = pair["dist_of"]
+    if predicted is None:
+        why["gram_distance_predicted"] = predicted_reason or "no prediction requested (--predict)"
+    elif zero_between:
+        why["gram_distance_predicted"] = reason_b
+    elif pair["dist_pred"] is None:
+        why["gram_distance_predicted"] = "the predicted centred Gram is zero: it has no direction"
+    else:
+        m["gram_distance_predicted"] = pair["dist_pred"]
+
+    extra = {
+        "centring": "mu_G = mean of the class means (unweighted)",
+        "scale": {"feature_rms_norm": scale, "mean_centred_class_mean_norm": float(r.mean()),
+                  "within_class_rms": math.sqrt(tr_w), "tr_sigma_w": tr_w, "tr_sigma_b": tr_b,
+                  "min_feature_entry": means.min_value, "zero_rtol": ZERO_RTOL},
+        "nc1_route": ("d x d eigendecomposition of Sigma_B" if st["mode"] == "sigma" else
+                      "K x K eigendecomposition of G = M^T M (Sigma_W projected on the centred means)"),
+    }
+    return CollapseMetrics(m, why, K, N, d, counts.tolist(), extra)
+
+
+def _welford_merge(n_a: int, mean_a: float, m2_a: float, n_b: int, mean_b: float, m2_b: float):
+    """Chan et al.'s merge of (count, mean, sum of squared deviations) of two groups."""
+    n = n_a + n_b
+    if n == 0:
+        return 0, 0.0, 0.0
+    delta = mean_b - mean_a
+    mean = mean_a + delta * n_b / n
+    m2 = m2_a + m2_b + delta * delta * n_a * n_b / n
+    return n, mean, m2
+
+
+def _pair_statistics(Mr: np.ndarray, mu_G: np.ndarray, r: np.ndarray, sigma2: np.ndarray,
+                     predicted: PredictedGram | None, zero: float, tile_bytes: float) -> dict:
+    """One pass over K-row tiles of the K x K Gram G = M^T M: cosines, CDNV, the Gram distances."""
+    K, d = Mr.shape
+    # Frobenius norms first (they normalise the distances): from d x d products when d < K
+    a = Mr @ mu_G  # U = G + a 1^T + 1 a^T + |mu_G|^2 11^T (uncentred Gram)
+    gg = float(mu_G @ mu_G)
+    if d < K:
+        A = Mr.T @ Mr
+        s = Mr.sum(axis=0)
+        B = A + np.outer(s, mu_G) + np.outer(mu_G, s) + K * np.outer(mu_G, mu_G)
+        g_norm, u_norm = float(np.linalg.norm(A)), float(np.linalg.norm(B))
+    else:
+        G = Mr @ Mr.T
+        U = G + a[:, None] + a[None, :] + gg
+        g_norm, u_norm = float(np.linalg.norm(G)), float(np.linalg.norm(U))
+        del G, U
+    e_norm = math.sqrt(K - 1) if K > 1 else 0.0
+    p_norm = predicted.fro_norm(K) if predicted is not None else 0.0
+    rows = max(1, min(K, int(tile_bytes // (8 * 7 * max(K, 1)))))
+    pos = r > zero
+    cos_ok = bool(pos.all()) and K > 1
+    g_ok = g_norm > 0.0 and K > 1
+    acc = {"etf": 0.0, "of": 0.0, "pred": 0.0, "cd_sum": 0.0, "cd_max": -math.inf, "maxeq": 0.0}
+    cn, cmean, cm2 = 0, 0.0, 0.0
+    cd_ok, cd_pair = True, None
+    r2 = r * r
+    inv_r = np.where(pos, 1.0 / np.where(pos, r, 1.0), 0.0)
+    for i0 in range(0, K, rows):
+        i1 = min(K, i0 + rows)
+        t = i1 - i0
+        Gt = Mr[i0:i1] @ Mr.T  # t x K
+        idx = np.arange(t)
+        cols = np.arange(i0, i1)
+        # uncentred Gram tile and the OF distance
+        Ut = Gt + a[i0:i1, None] + a[None, :] + gg
+        if u_norm > 0.0:
+            Ut /= u_norm
+            Ut[idx, cols] -= 1.0 / math.sqrt(K)
+            acc["of"] += float(np.einsum("ij,ij->", Ut, Ut))
+        del Ut
+        if K > 1:
+            off = np.ones((t, K), dtype=bool)
+            off[idx, cols] = False
+            # CDNV on pairs c != c' (each unordered pair twice: the mean is the same)
+            D2 = r2[i0:i1, None] + r2[None, :] - 2.0 * Gt
+            D2o = D2[off]
+            if cd_ok:
+                if not (D2o > 0.0).all() or not (np.sqrt(np.maximum(D2o, 0.0)) > zero).all():
+                    cd_ok = False
+                    bad = np.argwhere(off & ~((D2 > 0.0) & (np.sqrt(np.maximum(D2, 0.0)) > zero)))[0]
+                    cd_pair = (int(i0 + bad[0]), int(bad[1]))
+                else:
+                    V = (sigma2[i0:i1, None] + sigma2[None, :])[off] / (2.0 * D2o)
+                    acc["cd_sum"] += float(V.sum())
+                    acc["cd_max"] = max(acc["cd_max"], float(V.max()))
+            del D2, D2o
+            if cos_ok:
+                C = (Gt * inv_r[i0:i1, None] * inv_r[None, :])[off]
+                n_b = C.size
+                mean_b = float(C.mean())
+                m2_b = float(np.sum((C - mean_b) ** 2))
+                cn, cmean, cm2 = _welford_merge(cn, cmean, cm2, n_b, mean_b, m2_b)
+                acc["maxeq"] += float(np.sum(np.abs(C + 1.0 / (K - 1))))
+                del C
+        if g_ok:
+            Gn = Gt / g_norm
+            if predicted is not None and p_norm > 0.0:
+                Dp = Gn - predicted.rows(i0, i1, K) / p_norm
+                acc["pred"] += float(np.einsum("ij,ij->", Dp, Dp))
+                del Dp
+            Gn += 1.0 / (K * e_norm)
+            Gn[idx, cols] -= 1.0 / e_norm
+            acc["etf"] += float(np.einsum("ij,ij->", Gn, Gn))
+            del Gn
+        del Gt
+    pairs = K * (K - 1)
+    return {
+        "dist_etf": math.sqrt(acc["etf"]) if g_ok else None,
+        "dist_of": math.sqrt(acc["of"]) if u_norm > 0.0 else None,
+        "dist_pred": math.sqrt(acc["pred"]) if (g_ok and predicted is not None and p_norm > 0.0) else None,
+        "cdnv_ok": cd_ok and K > 1, "cdnv_pair": cd_pair,
+        "cdnv_mean": acc["cd_sum"] / pairs if pairs else None,
+        "cdnv_max": acc["cd_max"] if pairs else None,
+        "cos_ok": cos_ok, "cos_zero": int(np.flatnonzero(~pos)[0]) if not pos.all() else None,
+        "cos_std": math.sqrt(cm2 / cn) if cn else None,
+        "cos_maxeq": acc["maxeq"] / pairs if pairs else None,
+    }
+
+
+# ---------------------------------------------------------------------------------------------
+# In-memory convenience
+# ---------------------------------------------------------------------------------------------
+
+def measure_arrays(features, labels, weights=None, bias=None, *, layout: str = "nd",
+                   batch_size: int | None = None, dtype: str = "float64",
+                   predicted: PredictedGram | None = None, predicted_reason: str | None = None) -> CollapseMetrics:
+    """Both passes over in-memory arrays (numpy or torch; ``layout`` "nd": rows are samples).
+
+    ``labels`` must use every class 0..K-1 (K = rows of ``weights`` when given)."""
+    if layout not in ("nd", "dn"):
+        raise InputError(f"layout must be 'nd' (rows are samples) or 'dn' (columns are samples), got {layout!r}")
+    if _is_torch(features) or hasattr(features, "shape"):
+        shape = tuple(int(s) for s in features.shape)
+    else:
+        shape = np.shape(features)
+    if len(shape) != 2:
+        raise InputError(f"features must be 2-dimensional (N x d), got shape {shape}")
+    N, d = shape if layout == "nd" else shape[::-1]
+    K = None
+    if weights is not None:
+        K = int(np.shape(weights)[0]) if not _is_torch(weights) else int(weights.shape[0])
+    if batch_size is None:
+        batch_size = max(1, int(CHUNK_BYTES // (8 * max(d, 1))))
+    if isinstance(batch_size, bool) or not isinstance(batch_size, (int, np.integer)) or batch_size < 1:
+        raise InputError(f"batch_size must be an integer >= 1, got {batch_size!r}")
+    if _is_torch(labels):
+        lab = labels
+    else:
+        lab = np.asarray(labels)
+    if getattr(lab, "ndim", 1) != 1 or int(lab.shape[0]) != N:
+        raise InputError(f"labels must be 1-dimensional with one entry per sample (N = {N}), got shape "
+                         f"{tuple(lab.shape)}")
+    acc = ClassMeans(K, d, dtype=dtype, max_classes=max(N, K or 0))
+
+    def chunks():
+        for s in range(0, N, batch_size):
+            X = features[s: s + batch_size] if layout == "nd" else features[:, s: s + batch_size]
+            yield X, lab[s: s + batch_size]
+
+    for X, y in chunks():
+        acc.update(X, y, layout)
+    sc = ClassScatter(acc, weights, bias)
+    for X, y in chunks():
+        sc.update(X, y, layout)
+    return collapse_metrics(acc, sc, predicted=predicted, predicted_reason=predicted_reason)
