@@ -150,13 +150,15 @@ def _instances(ctx: RunContext, extra: int = 2) -> list[th.NTKInstance]:
 # 1. Spectrum
 # --------------------------------------------------------------------------------------
 
-def spectrum_claim(eigen: Callable | None = None, id_: str = "spectrum") -> Claim:
+def spectrum_claim(eigen: Callable | None = None, id_: str = "spectrum", mult: Callable | None = None) -> Claim:
     """The block kernel's eigenvalues lambda_0, lambda_c, lambda_g with multiplicities C(m-1), C-1, 1.
 
     ``eigen(C, m, kd, kc, kn) -> (l0, lc, lg)`` is the prediction (default: the spec's formulas);
-    it must work with sympy symbols and floats.
+    it must work with sympy symbols and floats. ``mult(C, m) -> (within, class, global)`` is the
+    predicted block structure (default :func:`theory.ntk.multiplicities`).
     """
     eigen = eigen or th.sym_eigenvalues
+    mult = mult or th.multiplicities
 
     def check(ctx: RunContext) -> Iterable[Check]:
         sizes = SYMBOLIC_SIZES + (((4, 2), (2, 4)) if ctx.full else ())
@@ -164,15 +166,25 @@ def spectrum_claim(eigen: Callable | None = None, id_: str = "spectrum") -> Clai
             exprs, deficit = th.sym_spectrum_residuals(C, m, eigen)
             yield _matrix_zero(f"K v = lambda v, C={C}, m={m}", th.distinct(exprs), th.numeric_substitutions(exprs),
                                note="explicit eigenvectors")
-            yield condition(f"eigenbasis complete, C={C}, m={m}", deficit == 0,
-                            verified=f"the {C * m} explicit eigenvectors are independent: multiplicities "
-                                     f"{th.multiplicities(C, m)} are complete",
-                            refuted=f"eigenvector basis has rank deficit {deficit}", evidence={"deficit": deficit})
+            dims = tuple(len(v) for v in th.sym_eigenbasis(C, m))
+            predicted = tuple(int(x) for x in mult(C, m))
+            yield condition(f"eigenbasis complete, C={C}, m={m}", deficit == 0 and dims == predicted,
+                            verified=f"the {C * m} explicit eigenvectors are independent and span eigenspaces of "
+                                     f"dimensions {dims} = the predicted multiplicities",
+                            refuted=f"eigenspace dimensions {dims} (rank deficit {deficit}) differ from the predicted "
+                                    f"multiplicities {predicted}",
+                            evidence={"deficit": deficit, "dimensions": dims, "predicted": predicted})
         for inst in _instances(ctx):
             C, m = inst.classes, inst.per_class
             K = th.block_kernel(C, m, inst.kappa)
             numeric = np.linalg.eigvalsh(K)
-            pred = np.sort(np.repeat(np.array(eigen(C, m, *inst.kappa), dtype=float), th.multiplicities(C, m)))
+            counts = tuple(int(x) for x in mult(C, m))
+            if sum(counts) != inst.N or min(counts) < 0:
+                yield Check(f"numeric spectrum C={C}, m={m}", Verdict.REFUTED,
+                            f"predicted multiplicities {counts} do not add up to N = {inst.N} (the kernel has N "
+                            "eigenvalues)", {"predicted": counts, "N": inst.N})
+                continue
+            pred = np.sort(np.repeat(np.array(eigen(C, m, *inst.kappa), dtype=float), counts))
             yield close(f"numeric spectrum C={C}, m={m}, kappa={tuple(round(k, 4) for k in inst.kappa)}",
                         pred, numeric, rtol=0.0, atol=EIG_ATOL, what="sorted eigenvalues with multiplicity",
                         evidence={"instance": inst.to_dict()})
