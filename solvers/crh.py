@@ -86,8 +86,11 @@ def alpha(A, B, metric: str = "pearson") -> float | None:
 def haar_orthogonal(d: int, n: int, rng: np.random.Generator) -> np.ndarray:
     """n Haar-distributed d x d orthogonal matrices (QR of a Gaussian with the sign fix
     Q <- Q diag(sign(diag(R))), which makes the distribution exactly Haar)."""
-    d = as_int("d", d, minimum=1)
+    d = as_int("d", d, minimum=1, maximum=4096)
     n = as_int("n", n, minimum=1)
+    if 3 * 8.0 * n * d * d > 2.5e9:  # G, Q, R (MEMORY_BUDGET_BYTES)
+        raise InstanceError(f"n={n} orthogonal {d} x {d} matrices need about {24.0 * n * d * d / 1e9:.3g} GB > "
+                            "limit 2.5 GB")
     G = rng.standard_normal((n, d, d))
     Q, R = np.linalg.qr(G)
     sign = np.sign(np.diagonal(R, axis1=1, axis2=2))
@@ -423,11 +426,19 @@ def nc_layer(counts, d: int | None = None, scale: float = 1.0):
     g_b = e_y - softmax(W h) (cross-entropy). Returns (W, h_a, g_b) with samples as rows."""
     from theory.geometry import simplex_etf
 
-    counts = [as_int(f"counts[{i}]", c, minimum=1) for i, c in enumerate(counts)]
-    if len(counts) < 2:
-        raise InstanceError(f"counts must have at least 2 classes, got {len(counts)}")
+    try:
+        counts = list(counts)
+    except TypeError:
+        raise InstanceError(f"counts must be a sequence of class sizes, got {counts!r}") from None
+    if not 2 <= len(counts) <= 4096:
+        raise InstanceError(f"counts must have between 2 and 4096 classes, got {len(counts)}")
+    counts = [as_int(f"counts[{i}]", c, minimum=1, maximum=10 ** 7) for i, c in enumerate(counts)]
     k = len(counts)
-    M = simplex_etf(k, d or k)
+    d = k if d is None else as_int("d", d, minimum=k - 1, maximum=4096)
+    scale = as_float("scale", scale, positive=True)
+    if 8.0 * sum(counts) * (2 * d + 2 * k) > 2.5e9:
+        raise InstanceError(f"counts sum to {sum(counts)} samples: the layer needs more than 2.5 GB; use fewer")
+    M = simplex_etf(k, d)
     y = np.repeat(np.arange(k), counts)
     H = M[:, y].T
     W = scale * M.T
@@ -446,8 +457,8 @@ def nc_broken_layer(which: str, k: int = 4, d: int = 6, *, strength: float = 0.5
 
     if which not in ("NC1", "NC2", "NC3", "none"):
         raise InstanceError(f"which must be one of NC1, NC2, NC3, none, got {which!r}")
-    k = as_int("k", k, minimum=2)
-    d = as_int("d", d, minimum=k)
+    k = as_int("k", k, minimum=2, maximum=256)
+    d = as_int("d", d, minimum=k, maximum=1024)
     strength = as_float("strength", strength, positive=True)
     rng = np.random.default_rng(seed)
     J = np.eye(k) - 1.0 / k

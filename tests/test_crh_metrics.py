@@ -266,3 +266,20 @@ def test_imbalanced_nc_closed_form_over_class_counts(counts, extra_d):
     for r in T.RELATION_NAMES:
         want = 1.0 if r.endswith("RGA") else ref
         assert rep.alignments[r]["cosine"] == pytest.approx(want, abs=1e-9), r
+
+
+@pytest.mark.parametrize("call,msg", [
+    (lambda: S.nc_layer([10 ** 9, 1]), r"counts\[0\] must be <= 10000000"),
+    (lambda: S.nc_layer(5), "counts must be a sequence"),
+    (lambda: S.nc_layer([1] * 10000), "between 2 and 4096 classes"),
+    (lambda: S.nc_layer([3, 3], scale=float("nan")), "scale"),
+    (lambda: S.haar_orthogonal(1000, 10 ** 6, np.random.default_rng(0)), "GB > limit 2.5 GB"),
+    (lambda: S.null_alignment(np.eye(3), np.eye(3), draws=10 ** 7), r"draws must be <= 100000"),
+    (lambda: S.alignment_report(np.eye(3), np.eye(3), np.eye(3), null_draws=10 ** 9), "null_draws must be <="),
+    (lambda: S.nc_broken_layer("NC1", k=10 ** 6), "k must be <= 256"),
+    (lambda: T.nc_imbalanced_cosine([1] * 1000), "at most 64 classes"),
+    (lambda: T.sym_backprop(100, 100), "m must be <= 4"),
+])
+def test_api_sizes_refused_before_allocation(call, msg):
+    with pytest.raises(InstanceError, match=msg):
+        call()

@@ -59,6 +59,19 @@ MAX_SAMPLES = 10 ** 7
 MAX_WIDTH = 4096
 MAX_LAYERS = 16
 MAX_NOISE = 1e6
+#: Exact (sympy) computations: the symbolic identities use explicit matrices of at most this size and
+#: this many samples, the NC closed form at most this many classes (they take seconds beyond).
+MAX_SYMBOLIC_DIM = 4
+MAX_SYMBOLIC_SAMPLES = 4
+MAX_SYMBOLIC_CLASSES = 64
+
+
+def _sym_sizes(**sizes) -> tuple[int, ...]:
+    out = []
+    for name, v in sizes.items():
+        cap = MAX_SYMBOLIC_SAMPLES if name == "n_samples" else MAX_SYMBOLIC_DIM
+        out.append(as_int(name, v, minimum=1, maximum=cap))
+    return tuple(out)
 
 
 @dataclass(frozen=True)
@@ -169,6 +182,7 @@ def sym_backprop(m: int = 2, n: int = 3, n_samples: int = 2, *, predict_H_b=None
     ``predict_G_a(W, G_b)`` are the statements under test (defaults: the true identities); they
     must accept sympy matrices (use ``@`` or ``*``).
     """
+    m, n, n_samples = _sym_sizes(m=m, n=n, n_samples=n_samples)
     predict_H_b = predict_H_b or (lambda W, H: W @ H @ W.T)
     predict_G_a = predict_G_a or (lambda W, G: W.T @ G @ W)
     W = _mat("w", m, n)
@@ -287,6 +301,7 @@ def sym_stationarity(m: int = 2, n: int = 2, n_samples: int = 2, *, predict_b=No
     is gamma(|w_in|^2 - |w_out|^2): at a critical point of loss + weight decay the loss part of
     that derivative is 0, so |w_in|^2 = |w_out|^2, i.e. diag(Z_b of layer l) = diag(Z_a of layer l+1).
     """
+    m, n, n_samples = _sym_sizes(m=m, n=n, n_samples=n_samples)
     predict_b = predict_b or (lambda W, g: g * W * W.T)
     predict_a = predict_a or (lambda W, g: g * W.T * W)
     gam = sp.Symbol("gamma", positive=True)
@@ -316,6 +331,7 @@ def sym_one_step(m: int = 2, n: int = 3, *, eta2_coefficient=None) -> dict:
     Delta Z_a = eta (S^T W + W^T S - 2 gamma Z_a) + eta^2 (S - gamma W)^T (S - gamma W), exactly.
     ``eta2_coefficient(S, W, gamma)`` replaces the second-order term of Delta Z_b (for false statements).
     """
+    m, n = _sym_sizes(m=m, n=n)
     eta, gam = sp.symbols("eta gamma", real=True)
     W, S = _mat("w", m, n), _mat("s", m, n)
     D = S - gam * W
@@ -444,6 +460,9 @@ def nc_imbalanced_cosine(counts) -> sp.Expr:
     The two RGA relations stay exactly 1 (W^T g_c ~ mu_c). Balanced classes give 1.
     """
     counts = as_int_tuple("counts", counts, minimum=1, min_len=2)
+    if len(counts) > MAX_SYMBOLIC_CLASSES:
+        raise InstanceError(f"counts must have at most {MAX_SYMBOLIC_CLASSES} classes (exact sympy arithmetic), "
+                            f"got {len(counts)}")
     k = len(counts)
     N = sum(counts)
     D = sp.diag(*[sp.Rational(n, N) for n in counts])
