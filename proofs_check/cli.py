@@ -9,7 +9,7 @@ import sys
 from proofs_check import plots
 from proofs_check.commands import UsageError, discover
 from proofs_check.core import RunContext, clean
-from proofs_check.tables import FORMATS
+from proofs_check.tables import FORMATS, add_render_arguments, render_from_args
 
 
 class _Parser(argparse.ArgumentParser):
@@ -61,6 +61,7 @@ def build_parser() -> tuple[argparse.ArgumentParser, dict, dict, dict]:
         cmd.add_arguments(tp)
         tp.add_argument("--format", choices=FORMATS, default="md")
         tp.add_argument("--output", "-o", default=None, help="write to a file instead of stdout")
+        add_render_arguments(tp)  # --precision --na-rep --label --caption --columns --no-cite
         tmap[cmd.name] = cmd
 
     emap = {}
@@ -257,7 +258,7 @@ def _dispatch(parser, args, smap, tmap, emap) -> int:
         from proofs_check.outputs import check_output_path, write_text_atomic
 
         check_output_path(args.output, "--output")  # before the table is built
-        text = tmap[args.family].build(args).render(args.format)
+        text = render_from_args(tmap[args.family].build(args), args, family=args.family)
         if args.output:
             write_text_atomic(args.output, text)
         else:

@@ -1,0 +1,39 @@
+"""``ncproofs cite [--only PATTERN]``: BibTeX for the sources of the built-in claims."""
+
+from __future__ import annotations
+
+import sys
+
+from proofs_check.commands import ExtraCommand
+
+
+def _add_arguments(p) -> None:
+    p.add_argument("--only", action="append", metavar="PATTERN",
+                   help="cite the sources of the claims whose id contains PATTERN (or matches the glob, or whose "
+                        "family equals it); repeatable; default: every built-in claim")
+    p.add_argument("--output", "-o", default=None, help="write the .bib file here instead of stdout")
+    p.add_argument("--no-header", action="store_true", help="omit the comment block mapping claims to keys")
+
+
+def _run(args) -> int:
+    from proofs_check import citations
+    from proofs_check.outputs import check_output_path, write_text_atomic
+
+    check_output_path(args.output, "--output")
+    text = citations.bibtex(citations.select_claims(args.only), header=not args.no_header)
+    if args.output:
+        write_text_atomic(args.output, text)
+        print(f"bibliography: {args.output}", file=sys.stderr)
+    else:
+        sys.stdout.write(text)
+    return 0
+
+
+COMMANDS = [
+    ExtraCommand(
+        name="cite",
+        help="print BibTeX for the sources (papers and ncproofs documents) of the built-in claims",
+        add_arguments=_add_arguments,
+        run=_run,
+    ),
+]

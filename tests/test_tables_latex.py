@@ -1,0 +1,244 @@
+"""LaTeX tables compile: every family's `ncproofs table ... --format latex` is compiled with
+pdflatex inside a plain article (booktabs, amsmath, amssymb, siunitx, graphicx, array, longtable,
+caption), the log must show no error and no Overfull \\hbox over 10 pt, and the PDF text
+(pdftotext) must show the numbers. Plus unit tests of the options and of the plain-text math
+converter (no TeX needed for those).
+
+Needs the Debian packages texlive-latex-recommended, texlive-science and poppler-utils. Skipped
+with a message where pdflatex is absent and CI is not set; in CI it must run.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import re
+import shutil
+import subprocess
+
+import pytest
+
+from proofs_check.cli import main
+from proofs_check.tables import Table, latex_escape, plain_to_latex
+
+PREAMBLE = r"""\documentclass{article}
+\usepackage{booktabs,amsmath,amssymb,siunitx,graphicx,array,longtable,caption}
+\begin{document}
+"""
+
+HAVE_TEX = shutil.which("pdflatex") is not None and shutil.which("pdftotext") is not None
+needs_tex = pytest.mark.skipif(not HAVE_TEX and not os.environ.get("CI"),
+                               reason="pdflatex/pdftotext not installed (apt-get install texlive-latex-recommended "
+                                      "texlive-science poppler-utils); required in CI")
+
+# small arguments for every family's table (the crh table trains a tiny network for 400 steps)
+FAMILY_TABLES = {
+    "scl": ["scl", "--counts", "3,3", "--counts", "5,2,2", "--tau", "0.1,1"],
+    "scl-step": ["scl", "--profile", "step", "--classes", "4", "--majority", "6", "--ratio", "3", "--tau", "0.5"],
+    "ufm-ce": ["ufm", "--loss", "ce", "--classes", "3,4", "--lambda", "0.01,0.5"],
+    "ufm-mse": ["ufm", "--loss", "mse", "--classes", "3", "--lambda", "0.01,2"],
+    "ntk": ["ntk"],
+    "feature-collapse": ["feature-collapse", "--concepts", "2", "--length", "2", "--words-per-concept", "2",
+                         "--lambdas", "0.001,0.1"],
+    "feature-collapse-ln": ["feature-collapse", "--concepts", "3", "--length", "2", "--words-per-concept", "2",
+                            "--layernorm", "--lambdas", "0.01", "--dims", "3,4", "--zipf"],
+    "crh": ["crh", "--weight-decays", "0,0.01", "--steps", "400", "--records", "4", "--null-draws", "4",
+            "--time-budget", "60"],
+}
+
+
+def _table(tmp_path, name: str, args: list[str], fmt: str, extra=()) -> str:
+    out = tmp_path / f"{name}.{fmt}"
+    rc = main(["table", *args, "--format", fmt, "--output", str(out), *extra])
+    assert rc == 0, f"ncproofs table {' '.join(args)} exited {rc}"
+    return out.read_text()
+
+
+def _compile(tmp_path, body: str, name: str = "doc") -> tuple[str, str]:
+    """Compile body in the plain article; return (log, pdftotext text). Asserts no error."""
+    if not HAVE_TEX:
+        pytest.fail("pdflatex/pdftotext missing in CI: apt-get install texlive-latex-recommended texlive-science "
+                    "poppler-utils")
+    tex = tmp_path / f"{name}.tex"
+    tex.write_text(PREAMBLE + body + "\n\\end{document}\n")
+    proc = subprocess.run(["pdflatex", "-interaction=nonstopmode", "-halt-on-error", tex.name], cwd=tmp_path,
+                          capture_output=True, text=True, timeout=120)
+    log = (tmp_path / f"{name}.log").read_text(errors="replace")
+    errors = [line for line in log.splitlines() if line.startswith("!")]
+    assert proc.returncode == 0 and not errors, f"pdflatex failed: {errors[:5]}\n{log[-3000:]}"
+    over = [float(m) for m in re.findall(r"Overfull \\hbox \(([0-9.]+)pt too wide\)", log)]
+    assert all(o <= 10.0 for o in over), f"Overfull \\hbox over 10 pt: {over}"
+    text = subprocess.run(["pdftotext", "-layout", f"{name}.pdf", "-"], cwd=tmp_path, capture_output=True,
+                          text=True, timeout=60).stdout
+    return log, text
+
+
+def _norm(text: str) -> str:
+    return text.replace("\u2212", "-").replace("\u2013", "-")
+
+
+def _sig(x: float, digits: int = 4) -> str:
+    """What a paper table prints: `digits` significant digits (the documented default)."""
+    return f"{x:.{digits}g}"
+
+
+@needs_tex
+@pytest.mark.parametrize("name", sorted(FAMILY_TABLES))
+def test_family_table_compiles_and_shows_numbers(tmp_path, name):
+    args = FAMILY_TABLES[name]
+    latex = _table(tmp_path, name, args, "latex")
+    data = json.loads(_table(tmp_path, name, args, "json"))
+    assert "\\caption{" in latex and "\\label{tab:ncproofs-" in latex and "\\toprule" in latex
+    assert "null" not in latex.split("\\midrule", 1)[1], "missing numbers must print the na-rep, not null"
+    _, text = _compile(tmp_path, latex, name)
+    text = _norm(text)
+    # every finite number without an exponent appears with 4 significant digits
+    shown = 0
+    for row in data["rows"]:
+        for v in row:
+            if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v):
+                s = _sig(float(v)) if isinstance(v, float) else str(v)
+                if "e" in s:
+                    continue
+                assert s in text, f"{name}: number {v} (printed {s}) not in the PDF text"
+                shown += 1
+    assert shown >= 3, f"{name}: too few numbers checked ({shown})"
+    # the caption is math, not plain text: no raw plain-text math forms survive
+    assert not re.search(r"\|\||\^\{|->|lambda_|n_c\b", text), f"{name}: plain-text math left in the PDF text"
+
+
+@needs_tex
+def test_all_tables_in_one_document_with_bibliography(tmp_path):
+    """All family tables in one document with the bibliography of `ncproofs cite`: the cited
+    keys resolve (bibtex finds every \\cite of the captions)."""
+    if shutil.which("bibtex") is None:
+        pytest.skip("bibtex not installed")
+    parts = [_table(tmp_path, n, a, "latex", ("--label", f"tab:{n}")) for n, a in FAMILY_TABLES.items() if n != "crh"]
+    assert main(["cite", "--output", str(tmp_path / "refs.bib")]) == 0
+    body = "\n".join(parts) + "\n\\clearpage\n\\bibliographystyle{plain}\n\\bibliography{refs}\n"
+    _compile(tmp_path, body, "all")
+    subprocess.run(["bibtex", "all"], cwd=tmp_path, capture_output=True, text=True, timeout=60)
+    _compile(tmp_path, body, "all")
+    log, text = _compile(tmp_path, body, "all")
+    assert "Citation" not in "\n".join(l for l in log.splitlines() if "undefined" in l), "undefined citations"
+    assert "Symmetric Neural-Collapse" in _norm(text).replace("\n", " ") or "Symmetric" in text
+
+
+@needs_tex
+def test_wide_table_fits_and_hostile_text_compiles(tmp_path):
+    cols = [f"col_{i}" for i in range(18)] + ["notes"]
+    rows = [[1234567.891 * (i + 1) for i in range(18)] + ["a & b % c $ d # e _ f { g } h ^ i ~ j \\ k < l > m | n λ ≥ 2"]]
+    cap = "Hostile caption: 100% of {braces, $dollars$, x^2, a_b, ||W||, tau -> 0+, e^{-1/tau} and \\commands."
+    t = Table(cols, rows, caption=cap)
+    _, text = _compile(tmp_path, t.render("latex", precision=3), "wide")
+    assert "1.23" in _norm(text)
+    assert "Hostile caption" in text
+
+
+@needs_tex
+def test_old_plain_text_caption_would_not_compile(tmp_path):
+    """The defect the renderer fixes: the plain caption put in \\caption as it is stops pdflatex
+    (so the compile check above can fail)."""
+    if not HAVE_TEX:
+        pytest.fail("pdflatex missing in CI")
+    tex = tmp_path / "bad.tex"
+    tex.write_text(PREAMBLE + "\\begin{table}\\caption{loss lw/2||W||^2 e^{-1/tau}}\\end{table}\n\\end{document}\n")
+    proc = subprocess.run(["pdflatex", "-interaction=nonstopmode", "-halt-on-error", "bad.tex"], cwd=tmp_path,
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode != 0
+    assert "Missing $ inserted" in (tmp_path / "bad.log").read_text(errors="replace")
+
+
+# ---- options (no TeX needed) ----------------------------------------------------------------------
+
+def _t():
+    return Table(["k", "lambda", "value", "phase"], [[3, 0.001, 1.234567891, "collapse"], [4, 0.5, None, "trivial"]],
+                 caption="values with lw/2||W||^2", meta={"family": "ufm"})
+
+
+def test_precision_na_rep_label_caption_columns():
+    t = _t()
+    out = t.render("latex", precision=3, na_rep="n/a", label="tab:mine", caption="My $x$ caption",
+                   columns=["value", "k"])
+    assert "$1.23$" in out and "1.2346" not in out
+    assert "n/a" in out and "null" not in out
+    assert "\\label{tab:mine}" in out and "\\caption{My $x$ caption}" in out
+    body = out.split("\\midrule", 1)[1]
+    assert body.splitlines()[1].startswith("$1.23$ & $3$")  # column order as requested
+    assert "collapse" not in out and "0.001" not in out
+    md = t.render("md", precision=2, na_rep="-", columns=["k", "value"])
+    assert "| 3 | 1.2 |" in md and "| 4 | - |" in md
+
+
+def test_default_latex_precision_is_four_digits_and_dash_for_missing():
+    out = _t().render("latex")
+    assert "$1.235$" in out and "--" in out.split("\\midrule", 1)[1]
+    assert "\\label{tab:ncproofs-ufm}" in out
+
+
+def test_exponent_numbers_are_math():
+    t = Table(["x"], [[1.5e-12], [-2.25e30], [float("nan")]])
+    out = t.render("latex", precision=3)
+    assert "$1.5\\times10^{-12}$" in out and "$-2.25\\times10^{30}$" in out
+    assert "nan" not in out.lower().split("\\midrule")[1]
+
+
+@pytest.mark.parametrize("kw,match", [({"precision": 0}, "precision"), ({"precision": 18}, "precision"),
+                                      ({"label": "bad label{"}, "label"), ({"columns": ["nope"]}, "nope"),
+                                      ({"columns": []}, "columns")])
+def test_bad_options_are_input_errors(kw, match):
+    from theory._validate import InputError
+
+    with pytest.raises(InputError, match=match):
+        _t().render("latex", **kw)
+
+
+def test_cli_options(tmp_path, capsys):
+    rc = main(["table", "ufm", "--loss", "ce", "--classes", "3", "--lambda", "0.01", "--format", "latex",
+               "--precision", "2", "--label", "tab:u", "--columns", "k,f*", "--no-cite"])
+    out = capsys.readouterr().out
+    assert rc == 0
+    assert "\\label{tab:u}" in out and "\\cite" not in out
+    assert out.split("\\midrule", 1)[1].splitlines()[1] == "$3$ & $0.15$ \\\\"
+    rc = main(["table", "ufm", "--classes", "3", "--lambda", "0.01", "--columns", "zzz"])
+    assert rc == 2
+    assert "zzz" in capsys.readouterr().err
+
+
+def test_latex_caption_and_headers_are_used_verbatim():
+    t = Table(["a"], [[1.0]], caption="plain", latex_caption=r"The $\alpha$ table", latex_headers=[r"$\alpha$"])
+    out = t.render("latex")
+    assert r"\caption{The $\alpha$ table}" in out and r"$\alpha$ \\" in out
+    assert t.latex_columns == [r"$\alpha$"]
+
+
+# ---- the converter ------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("plain,latex", [
+    ("e^{-1/tau}", r"$e^{-1/\tau}$"),
+    ("lw/2||W||^2", r"$\mathrm{lw}/2\|W\|^{2}$"),
+    ("tau -> 0+", r"$\tau \to 0^+$"),
+    ("lambda_crit", r"$\lambda_{\mathrm{crit}}$"),
+    ("n_c >= 2", r"$n_{c} \ge 2$"),
+    ("||mu_c - h_bar||^2", r"$\|\mu_{c} - \bar{h}\|^{2}$"),
+    ("sqrt(m lambda_c)", r"$\sqrt{m \lambda_{c}}$"),
+])
+def test_plain_math_converted(plain, latex):
+    assert plain_to_latex(plain) == latex
+
+
+@pytest.mark.parametrize("plain", ["bound_per_sample is a column", "100% & more", "a ^ dangling x^",
+                                   "{unbalanced e^{x", "\\input{/etc/passwd}", "$x$"])
+def test_unconvertible_text_is_escaped(plain):
+    out = plain_to_latex(plain)
+    # no unescaped specials outside $...$
+    outside = re.sub(r"(?<!\\)\$[^$]*(?<!\\)\$", "", out)
+    assert not re.search(r"(?<!\\)[%&#_^~]", outside.replace("\\textasciicircum{}", "").replace(
+        "\\textasciitilde{}", "")), out
+    assert "\\input" not in out
+
+
+def test_escape_specials():
+    assert latex_escape("a_b & 5% #1 {x} ^ ~ \\") == (
+        r"a\_b \& 5\% \#1 \{x\} \textasciicircum{} \textasciitilde{} \textbackslash{}")
