@@ -1122,10 +1122,15 @@ class _LocalPool:
             rc = w.proc.wait(timeout=2)
         except Exception:
             rc = None
-        doing = ", ".join(i.key for i in w.inflight.values()) or "none"
         how = f"killed by signal {-rc}" if rc is not None and rc < 0 else f"exit status {rc}"
-        return WorkerDied(f"a worker process died ({how}) while computing instance(s) {doing}; finished "
-                          "instances are stored, rerun to resume")
+        if w.inflight:  # a worker computes its tasks in order: the oldest is the one it was running
+            inst = w.inflight[min(w.inflight)]
+            shown = ", ".join(f"{k}={v!r}" for k, v in inst.params.items())
+            doing = f"while computing instance {inst.key} ({shown}, seed={inst.seed})"
+        else:
+            doing = "while idle"
+        return WorkerDied(f"a worker process died ({how}) {doing}; the run is recorded as interrupted, finished "
+                          "instances are stored: rerun to resume")
 
     def poll(self, timeout: float | None) -> list[tuple[Instance, tuple]]:
         """Results that arrived within ``timeout`` seconds (all that are complete)."""
@@ -1692,6 +1697,14 @@ def results_table(rows: list[dict], caption: str = ""):
 
 
 def summary_text(rows: list[dict], *, pending: int | None = None, worst_n: int = 10, fmt: str = "md") -> str:
+    from proofs_check.tables import FORMATS
+
+    if not isinstance(rows, list):
+        raise TypeError(f"summary_text: rows must be a list of dicts (Store.rows()), got {type(rows).__name__}")
+    if isinstance(worst_n, bool) or not isinstance(worst_n, int) or worst_n < 0:
+        raise ValueError(f"summary_text: worst_n must be an integer >= 0, got {worst_n!r}")
+    if fmt not in FORMATS:
+        raise ValueError(f"summary_text: fmt must be one of {', '.join(FORMATS)}, got {fmt!r}")
     c = counts(rows)
     lines = [f"stored: {len(rows)}" + (f", pending: {pending}" if pending is not None else ""),
              "verdicts: " + ", ".join(f"{v} {n}" for v, n in c.items() if n or v != "NOT_APPLICABLE")]

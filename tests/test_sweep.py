@@ -1010,3 +1010,52 @@ def test_public_api_validates_its_arguments(tmp_path):
     with pytest.raises(TypeError, match="spec must be a SweepSpec"):
         sweep.run_sweep({"sweep": {}}, str(tmp_path / "s.sqlite"))
     assert not (tmp_path / "s.sqlite").exists()
+    with pytest.raises(ValueError, match="worst_n must be an integer >= 0"):
+        sweep.summary_text([], worst_n=-1)
+    with pytest.raises(ValueError, match="fmt must be one of"):
+        sweep.summary_text([], fmt="html")
+
+
+CRASH_MODULE = """
+import os, time
+from proofs_check.sweep import register_sweepable
+
+def f(params, seed):
+    time.sleep(0.1)
+    if params["i"] == 3:
+        os._exit(3)  # the worker process dies (a segfault, the OOM killer ...)
+    return {"verdict": "VERIFIED", "score": params["i"]}
+
+register_sweepable("test.workercrash", f, parameters=("i",))
+"""
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
+def test_a_worker_that_dies_ends_the_sweep_as_interrupted_with_one_line(tmp_path, capsys):
+    _write(tmp_path / "workercrashmod.py", CRASH_MODULE)
+    cfg = _write(tmp_path / "c.toml", """
+        [sweep]
+        family = "test.workercrash"
+        modules = ["workercrashmod"]
+        [parameters]
+        i = {min = 0, max = 7, integer = true}
+        """)
+    rc, _, err = _run_cli(["sweep", str(cfg), "--workers", "2", "--quiet"], capsys)
+    assert rc == 1
+    assert err.count("\n") == 1 and "Traceback" not in err
+    key3 = _key("test.workercrash", "1", {"i": 3}, 0)
+    assert err.startswith(f"ncproofs: error: a worker process died (exit status 3) while computing instance {key3} "
+                          "(i=3, seed=0); the run is recorded as interrupted")
+    con = sqlite3.connect(tmp_path / "c.sqlite")
+    (status, computed), = con.execute("SELECT status, computed FROM runs").fetchall()
+    assert status == "interrupted" and computed == con.execute("SELECT count(*) FROM results").fetchone()[0]
+    assert con.execute("SELECT count(*) FROM leases").fetchone()[0] == 0
+    con.close()
+    workers_left = []
+    for pid in _children(os.getpid()):
+        try:
+            if b"_worker_main" in Path(f"/proc/{pid}/cmdline").read_bytes():
+                workers_left.append(pid)
+        except OSError:
+            pass
+    assert not workers_left  # the surviving worker was stopped and reaped (no zombie either)
