@@ -1,0 +1,912 @@
+"""``ncproofs measure``: collapse metrics of a trained network's features, read from files in chunks.
+
+Files (docs/measure.md): ``.npy`` (features; labels from ``--labels``), or ``.npz`` / ``.pt`` (a dict)
+/ ``.safetensors`` holding arrays under the keys ``features`` and ``labels`` (optional ``weights``,
+``bias``). The features are N x d by default; d x N is detected when only the second axis matches
+the number of labels, and refused with a message naming ``--layout`` when both axes match.
+
+Reading: ``.npy``, ``.safetensors`` and uncompressed ``.npz`` members are read with ``os.pread`` at
+byte offsets, chunk by chunk (never memory-mapped: touched mmap pages would count as resident
+memory), so the resident memory is O(K d + min(d, K)^2 + one chunk) whatever N is. A compressed
+``.npz`` member is decompressed as a stream (row layout) or loaded whole (column layout, said in the
+diagnostics); a ``.pt`` file is opened with ``torch.load(mmap=True, weights_only=True)``.
+
+The report is a measurement with provenance (which formula, which prediction, which certificate),
+never a verdict: distances come with graded words ("close to simplex ETF: Gram distance 0.04").
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import stat
+import struct
+import sys
+import time
+import zipfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from theory import metrics as MT
+from theory._validate import InputError, as_float
+
+FORMATS = (".npy", ".npz", ".pt", ".pth", ".safetensors")
+LAYOUTS = ("auto", "nd", "dn")
+PREDICT = ("ufm-ce", "ufm-mse", "scl", "auto")
+
+#: Largest K for which the UFM closed form's KKT certificate (class-reduced, O(K^2) memory, ~3 s at
+#: K = 1000 on 2 cores, O(K^3)) is run; above it the prediction is reported with the certificate marked
+#: "not run" (``ncproofs solve ufm-ce`` runs it on its own).
+UFM_CERTIFICATE_MAX_K = 1000
+
+#: Graded words for a normalised Gram distance (a Frobenius distance between unit-norm matrices, in
+#: [0, 2]). The thresholds only choose the word; the number is always printed next to it and no
+#: statement is decided from it (a measurement is not a verdict).
+GRADES = ((0.05, "close to"), (0.2, "near"), (0.5, "partway to"), (math.inf, "far from"))
+
+SOURCES = {
+    "nc1": "Papyan, Han & Donoho, PNAS 2020 (NC1 = tr(Sigma_W Sigma_B^+)/K)",
+    "cdnv": "Galanti, Gyorgy & Hutter, ICLR 2022 (class-distance normalised variance)",
+    "geometry": "Wu & Papyan, 2024 (equinorm, equiangularity, max-equiangularity); Papyan, Han & Donoho 2020 (NC2-NC4)",
+}
+
+#: Bytes of float64 features per chunk when --batch-size is not given.
+DEFAULT_CHUNK_BYTES = MT.CHUNK_BYTES
+
+
+# ---------------------------------------------------------------------------------------------
+# Array sources: 2-D or 1-D arrays read in chunks along the sample axis
+# ---------------------------------------------------------------------------------------------
+
+_ST_DTYPES = {"F64": "<f8", "F32": "<f4", "F16": "<f2", "BF16": "bf16", "I64": "<i8", "I32": "<i4", "I16": "<i2",
+              "I8": "i1", "U8": "u1", "U16": "<u2", "U32": "<u4", "U64": "<u8", "BOOL": "?"}
+
+
+def _bf16_to_f32(raw: np.ndarray) -> np.ndarray:
+    return (raw.astype(np.uint32) << 16).view(np.float32)
+
+
+class Source:
+    """An array (1-D or 2-D) in a file. ``shape``, ``dtype`` (numpy dtype or "bf16"), ``name`` (for messages)."""
+
+    name: str
+    shape: tuple
+    dtype: object
+
+    def kind(self) -> str:
+        if self.dtype == "bf16":
+            return "f"
+        return np.dtype(self.dtype).kind
+
+    def read(self, start: int, stop: int, axis: int) -> np.ndarray:
+        """Entries [start, stop) along ``axis`` (0 for 1-D arrays), as a new native-endian array."""
+        raise NotImplementedError
+
+    def read_all(self) -> np.ndarray:
+        return self.read(0, self.shape[0], 0) if self.shape else self.read(0, 1, 0)
+
+    def close(self) -> None:
+        pass
+
+
+class RawSource(Source):
+    """A C-ordered (or Fortran-ordered) array stored raw at a byte offset of a file: read with os.pread."""
+
+    def __init__(self, path: Path, name: str, offset: int, shape: tuple, dtype, fortran: bool = False):
+        self.path, self.name, self.offset = path, name, int(offset)
+        self.shape, self.dtype, self.fortran = tuple(int(s) for s in shape), dtype, bool(fortran)
+        self.item = 2 if dtype == "bf16" else np.dtype(dtype).itemsize
+        self.fd = os.open(path, os.O_RDONLY)
+        size = os.fstat(self.fd).st_size
+        need = self.offset + self.item * int(np.prod(self.shape, dtype=np.int64))
+        if size < need:
+            os.close(self.fd)
+            raise InputError(f"{name}: the file is truncated ({size} bytes, the header announces {need})")
+
+    def close(self) -> None:
+        if self.fd is not None:
+            os.close(self.fd)
+            self.fd = None
+
+    def _pread(self, nbytes: int, pos: int) -> bytes:
+        buf = bytearray(nbytes)
+        view = memoryview(buf)
+        got = 0
+        while got < nbytes:
+            n = os.preadv(self.fd, [view[got:]], pos + got)
+            if n == 0:
+                raise InputError(f"{self.name}: the file is truncated (read past its end)")
+            got += n
+        return buf
+
+    def _decode(self, buf, count_shape) -> np.ndarray:
+        if self.dtype == "bf16":
+            return _bf16_to_f32(np.frombuffer(buf, dtype="<u2").reshape(count_shape))
+        dt = np.dtype(self.dtype)
+        a = np.frombuffer(buf, dtype=dt).reshape(count_shape)
+        if not dt.isnative and dt.byteorder not in ("=", "|"):
+            a = a.astype(dt.newbyteorder("="))
+        return a
+
+    def read(self, start: int, stop: int, axis: int) -> np.ndarray:
+        if len(self.shape) == 1:
+            return self._decode(self._pread((stop - start) * self.item, self.offset + start * self.item), (stop - start,))
+        a, b = self.shape
+        # stored rows x cols in C order: (a, b) unless Fortran ((b, a) stored, logical transpose)
+        R, C = (b, a) if self.fortran else (a, b)
+        stored_axis = (1 - axis) if self.fortran else axis
+        n = stop - start
+        if stored_axis == 0:
+            out = self._decode(self._pread(n * C * self.item, self.offset + start * C * self.item), (n, C))
+        else:
+            buf = bytearray(R * n * self.item)
+            step = n * self.item
+            for i in range(R):
+                buf[i * step: (i + 1) * step] = self._pread(step, self.offset + (i * C + start) * self.item)
+            out = self._decode(buf, (R, n))
+        return out.T if self.fortran else out
+
+
+class ArraySource(Source):
+    """An array already in memory (a compressed .npz member, a .pt tensor, a test)."""
+
+    def __init__(self, name: str, array):
+        self.name, self.array = name, array
+        self.shape = tuple(int(s) for s in array.shape)
+        if type(array).__module__.split(".")[0] == "torch":
+            import torch
+
+            self.dtype = "bf16" if array.dtype == torch.bfloat16 else torch.empty(0, dtype=array.dtype).numpy().dtype
+        else:
+            self.dtype = array.dtype
+
+    def read(self, start: int, stop: int, axis: int) -> np.ndarray:
+        a = self.array
+        sl = a[start:stop] if axis == 0 else a[:, start:stop]
+        if type(sl).__module__.split(".")[0] == "torch":
+            import torch
+
+            if sl.dtype == torch.bfloat16:
+                sl = sl.to(torch.float32)
+            return sl.detach().cpu().contiguous().numpy().copy()
+        return np.array(sl)
+
+
+def _npy_header(f, name: str):
+    try:
+        version = np.lib.format.read_magic(f)
+        if version == (1, 0):
+            shape, fortran, dtype = np.lib.format.read_array_header_1_0(f, max_header_size=100_000)
+        else:
+            shape, fortran, dtype = np.lib.format.read_array_header_2_0(f, max_header_size=100_000)
+    except (ValueError, OSError, SyntaxError) as exc:
+        raise InputError(f"{name}: not a valid .npy array ({' '.join(str(exc).split())[:120]})") from None
+    if dtype.hasobject:
+        raise InputError(f"{name}: holds Python objects (dtype {dtype}); save a numeric array")
+    return tuple(shape), bool(fortran), dtype
+
+
+def _check_file(path, what: str) -> Path:
+    if path is None or str(path) == "":
+        raise InputError(f"{what}: no file given")
+    p = Path(os.fspath(path)).expanduser()
+    try:
+        st = os.stat(p)
+    except FileNotFoundError:
+        raise InputError(f"{what}: no such file: {path}") from None
+    except OSError as exc:
+        raise InputError(f"{what}: cannot open {path} ({exc.strerror or exc})") from None
+    if stat.S_ISDIR(st.st_mode):
+        raise InputError(f"{what}: {path} is a directory, not a file")
+    if not stat.S_ISREG(st.st_mode):
+        raise InputError(f"{what}: {path} is not a regular file")
+    if not os.access(p, os.R_OK):
+        raise InputError(f"{what}: {path} is not readable")
+    suffix = p.suffix.lower()
+    if suffix not in FORMATS:
+        raise InputError(f"{what}: {path}: unknown format {suffix or '(no extension)'!r}; use .npy, .npz, .pt or "
+                         ".safetensors")
+    return p
+
+
+def open_arrays(path, what: str, diagnostics: list | None = None) -> dict:
+    """The arrays of a file as Sources: {"features": ...} for .npy, every key of a container otherwise."""
+    diagnostics = [] if diagnostics is None else diagnostics
+    p = _check_file(path, what)
+    suffix = p.suffix.lower()
+    if suffix == ".npy":
+        with open(p, "rb") as f:
+            shape, fortran, dtype = _npy_header(f, f"{what} {p}")
+            off = f.tell()
+        return {"__single__": RawSource(p, f"{what} {p}", off, shape, dtype, fortran)}
+    if suffix == ".npz":
+        return _open_npz(p, what, diagnostics)
+    if suffix == ".safetensors":
+        return _open_safetensors(p, what)
+    return _open_pt(p, what)
+
+
+def _open_npz(p: Path, what: str, diagnostics: list) -> dict:
+    try:
+        zf = zipfile.ZipFile(p)
+    except (zipfile.BadZipFile, OSError) as exc:
+        raise InputError(f"{what}: {p} is not a valid .npz archive ({exc})") from None
+    out = {}
+    with zf:
+        for info in zf.infolist():
+            key = info.filename[:-4] if info.filename.endswith(".npy") else info.filename
+            if key not in ("features", "labels", "weights", "bias"):
+                out.setdefault("__other__", []).append(key)
+                continue
+            name = f"{what} {p}['{key}']"
+            if info.compress_type == zipfile.ZIP_STORED:
+                with open(p, "rb") as f:
+                    f.seek(info.header_offset)
+                    hdr = f.read(30)
+                    if len(hdr) < 30 or hdr[:4] != b"PK\x03\x04":
+                        raise InputError(f"{name}: corrupt zip entry")
+                    fnlen, extralen = struct.unpack("<HH", hdr[26:30])
+                    f.seek(info.header_offset + 30 + fnlen + extralen)
+                    shape, fortran, dtype = _npy_header(f, name)
+                    off = f.tell()
+                out[key] = RawSource(p, name, off, shape, dtype, fortran)
+            else:
+                try:
+                    with zf.open(info) as member:
+                        arr = np.lib.format.read_array(member, allow_pickle=False)
+                except (ValueError, OSError, zipfile.BadZipFile, EOFError) as exc:
+                    raise InputError(f"{name}: cannot be read ({' '.join(str(exc).split())[:120]})") from None
+                diagnostics.append(f"{name} is compressed: loaded into memory ({arr.nbytes / 1e6:.3g} MB); "
+                                   "np.savez (uncompressed) files are read in chunks")
+                out[key] = ArraySource(name, arr)
+    others = out.pop("__other__", [])
+    if not out and others:
+        out["__keys__"] = others
+    return out
+
+
+def _open_safetensors(p: Path, what: str) -> dict:
+    size = p.stat().st_size
+    with open(p, "rb") as f:
+        head = f.read(8)
+        if len(head) < 8:
+            raise InputError(f"{what}: {p} is not a valid .safetensors file (shorter than 8 bytes)")
+        n = struct.unpack("<Q", head)[0]
+        if n > min(size - 8, 100_000_000):
+            raise InputError(f"{what}: {p} is not a valid .safetensors file (header length {n})")
+        try:
+            header = json.loads(f.read(n))
+        except (ValueError, UnicodeDecodeError):
+            raise InputError(f"{what}: {p} is not a valid .safetensors file (header is not JSON)") from None
+    if not isinstance(header, dict):
+        raise InputError(f"{what}: {p} is not a valid .safetensors file (header is not a JSON object)")
+    out = {}
+    for key, info in header.items():
+        if key == "__metadata__":
+            continue
+        name = f"{what} {p}['{key}']"
+        try:
+            dt = _ST_DTYPES[info["dtype"]]
+            shape = tuple(int(s) for s in info["shape"])
+            begin, end = (int(x) for x in info["data_offsets"])
+        except (KeyError, TypeError, ValueError):
+            raise InputError(f"{name}: unsupported or malformed entry {info!r:.120}") from None
+        item = 2 if dt == "bf16" else np.dtype(dt).itemsize
+        if end - begin != item * int(np.prod(shape, dtype=np.int64)):
+            raise InputError(f"{name}: data size {end - begin} does not match shape {shape} of {info['dtype']}")
+        out[key] = RawSource(p, name, 8 + n + begin, shape, dt)
+    return out
+
+
+def _open_pt(p: Path, what: str) -> dict:
+    try:
+        import torch
+    except ImportError:
+        raise InputError(f"{what}: reading {p} needs torch (pip install 'ncproofs[torch]'); or save the arrays as "
+                         ".npz / .safetensors") from None
+    obj = None
+    err = None
+    for kw in ({"mmap": True}, {}):
+        try:
+            obj = torch.load(p, map_location="cpu", weights_only=True, **kw)
+            break
+        except Exception as exc:  # noqa: BLE001 - torch raises many types for a bad file; reported as bad input
+            err = exc
+    if obj is None:
+        raise InputError(f"{what}: {p} cannot be loaded by torch.load(weights_only=True) "
+                         f"({type(err).__name__}: {' '.join(str(err).split())[:120]})")
+    if not isinstance(obj, dict):
+        raise InputError(f"{what}: {p} must hold a dict with keys 'features' and 'labels' (optional 'weights', "
+                         f"'bias'), got a {type(obj).__name__}")
+    out = {}
+    for key, val in obj.items():
+        name = f"{what} {p}['{key}']"
+        if isinstance(val, torch.Tensor):
+            out[str(key)] = ArraySource(name, val)
+        elif isinstance(val, np.ndarray):
+            out[str(key)] = ArraySource(name, val)
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
+# Inputs: features, labels, weights, bias; layout detection
+# ---------------------------------------------------------------------------------------------
+
+@dataclass
+class Inputs:
+    features: Source
+    labels: Source
+    weights: np.ndarray | None
+    bias: np.ndarray | None
+    layout: str  # "nd" | "dn"
+    N: int
+    d: int
+    layout_reason: str
+    files: dict = field(default_factory=dict)
+    sources: list = field(default_factory=list)
+
+    def close(self) -> None:
+        for s in self.sources:
+            s.close()
+
+
+def _pick(arrays: dict, key: str, path, what: str, required: bool):
+    if "__single__" in arrays:
+        return arrays["__single__"]
+    if key in arrays:
+        return arrays[key]
+    if required:
+        keys = [k for k in arrays if not k.startswith("__")] + list(arrays.get("__keys__", []))
+        raise InputError(f"{what}: {path} has no array '{key}' (keys: {', '.join(sorted(keys)) or 'none'})")
+    return None
+
+
+def _numeric(src: Source, what: str) -> None:
+    k = src.kind()
+    if k not in "fiu":
+        raise InputError(f"{what}: {src.name} must hold real numbers, got dtype {src.dtype}")
+
+
+def detect_layout(shape: tuple, n_labels: int, layout: str, what: str = "FEATURES") -> tuple[str, str]:
+    """("nd" | "dn", why) for 2-D features of ``shape`` and ``n_labels`` labels (InputError when it cannot)."""
+    if layout not in LAYOUTS:
+        raise InputError(f"--layout must be one of {', '.join(LAYOUTS)}, got {layout!r}")
+    a, b = shape
+    if layout == "nd":
+        if a != n_labels:
+            hint = " (the columns match: use --layout dn or --layout auto)" if b == n_labels else ""
+            raise InputError(f"{what}: features are {a} x {b} read as N x d (--layout nd) but there are {n_labels} "
+                             f"labels{hint}")
+        return "nd", "given (--layout nd)"
+    if layout == "dn":
+        if b != n_labels:
+            hint = " (the rows match: use --layout nd or --layout auto)" if a == n_labels else ""
+            raise InputError(f"{what}: features are {a} x {b} read as d x N (--layout dn) but there are {n_labels} "
+                             f"labels{hint}")
+        return "dn", "given (--layout dn)"
+    if a == n_labels and b == n_labels:
+        raise InputError(f"{what}: features are {a} x {b} and there are {n_labels} labels: both axes could be the "
+                         "samples; name the sample axis with --layout nd (rows are samples) or --layout dn (columns "
+                         "are samples)")
+    if a == n_labels:
+        return "nd", f"detected: rows match the {n_labels} labels (N x d)"
+    if b == n_labels:
+        return "dn", f"detected: columns match the {n_labels} labels (d x N)"
+    raise InputError(f"{what}: features are {a} x {b} but there are {n_labels} labels: one label per sample is "
+                     "needed (N must be the number of rows or of columns)")
+
+
+def load_inputs(features, labels=None, weights=None, bias=None, layout: str = "auto",
+                diagnostics: list | None = None) -> Inputs:
+    """Open the files, pick the arrays, check shapes and detect the layout (nothing is read in bulk)."""
+    diagnostics = [] if diagnostics is None else diagnostics
+    srcs: list = []
+    try:
+        main = open_arrays(features, "FEATURES", diagnostics)
+        srcs.extend(v for v in main.values() if isinstance(v, Source))
+        single = "__single__" in main
+        feat = _pick(main, "features", features, "FEATURES", True)
+        files = {"features": str(features)}
+
+        def from_option(path, key, opt):
+            arrs = open_arrays(path, opt, diagnostics)
+            srcs.extend(v for v in arrs.values() if isinstance(v, Source))
+            files[key] = str(path)
+            return _pick(arrs, key, path, opt, True)
+
+        if labels is not None:
+            lab = from_option(labels, "labels", "--labels")
+        elif single:
+            raise InputError(f"--labels: a .npy features file ({features}) needs the labels from --labels (or save "
+                             "features and labels together in a .npz / .pt / .safetensors file)")
+        else:
+            lab = _pick(main, "labels", features, "FEATURES", True)
+            files["labels"] = f"{features}['labels']"
+        W_src = from_option(weights, "weights", "--weights") if weights is not None else \
+            (None if single else main.get("weights"))
+        b_src = from_option(bias, "bias", "--bias") if bias is not None else (None if single else main.get("bias"))
+        if W_src is not None and "weights" not in files:
+            files["weights"] = f"{features}['weights']"
+        if b_src is not None and "bias" not in files:
+            files["bias"] = f"{features}['bias']"
+
+        _numeric(feat, "FEATURES")
+        if len(feat.shape) != 2:
+            hint = " (flatten each sample: reshape to N x d)" if len(feat.shape) > 2 else ""
+            raise InputError(f"FEATURES: {feat.name} must be 2-dimensional (N x d), got shape {feat.shape}{hint}")
+        if lab.kind() not in "fiu" or lab.dtype == np.dtype(bool):
+            raise InputError(f"--labels: {lab.name} must hold integer class labels, got dtype {lab.dtype}")
+        if len(lab.shape) != 1:
+            hint = " (save labels.ravel())" if len(lab.shape) == 2 and 1 in lab.shape else ""
+            raise InputError(f"--labels: {lab.name} must be 1-dimensional (one label per sample), got shape "
+                             f"{lab.shape}{hint}")
+        n_lab = lab.shape[0]
+        if n_lab == 0:
+            raise InputError(f"--labels: {lab.name} is empty (no samples)")
+        lay, why = detect_layout(feat.shape, n_lab, layout)
+        N, d = (feat.shape if lay == "nd" else feat.shape[::-1])
+        if d == 0:
+            raise InputError(f"FEATURES: {feat.name} has dimension d = 0")
+        W = b = None
+        if W_src is not None:
+            _numeric(W_src, "--weights")
+            if len(W_src.shape) != 2:
+                raise InputError(f"--weights: {W_src.name} must be K x d (2-dimensional), got shape {W_src.shape}")
+            if W_src.shape[1] != d:
+                hint = " (it looks like W^T, d x K: transpose it)" if W_src.shape[0] == d else ""
+                raise InputError(f"--weights: {W_src.name} must be K x d with d = {d} (one row per class), got shape "
+                                 f"{W_src.shape}{hint}")
+            MT.check_state_budget(W_src.shape[0], d, weights=True, what="--weights")
+            W = np.asarray(W_src.read_all(), dtype=np.float64)
+            if not np.isfinite(W).all():
+                raise InputError(f"--weights: {W_src.name} must contain only finite numbers (found NaN or inf)")
+        if b_src is not None:
+            if W is None:
+                raise InputError("--bias: a bias is given without weights: the bias enters only NC4, which needs W")
+            _numeric(b_src, "--bias")
+            if b_src.shape != (W.shape[0],):
+                raise InputError(f"--bias: {b_src.name} must have K = {W.shape[0]} entries (one per row of W), got "
+                                 f"shape {b_src.shape}")
+            b = np.asarray(b_src.read_all(), dtype=np.float64)
+            if not np.isfinite(b).all():
+                raise InputError(f"--bias: {b_src.name} must contain only finite numbers (found NaN or inf)")
+        return Inputs(feat, lab, W, b, lay, int(N), int(d), why, files, srcs)
+    except BaseException:
+        for s in srcs:
+            s.close()
+        raise
+
+
+def _label_chunks(inp: Inputs, step: int):
+    for s in range(0, inp.N, step):
+        yield s, min(inp.N, s + step)
+
+
+def scan_labels(inp: Inputs, step: int) -> np.ndarray:
+    """Counts per class from a streaming pass over the labels (checks integers, >= 0, no empty class,
+    < K = rows of W) before any feature is read."""
+    name = inp.labels.name
+    hi = -1
+    counts = np.zeros(0, dtype=np.int64)
+    K_w = None if inp.weights is None else inp.weights.shape[0]
+    for s, e in _label_chunks(inp, step):
+        raw = inp.labels.read(s, e, 0)
+        y = MT._labels_chunk(raw, e - s, K_w, f"--labels: {name}: ", False, None)
+        if y.size:
+            m = int(y.max())
+            if m >= inp.N:
+                raise InputError(f"--labels: {name}: label {m} is >= N = {inp.N}: some class 0..{m} has no sample "
+                                 "(labels must be class indices 0..K-1 with every class present)")
+            if m > hi:
+                hi = m
+                grown = np.zeros(hi + 1, dtype=np.int64)
+                grown[: counts.size] = counts
+                counts = grown
+            counts += np.bincount(y, minlength=counts.size)
+    K = counts.size if K_w is None else K_w
+    if counts.size < K:
+        counts = np.concatenate([counts, np.zeros(K - counts.size, dtype=np.int64)])
+    empty = np.flatnonzero(counts == 0)
+    if empty.size:
+        src = f" (W has K = {K} rows)" if K_w is not None else ""
+        raise InputError(f"--labels: {name}: class {int(empty[0])} has no sample{src}; every class 0..{K - 1} needs "
+                         "at least one sample")
+    return counts
+
+
+# ---------------------------------------------------------------------------------------------
+# Predictions (the certified optimum of the matching model)
+# ---------------------------------------------------------------------------------------------
+
+def _resolve_predict(predict, lw, lh, tau) -> str | None:
+    given_ufm = lw is not None or lh is not None
+    if predict is None:
+        for opt, v in (("--lambda-w", lw), ("--lambda-h", lh), ("--tau", tau)):
+            if v is not None:
+                raise InputError(f"{opt} is given without --predict (name the model: --predict ufm-ce, ufm-mse or scl)")
+        return None
+    if predict not in PREDICT:
+        raise InputError(f"--predict must be one of {', '.join(PREDICT)}, got {predict!r}")
+    if given_ufm and tau is not None:
+        raise InputError("--tau and --lambda-w/--lambda-h are given together: --tau belongs to --predict scl, the "
+                         "lambdas to --predict ufm-ce/ufm-mse")
+    if predict == "auto":
+        if tau is not None:
+            return "scl"
+        if given_ufm:
+            return "ufm-ce"
+        raise InputError("--predict auto needs --tau (SCL) or --lambda-w and --lambda-h (UFM, cross-entropy; name "
+                         "--predict ufm-mse for the squared loss)")
+    if predict.startswith("ufm"):
+        if tau is not None:
+            raise InputError(f"--tau does not apply to --predict {predict} (it needs --lambda-w and --lambda-h)")
+        if lw is None or lh is None:
+            raise InputError(f"--predict {predict} needs --lambda-w and --lambda-h (the UFM weight decays)")
+    if predict == "scl" and tau is None:
+        raise InputError("--predict scl needs --tau (the temperature)")
+    if predict == "scl" and given_ufm:
+        raise InputError("--lambda-w/--lambda-h do not apply to --predict scl (it needs --tau)")
+    return predict
+
+
+def validate_prediction_options(predict, lw, lh, tau) -> tuple[str | None, dict]:
+    """Check the prediction options before any work (InputError naming the option)."""
+    model = _resolve_predict(predict, lw, lh, tau)
+    params = {}
+    if model is not None and model.startswith("ufm"):
+        from theory.ufm import LAMBDA_MAX, LAMBDA_MIN
+
+        for opt, v in (("--lambda-w", lw), ("--lambda-h", lh)):
+            x = as_float(opt, v, positive=True)
+            if not LAMBDA_MIN <= x <= LAMBDA_MAX:
+                raise InputError(f"{opt} must be in [{LAMBDA_MIN:g}, {LAMBDA_MAX:g}] (docs/ufm.md), got {x:g}")
+            params["lambda_w" if opt == "--lambda-w" else "lambda_h"] = x
+    if model == "scl":
+        from theory.scl import validate_tau
+
+        try:
+            params["tau"] = validate_tau(tau)
+        except InputError as exc:
+            raise InputError(f"--tau: {exc}") from None
+    return model, params
+
+
+def predict_geometry(model: str | None, params: dict, counts: np.ndarray, d: int, min_entry: float) -> dict:
+    """The prediction for the data's class counts: {"gram": PredictedGram | None, "reason", "record"}."""
+    if model is None:
+        return {"gram": None, "reason": "no prediction requested (--predict)", "record": None}
+    K = int(counts.size)
+    balanced = bool(np.all(counts == counts[0]))
+    rec: dict = {"model": model, "parameters": dict(params), "classes": K, "dim": d,
+                 "balanced": balanced, "counts_range": [int(counts.min()), int(counts.max())]}
+    if K < 2:
+        return _no_prediction(rec, "a single class (K = 1): no model prediction of a class-mean geometry")
+    if model.startswith("ufm"):
+        return _predict_ufm(model, params, counts, d, rec)
+    return _predict_scl(params, counts, d, min_entry, rec)
+
+
+def _no_prediction(rec: dict, reason: str) -> dict:
+    rec.update({"geometry": None, "reason": reason})
+    return {"gram": None, "reason": f"prediction unavailable: {reason}", "record": rec}
+
+
+def _predict_ufm(model: str, params: dict, counts: np.ndarray, d: int, rec: dict) -> dict:
+    from theory import ufm as TU
+
+    K = int(counts.size)
+    loss = model.split("-")[1]
+    rec["source"] = ("Zhu et al., NeurIPS 2021, Thm 3.1 (UFM, CE); docs/ufm.md" if loss == "ce" else
+                     "Zhou et al., ICML 2022; Han, Papyan & Donoho, ICLR 2022 (UFM, MSE); docs/ufm.md")
+    rec["convention"] = ("f = (1/N) sum_i loss(W h_i + b, y_i) + lambda_w/2 ||W||^2 + lambda_h/2 ||H||^2 (docs/ufm.md): "
+                         "lambda_h penalises the features themselves")
+    if not bool(np.all(counts == counts[0])):
+        return _no_prediction(rec, f"imbalanced classes (counts {int(counts.min())}..{int(counts.max())}): the "
+                                   "imbalanced UFM optimum is not available in this repository yet, so no prediction "
+                                   "is made rather than a guess")
+    n = int(counts[0])
+    inst = TU.UFMInstance(loss, K, n, d, params["lambda_w"], params["lambda_h"])
+    failed = inst.hypotheses()
+    rec["instance"] = inst.to_dict()
+    if failed:
+        return _no_prediction(rec, "; ".join(failed))
+    pred = TU.optimum(inst)
+    rec.update({"value": pred.value, "trivial": pred.trivial, "geometry": pred.geometry,
+                "threshold": ({"s": TU.ce_threshold(inst), "trivial_when_s_at_least": 1.0 / K} if loss == "ce" else
+                              {"sqrt_n": math.sqrt(n), "N_lambda": inst.N * inst.lam})})
+    if not pred.trivial:
+        # closed-form class means: beta U with U^T U = J_K (theory.ufm.optimal_point): norm beta sqrt((K-1)/K)
+        W, Mu, _ = TU.optimal_class_point(inst)
+        norms = np.linalg.norm(Mu - Mu.mean(axis=1, keepdims=True), axis=0)
+        rec["predicted_mean_norm"] = float(norms.mean())
+        rec["predicted_classifier_norm"] = float(np.linalg.norm(W, axis=1).mean())
+    rec["certificate"] = _ufm_certificate(inst)
+    if pred.trivial:
+        return {"gram": None, "reason": ("the predicted optimum is W = H = 0 (trivial phase: the class means are zero, "
+                                         "their Gram has no direction)"), "record": rec}
+    return {"gram": MT.PredictedGram("simplex-etf (UFM closed form)", 1.0, None), "reason": None, "record": rec}
+
+
+def _ufm_certificate(inst) -> dict:
+    if inst.k > UFM_CERTIFICATE_MAX_K:
+        return {"run": False, "reason": f"K = {inst.k} > {UFM_CERTIFICATE_MAX_K}: the O(K^3) class-reduced "
+                                        f"certificate is not run here; `ncproofs solve ufm-{inst.loss}` runs it"}
+    from proofs_check.claims import ufm as CU
+
+    rep = CU.check_instance(inst, method="closed-form").to_dict()
+    cert = rep.get("certificate") or {}
+    return {"run": True, "verdict_of_the_model_check": rep["verdict"], "reason": rep["reason"],
+            "method": cert.get("method"), "lower_bound": cert.get("lower_bound"), "gap": cert.get("gap"),
+            "statements": {c["id"]: c["verdict"] for c in rep["claims"]},
+            "how": "proofs_check.claims.ufm.check_instance(method='closed-form') at the data's K, n, d and lambdas "
+                   "(docs/ufm.md 'Uniqueness')"}
+
+
+def _predict_scl(params: dict, counts: np.ndarray, d: int, min_entry: float, rec: dict) -> dict:
+    from theory import scl as TS
+
+    K = int(counts.size)
+    tau = params["tau"]
+    nonneg = bool(min_entry >= 0.0)
+    rec["nonnegative_features"] = nonneg
+    rec["convention"] = "unit-norm features, logits h.h'/tau, full batch (docs/scl.md)"
+    if nonneg:
+        rec["source"] = "Kini et al., ICLR 2024, Thm 1 (UFM+, reconstructed); docs/scl.md"
+        rec["model"] = "scl (UFM+: nonnegative features, e.g. after a ReLU)"
+        if int(counts.min()) < 2:
+            return _no_prediction(rec, "a class with a single sample: the UFM+ minimiser then shares directions "
+                                       "between singleton classes (docs/scl.md); no class-mean prediction is made")
+        if d < K:
+            return _no_prediction(rec, f"d >= K (room for an orthogonal frame): d = {d} < K = {K}")
+        rec.update({"geometry": "orthogonal-frame", "value": TS.theorem1_bound(tuple(int(c) for c in counts), tau)
+                    if int(counts.sum()) <= TS.MAX_SAMPLES else None,
+                    "certificate": {"run": False, "reason": "the collapsed orthogonal frame attains the Theorem 1 lower "
+                                    "bound (equal closed forms); the uniqueness certificate of `ncproofs solve scl` "
+                                    "needs the N x N Gram and is not run by measure"}})
+        return {"gram": MT.PredictedGram("orthogonal frame (centred: J_K)", 1.0, None), "reason": None, "record": rec,
+                "compare": "gram_distance_of"}
+    rec["source"] = "Graf et al., ICML 2021 (balanced SCL, simplex ETF); docs/scl.md"
+    rec["model"] = "scl (unit sphere, features with negative entries)"
+    if not bool(np.all(counts == counts[0])):
+        return _no_prediction(rec, f"imbalanced classes (counts {int(counts.min())}..{int(counts.max())}) with "
+                                   "features of both signs: the SCL optimum on the sphere is not available in this "
+                                   "repository for imbalanced classes")
+    if int(counts[0]) < 2:
+        return _no_prediction(rec, "one sample per class: the SCL loss has no positive pairs")
+    if d < K - 1:
+        return _no_prediction(rec, f"d >= K-1 (room for a simplex ETF): d = {d} < K-1 = {K - 1}")
+    rec.update({"geometry": "simplex-etf", "value": TS.graf_balanced_value(K, int(counts[0]), tau),
+                "certificate": {"run": False, "reason": "Graf et al.'s value; the geometry certificate of `ncproofs "
+                                "solve scl` needs the N x N Gram and is not run by measure"}})
+    return {"gram": MT.PredictedGram("simplex-etf (SCL)", 1.0, None), "reason": None, "record": rec}
+
+
+# ---------------------------------------------------------------------------------------------
+# Graded labels
+# ---------------------------------------------------------------------------------------------
+
+def grade(distance: float | None) -> str | None:
+    if distance is None or not math.isfinite(distance):
+        return None
+    for limit, word in GRADES:
+        if distance <= limit:
+            return word
+    return "far from"  # pragma: no cover
+
+
+def graded_labels(metrics: dict, prediction: dict | None) -> list[str]:
+    out = []
+    for key, name in (("gram_distance_etf", "simplex ETF"), ("gram_distance_of", "orthogonal frame")):
+        v = metrics.get(key)
+        if v is not None:
+            out.append(f"{grade(v)} {name}: Gram distance {v:.3g}")
+    if prediction and prediction.get("geometry"):
+        key = prediction.get("compare_key", "gram_distance_predicted")
+        v = metrics.get(key)
+        if v is not None:
+            out.append(f"{grade(v)} the predicted {prediction['geometry']} ({prediction['model']}): Gram distance "
+                       f"{v:.3g} ({key})")
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
+# The measurement
+# ---------------------------------------------------------------------------------------------
+
+def _device(device: str | None, diagnostics: list):
+    if device in (None, "cpu"):
+        return None
+    if device != "cuda" and not str(device).startswith("cuda:"):
+        raise InputError(f"--device must be cpu or cuda, got {device!r}")
+    try:
+        import torch
+    except ImportError:
+        diagnostics.append("--device cuda: torch is not installed; computed on the CPU with numpy")
+        return None
+    if not torch.cuda.is_available():
+        diagnostics.append("--device cuda: CUDA is not available; computed on the CPU with numpy")
+        return None
+    return torch.device(device)
+
+
+def measure(features, labels=None, weights=None, bias=None, *, layout: str = "auto", predict: str | None = None,
+            lambda_w=None, lambda_h=None, tau=None, device: str | None = None, batch_size: int | None = None,
+            dtype: str = "float64", keep_means: bool = False) -> dict:
+    """Measure the features in the files; return the report (a dict, JSON-ready). See docs/measure.md."""
+    t0 = time.perf_counter()
+    diagnostics: list = []
+    model, params = validate_prediction_options(predict, lambda_w, lambda_h, tau)
+    if batch_size is not None and (isinstance(batch_size, bool) or not isinstance(batch_size, (int, np.integer))
+                                   or batch_size < 1):
+        raise InputError(f"--batch-size must be an integer >= 1, got {batch_size!r}")
+    if dtype not in MT.DTYPES:
+        raise InputError(f"dtype must be one of {', '.join(MT.DTYPES)}, got {dtype!r}")
+    dev = _device(device, diagnostics)
+    inp = load_inputs(features, labels, weights, bias, layout, diagnostics)
+    try:
+        N, d = inp.N, inp.d
+        step = int(batch_size) if batch_size is not None else max(1, int(DEFAULT_CHUNK_BYTES // (8 * d)))
+        step = min(step, N)
+        counts = scan_labels(inp, max(step, 1 << 16))
+        K = int(counts.size)
+        MT.check_state_budget(K, d, weights=inp.weights is not None, what="FEATURES")
+        axis = 0 if inp.layout == "nd" else 1
+
+        def chunks():
+            for s, e in _label_chunks(inp, step):
+                X = inp.features.read(s, e, axis)
+                if axis == 1:
+                    X = X.T
+                y = inp.labels.read(s, e, 0)
+                if dev is not None:
+                    import torch
+
+                    X = torch.from_numpy(np.ascontiguousarray(X)).to(dev)
+                yield X, y
+
+        t1 = time.perf_counter()
+        acc = MT.ClassMeans(K, d, dtype=dtype, where=f"FEATURES: {inp.features.name}: ")
+        for X, y in chunks():
+            acc.update(X, y)
+            del X
+        t2 = time.perf_counter()
+        sc = MT.ClassScatter(acc, inp.weights, inp.bias)
+        for X, y in chunks():
+            sc.update(X, y)
+            del X
+        t3 = time.perf_counter()
+        pred = predict_geometry(model, params, counts, d, acc.min_value)
+        res = MT.collapse_metrics(acc, sc, predicted=pred["gram"], predicted_reason=pred["reason"])
+        t4 = time.perf_counter()
+        record = pred["record"]
+        if record is not None and pred.get("compare"):
+            record["compare_key"] = pred["compare"]
+        elif record is not None and record.get("geometry"):
+            record["compare_key"] = "gram_distance_predicted"
+        out = {
+            "family": "measure",
+            "kind": "measurement (not a verdict): collapse metrics of given features, with provenance",
+            "instance": {"files": inp.files, "layout": inp.layout, "layout_reason": inp.layout_reason,
+                         "features_dtype": str(inp.features.dtype), "accumulation": dtype,
+                         "device": str(dev) if dev is not None else "cpu (numpy)", "batch_size": step},
+            **res.to_dict(),
+            "predicted": record,
+            "labels": graded_labels(res.metrics, record),
+            "provenance": {"definitions": "docs/metrics.md (theory/metrics.py)", "sources": SOURCES,
+                           "prediction": None if record is None else record.get("source"),
+                           "certificate": None if record is None else record.get("certificate")},
+            "diagnostics": diagnostics,
+            "timing": {"labels_and_open_s": round(t1 - t0, 4), "pass1_means_s": round(t2 - t1, 4),
+                       "pass2_scatter_s": round(t3 - t2, 4), "metrics_s": round(t4 - t3, 4)},
+            "seconds": round(time.perf_counter() - t0, 4),
+        }
+        if keep_means:
+            out["_centred_means"] = sc.numpy_state()["Mr"]
+        return out
+    finally:
+        inp.close()
+
+
+def render(out: dict) -> str:
+    """A readable summary of a measure report."""
+    m = out["metrics"]
+    lines = [f"measure: {out['samples']} samples, {out['classes']} classes, d = {out['dim']} "
+             f"(layout {out['instance']['layout']}: {out['instance']['layout_reason']})",
+             f"counts: min {min(out['counts'])}, max {max(out['counts'])}",
+             "metrics (docs/metrics.md):"]
+    for k in MT.METRIC_KEYS:
+        v = m.get(k)
+        lines.append(f"  {k:<24} " + (f"{v:.6g}" if v is not None else f"null ({out['reasons'].get(k, '')})"))
+    pred = out.get("predicted")
+    if pred is not None:
+        if pred.get("geometry"):
+            lines.append(f"prediction: {pred['geometry']} ({pred['model']}; {pred.get('source')})")
+        else:
+            lines.append(f"prediction: none: {pred.get('reason')}")
+        cert = pred.get("certificate")
+        if cert:
+            lines.append("certificate: " + (f"{cert.get('method')} ({cert.get('verdict_of_the_model_check')} for the "
+                                            "model, gap " + f"{cert.get('gap'):.3g})" if cert.get("run") else
+                                            cert.get("reason", "")))
+    for lab in out.get("labels", []):
+        lines.append(f"  {lab}")
+    for dgn in out.get("diagnostics", []):
+        lines.append(f"note: {dgn}")
+    lines.append("(a measurement, not a verdict)")
+    return "\n".join(lines)
+
+
+def plot(out: dict, Mr: np.ndarray, path) -> None:
+    """Cosines of the centred class means (up to 64 classes) and the Gram distances, as a PNG."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from proofs_check.outputs import write_bytes_atomic
+
+    K = Mr.shape[0]
+    k = min(K, 64)
+    R = Mr[:k]
+    nr = np.linalg.norm(R, axis=1)
+    ok = nr > 0
+    C = np.full((k, k), np.nan)
+    Rn = R[ok] / nr[ok, None]
+    C[np.ix_(ok, ok)] = Rn @ Rn.T
+    fig, ax = plt.subplots(1, 2, figsize=(9, 4))
+    im = ax[0].imshow(C, vmin=-1, vmax=1, cmap="RdBu_r")
+    ax[0].set_title(f"cosines of centred class means ({k} of {K})")
+    fig.colorbar(im, ax=ax[0], fraction=0.046)
+    m = out["metrics"]
+    names = [("gram_distance_etf", "ETF"), ("gram_distance_of", "OF"), ("gram_distance_predicted", "predicted")]
+    vals = [(lab, m.get(key)) for key, lab in names if m.get(key) is not None]
+    ax[1].bar([v[0] for v in vals], [v[1] for v in vals], color="tab:blue")
+    ax[1].set_ylabel("normalised Gram distance")
+    ax[1].set_title("distance of the measured geometry")
+    fig.tight_layout()
+    import io
+
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=110)
+    plt.close(fig)
+    write_bytes_atomic(path, buf.getvalue())
+
+
+def to_json(out: dict) -> str:
+    clean = {k: v for k, v in out.items() if not k.startswith("_")}
+    return json.dumps(clean, indent=2, allow_nan=False, default=_json_default)
+
+
+def _json_default(o):
+    if isinstance(o, (np.integer,)):
+        return int(o)
+    if isinstance(o, (np.floating,)):
+        return float(o)
+    if isinstance(o, np.ndarray):
+        return o.tolist()
+    raise TypeError(f"not JSON serialisable: {type(o).__name__}")
+
+
+def main_from_args(args) -> int:
+    from proofs_check.outputs import check_output_path
+
+    plot_path = check_output_path(args.plot, "--plot") if args.plot else None
+    if plot_path is not None:
+        try:
+            import matplotlib  # noqa: F401
+        except ImportError:
+            raise InputError("--plot needs matplotlib (pip install 'ncproofs[plots]')") from None
+    out = measure(args.features, args.labels, args.weights, args.bias, layout=args.layout, predict=args.predict,
+                  lambda_w=args.lambda_w, lambda_h=args.lambda_h, tau=args.tau, device=args.device,
+                  batch_size=args.batch_size, keep_means=plot_path is not None)
+    if plot_path is not None:
+        plot(out, out["_centred_means"], plot_path)
+        out["instance"]["plot"] = str(plot_path)
+    if args.json:
+        for dgn in out["diagnostics"]:
+            print(f"ncproofs: note: {dgn}", file=sys.stderr)
+    print(to_json(out) if args.json else render(out))
+    return 0
