@@ -11,7 +11,6 @@ REFUTED.
 
 from __future__ import annotations
 
-import math
 import time
 from typing import Callable, Sequence
 
@@ -411,8 +410,10 @@ def check_instance(inst: T.SCLInstance, *, starts: int = 6, seed: int = 0, hops:
     checked before any work (theory.scl.check_budget: InputError with the estimate and the limit)."""
     t0 = time.perf_counter()
     est = T.check_budget(inst, starts=starts, hops=hops)
+    # the solver gets what the certificates leave of the time limit (at most SOLVER_TIME_BUDGET_S)
+    budget = max(10.0, min(SOLVER_TIME_BUDGET_S, T.TIME_LIMIT_S - est["certificate_seconds"] - 15.0))
     parts = instance_checks(inst, starts=starts, seed=seed, hops=hops, solver=solver, backend_opts=backend_opts,
-                            predicted_value=predicted_value, predicted_geometry=predicted_geometry)
+                            predicted_value=predicted_value, predicted_geometry=predicted_geometry, time_budget=budget)
     extra = {"budget_estimate": est}
     if parts["analysis"] is not None:
         extra["batching"] = parts["analysis"].to_dict()

@@ -6,8 +6,6 @@ import argparse
 import json
 import math
 
-import numpy as np
-
 from proofs_check.commands import (ExtraCommand, SolveCommand, TableCommand, UsageError, add_backend_arguments,
                                    backend_from_args, float_list, int_list)
 from proofs_check.core import clean
