@@ -304,3 +304,19 @@ def test_families_module_returns_the_check_instance_report(capsys):
     assert {c["id"]: c["verdict"] for c in out["claims"]} == {c["id"]: c["verdict"] for c in ref["claims"]}
     assert set(ref) <= set(out)
     assert all(set(c) == {"id", "verdict", "reason", "independent", "evidence"} for c in out["claims"])
+
+
+def test_minibatch_beyond_60_samples_has_a_real_certificate():
+    """Mini-batch UFM+ with N = 80: the bound comes from a repaired dual point, not from the theorem
+    being checked, so a theorem value lowered by 1e-3 is REFUTED by that bound (and raised by 1e-3,
+    by the OF's feasible value)."""
+    rng = np.random.default_rng(0)
+    batches = [sorted(rng.choice(80, size=20, replace=False).tolist()) for _ in range(8)]
+    inst = T.SCLInstance((40, 40), 0.5, 3, True, batches)
+    bound = T.theorem2_bound((40, 40), batches, 0.5)
+    r = C.check_instance(inst, starts=1)
+    opt = next(c for c in r.claims if c.name == "optimal-value")
+    assert opt.verdict is Verdict.VERIFIED and "dual" in r.certificate["method"]
+    assert r.certificate["lower_bound"] <= bound
+    for delta in (-1e-3, 1e-3):
+        assert C.check_instance(inst, starts=1, predicted_value=bound + delta).verdict is Verdict.REFUTED
