@@ -796,20 +796,23 @@ def _training_problem(res: S.ExperimentResult, runs, name: str):
     return None
 
 
-def _stationarity_hypothesis(res: S.ExperimentResult, runs, name: str):
+def _stationarity_hypothesis(res: S.ExperimentResult, runs, name: str, layers):
     """The CRH theorem assumes stationary weights: for every run with gamma > 0 the SGD stationarity
-    residual must be <= STATIONARY_TOL in every layer, else the statement is NOT_APPLICABLE there
-    (a measurement outside the theorem's hypotheses is no witness against it)."""
+    residual of each layer the statement is about (0-based ``layers``) must be <= STATIONARY_TOL,
+    else the statement is NOT_APPLICABLE there (a measurement outside the theorem's hypotheses is
+    no witness against it)."""
     for r in runs:
         g = res.config.weight_decays[r]
         if g == 0:
             continue
-        resid = _worst(res.stationarity_residual(r, l) for l in range(res.config.n_layers))
+        resid = _worst(res.stationarity_residual(r, l) for l in layers)
         if not within(resid, STATIONARY_TOL):
+            where = ", ".join(str(l + 1) for l in layers)
             return hypothesis_fails(name, f"stationary weights (SGD stationarity residual {fmt(resid, 3)} > "
-                                    f"{STATIONARY_TOL} at weight decay {fmt(g)}; train longer)",
+                                    f"{STATIONARY_TOL} in layer {where} at weight decay {fmt(g)}; train longer)",
                                     {"stationarity_residual": resid if is_finite(resid) else None,
-                                     "threshold": STATIONARY_TOL, "gamma": g, "steps": res.config.steps})
+                                     "threshold": STATIONARY_TOL, "gamma": g, "layers": [l + 1 for l in layers],
+                                     "steps": res.config.steps})
     return None
 
 
@@ -826,11 +829,11 @@ def alignment_wd_claim(gamma_lo: float = 0.0, gamma_hi: float = 1e-2, *, layer: 
         lo, hi = _run_index(c, gamma_lo), _run_index(c, gamma_hi)
         res = experiment(c, time_budget_s)
         name = f"alignment-{direction}"
-        problem = _training_problem(res, (lo, hi), name) or _stationarity_hypothesis(res, (lo, hi), name)
+        li = _layer_index(c, layer)
+        problem = _training_problem(res, (lo, hi), name) or _stationarity_hypothesis(res, (lo, hi), name, [li])
         if problem is not None:
             yield problem
             return
-        li = _layer_index(c, layer)
         r_lo, r_hi = experiment_report(c, lo, li, time_budget_s=time_budget_s), \
             experiment_report(c, hi, li, time_budget_s=time_budget_s)
         a_lo, a_hi = _alignments(r_lo), _alignments(r_hi)
@@ -884,7 +887,7 @@ def alignment_level_claim(gamma: float, threshold: float, *, layer: int = -2, cf
         ri, li = _run_index(c, gamma), _layer_index(c, layer)
         res = experiment(c, time_budget_s)
         problem = _training_problem(res, (ri,), "alignment-level") or \
-            _stationarity_hypothesis(res, (ri,), "alignment-level")
+            _stationarity_hypothesis(res, (ri,), "alignment-level", [li])
         if problem is not None:
             yield problem
             return
@@ -921,7 +924,8 @@ def rank_claim(rank: int | None = None, gamma: float = 1e-2, *, cfg: T.CRHExperi
         ri = _run_index(c, gamma)
         res = experiment(c, time_budget_s)
         name = f"numerical-rank-g{fmt(gamma)}"
-        problem = _training_problem(res, (ri,), name) or _stationarity_hypothesis(res, (ri,), name)
+        problem = _training_problem(res, (ri,), name) or \
+            _stationarity_hypothesis(res, (ri,), name, range(1, c.n_layers - 1))
         if problem is not None:
             yield problem
             return
@@ -990,7 +994,7 @@ def magnitude_claim(gamma: float = 1e-2, *, cfg: T.CRHExperiment | None = None, 
             return
         res = experiment(c, time_budget_s)
         problem = _training_problem(res, (ri,), "magnitude-ratio") or \
-            _stationarity_hypothesis(res, (ri,), "magnitude-ratio")
+            _stationarity_hypothesis(res, (ri,), "magnitude-ratio", [_layer_index(c, -2)])
         if problem is not None:
             yield problem
             return
