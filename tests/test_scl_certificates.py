@@ -269,7 +269,7 @@ def test_true_statements_at_boundaries_are_never_refuted(k, n, tau, nonneg, dshi
     (["--counts", "3,2", "--tau", "1e-5"], "tau must lie in"),
     (["--counts", "3,2", "--tau", "1e9"], "tau must lie in"),
     (["--counts", "3,2", "--tau", "1", "--starts", "100000000"], "starts"),
-    (["--counts", "3,2", "--tau", "1", "--dim", "100000000"], "d must be <="),
+    (["--counts", "3,2", "--tau", "1", "--dim", "100000000"], "--dim: d must be >= 1 and <="),
     (["--counts", "5,5", "--tau", "1", "--dim", "999999"], "GB"),
     (["--counts", "9000,9000", "--tau", "1"], "GB"),
     (["--counts", "3,2", "--tau", "1", "--starts", "0"], "starts"),

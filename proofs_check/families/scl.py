@@ -50,6 +50,8 @@ def _instance(args) -> T.SCLInstance:
             raise UsageError("--binding needs --batches (the full batch already holds every class)")
         batches = T.batch_binding(counts, batches)
     d = args.dim if args.dim is not None else len(counts) + 1
+    if not 1 <= d <= T.MAX_DIM:
+        raise UsageError(f"--dim: d must be >= 1 and <= {T.MAX_DIM}, got {d}" if d >= 1 else f"--dim: d must be >= 1, got {d}")
     return T.SCLInstance(counts, args.tau, d, args.nonneg, batches)
 
 
