@@ -1,27 +1,33 @@
 """Figures for papers (matplotlib, an optional extra: ``pip install 'ncproofs[plots]'``).
 
-``ncproofs solve FAMILY ... --plot out.png`` draws, from the solve output (the common
-``solve --json`` schema):
+``ncproofs solve FAMILY ... --plot out.png [--plot-size 12x4] [--plot-dpi 300]`` draws, from the
+solve output (the common ``solve --json`` schema):
 
 - the measured class-mean Gram as cosines (``geometry.class_mean_cosines``), colour scale
   fixed to [-1, 1] so that figures of different instances are comparable; undefined cosines
   (null: a zero class mean) are drawn grey;
-- beside it the predicted target: ``predicted.class_mean_cosines`` when the family gives the
-  matrix, else the template of ``predicted.geometry`` ("simplex-etf": 1 on the diagonal,
-  -1/(k-1) off it; "orthogonal-frame": the identity), with the same colour scale;
+- the predicted target: ``predicted.class_mean_cosines`` when the family gives the matrix, else
+  the template of ``predicted.geometry`` ("simplex-etf": 1 on the diagonal, -1/(k-1) off it;
+  "orthogonal-frame": the identity), with the same colour scale; left out when it equals the
+  measurement to display precision (two identical panels say nothing);
+- the difference measured - predicted on its own symmetric colour scale with a colour bar and
+  the largest absolute difference in the title; drawn also when the difference is zero;
+- class sizes in the tick labels where the instance gives them (``counts``, or ``n`` per class);
 - for dynamics, the curves in ``out["curves"]`` (or ``out["history"]``): a dict
   ``name -> list of numbers`` or ``name -> {"x": [...], "y": [...]}`` (loss, rates, ...),
   on a log y axis when every value is positive.
 
-cli.py wires it with :func:`add_plot_argument` (on every ``solve`` subparser) and
-:func:`maybe_plot` (after ``cmd.run(args)``). The format follows the file suffix
-(.png, .pdf, .svg). Everything else in ncproofs works without matplotlib.
+Titles show the instance, never verdict words (the report gives verdicts). cli.py wires it with
+:func:`add_plot_argument` (on every ``solve`` subparser) and :func:`maybe_plot` (after
+``cmd.run(args)``). The format follows the file suffix (.png, .pdf, .svg). Everything else in
+ncproofs works without matplotlib.
 """
 
 from __future__ import annotations
 
 import math
 import os
+import re
 import sys
 
 import numpy as np
@@ -102,57 +108,128 @@ def _curves(out: dict) -> dict[str, tuple[np.ndarray, np.ndarray]]:
     return curves
 
 
-def _heatmap(ax, mat: np.ndarray, title: str):
-    masked = np.ma.masked_invalid(mat)
+def class_sizes(out: dict, k: int) -> list[int] | None:
+    """Samples per class from the instance (``counts`` / ``n_per_class`` lists, or a balanced
+    ``n`` with ``k`` classes); None when the solve output does not say."""
+    inst = out.get("instance") or {}
+    for key in ("counts", "class_sizes", "n_per_class", "per_class"):
+        v = inst.get(key)
+        if isinstance(v, (list, tuple)) and len(v) == k and all(isinstance(x, int) and not isinstance(x, bool)
+                                                                 for x in v):
+            return [int(x) for x in v]
+    n = inst.get("n")
+    if isinstance(n, int) and not isinstance(n, bool) and inst.get("k") == k:
+        return [n] * k
+    return None
+
+
+def _cmap(name: str):
     import matplotlib
 
-    base = matplotlib.colormaps[CMAP]
-    # undefined cosines (null) are grey; with_extremes exists since matplotlib 3.4
-    cmap = base.with_extremes(bad="0.75") if hasattr(base, "with_extremes") else base
-    im = ax.imshow(masked, cmap=cmap, vmin=COSINE_LIMITS[0], vmax=COSINE_LIMITS[1], interpolation="nearest")
+    base = matplotlib.colormaps[name]
+    # undefined entries (null) are grey; with_extremes exists since matplotlib 3.4
+    return base.with_extremes(bad="0.75") if hasattr(base, "with_extremes") else base
+
+
+def _heatmap(ax, mat: np.ndarray, title: str, *, limits=COSINE_LIMITS, sizes: list[int] | None = None,
+             fmt: str = "{:.2f}", dark: float = 0.6):
+    masked = np.ma.masked_invalid(mat)
+    im = ax.imshow(masked, cmap=_cmap(CMAP), vmin=limits[0], vmax=limits[1], interpolation="nearest")
     k = mat.shape[0]
     ax.set_title(title, fontsize=10)
-    ticks = range(k) if k <= 20 else range(0, k, max(1, k // 10))
-    ax.set_xticks(list(ticks))
-    ax.set_yticks(list(ticks))
+    ticks = list(range(k) if k <= 20 else range(0, k, max(1, k // 10)))
+    ax.set_xticks(ticks)
+    ax.set_yticks(ticks)
+    if sizes is not None:
+        # class sizes in the tick labels (imbalanced instances): "2\nn=5" below, "2 (n=5)" left
+        ax.set_xticklabels([f"{i}\nn={sizes[i]}" for i in ticks], fontsize=7)
+        ax.set_yticklabels([f"{i} (n={sizes[i]})" for i in ticks], fontsize=7)
     ax.set_xlabel("class")
     ax.set_ylabel("class")
     if k <= _ANNOTATE_MAX_K:
+        span = max(abs(limits[0]), abs(limits[1]))
         for i in range(k):
             for j in range(k):
                 v = mat[i, j]
-                ax.text(j, i, "null" if not math.isfinite(v) else f"{v:.2f}", ha="center", va="center",
-                        fontsize=7, color="white" if math.isfinite(v) and abs(v) > 0.6 else "black")
+                ax.text(j, i, "null" if not math.isfinite(v) else fmt.format(v), ha="center", va="center",
+                        fontsize=7, color="white" if math.isfinite(v) and abs(v) > dark * span else "black")
     return im
 
 
-def build_figure(out: dict):
-    """The matplotlib Figure for a solve output dict (not yet written)."""
+#: measured and predicted cosines closer than this everywhere print the same numbers (two
+#: decimals) and would draw two identical panels: then only the measured panel and the
+#: difference panel (with its own scale) are drawn
+IDENTICAL_DISPLAY_TOL = 5e-3
+#: smallest half-range of the difference colour scale (a zero difference still gets a scale)
+DIFF_MIN_SCALE = 1e-12
+
+#: default figure height in inches per row of panels, width per panel (``--plot-size`` overrides)
+PANEL_SIZE = (4.0, 4.0)
+DEFAULT_DPI = 150
+MAX_DPI = 1200
+MAX_SIZE_IN = 60.0
+
+
+def difference(measured: np.ndarray, target: np.ndarray) -> tuple[np.ndarray, float]:
+    """(measured - predicted with NaN where measured is null, max |difference| over the
+    defined entries; NaN when none is defined)."""
+    diff = measured - target
+    finite = diff[np.isfinite(diff)]
+    return diff, (float(np.max(np.abs(finite))) if finite.size else float("nan"))
+
+
+def build_figure(out: dict, *, size: tuple[float, float] | None = None):
+    """The matplotlib Figure for a solve output dict (not yet written).
+
+    Panels: the measured cosines; the predicted target (left out when it equals the measurement
+    to display precision, see :data:`IDENTICAL_DISPLAY_TOL`); the difference measured -
+    predicted on its own symmetric colour scale (drawn also when it is zero); the dynamics
+    curves. No verdict words in the titles: the figure shows data, the report gives verdicts."""
     Figure, FigureCanvasAgg = _require_matplotlib()
     measured, target, label = gram_panels(out)
     curves = _curves(out)
     if measured is None and not curves:
         raise UsageError("--plot: this solve output has neither class-mean cosines nor curves to draw")
-    panels = (measured is not None) + (measured is not None) + bool(curves)
-    fig = Figure(figsize=(4.2 * panels + 0.8, 4.0), layout="constrained")
+    diff = maxdiff = None
+    if measured is not None and target is not None:
+        diff, maxdiff = difference(measured, target)
+    identical = diff is not None and math.isfinite(maxdiff) and maxdiff < IDENTICAL_DISPLAY_TOL
+    kinds = []
+    if measured is not None:
+        kinds.append("measured")
+        if target is not None and not identical:
+            kinds.append("predicted")
+        if diff is not None:
+            kinds.append("difference")
+    if curves:
+        kinds.append("curves")
+    w, h = size if size is not None else (max(PANEL_SIZE[0] * len(kinds) + 0.8, 5.5), PANEL_SIZE[1])
+    fig = Figure(figsize=(w, h), layout="constrained")
     FigureCanvasAgg(fig)
-    axes = fig.subplots(1, panels, squeeze=False)[0]
-    i = 0
-    im = None
+    axes = dict(zip(kinds, fig.subplots(1, len(kinds), squeeze=False)[0]))
     geo = out.get("geometry") or {}
+    sizes = class_sizes(out, measured.shape[0]) if measured is not None else None
     if measured is not None:
         cls = geo.get("classification")
-        im = _heatmap(axes[0], measured, "measured class-mean cosines" + (f"\n({cls})" if cls else ""))
-        if target is not None:
-            im = _heatmap(axes[1], target, label.replace(": ", "\n", 1) if "\n" not in label else label)
-        else:
-            axes[1].axis("off")
-            axes[1].text(0.5, 0.5, "no predicted target\n(predicted.geometry not a named template)",
-                         ha="center", va="center", transform=axes[1].transAxes)
-        fig.colorbar(im, ax=list(axes[:2]), shrink=0.8, label="cosine")
-        i = 2
+        title = "measured class-mean cosines" + (f"\n(classified: {cls})" if cls else "")
+        if target is None:
+            title += "\n(no predicted target)"
+        im = _heatmap(axes["measured"], measured, title, sizes=sizes)
+        cos_axes = [axes["measured"]]
+        if "predicted" in axes:
+            _heatmap(axes["predicted"], target, label.replace(": ", "\n", 1), sizes=sizes)
+            cos_axes.append(axes["predicted"])
+        fig.colorbar(im, ax=cos_axes, shrink=0.8, label="cosine")
+        if diff is not None:
+            half = max(maxdiff if math.isfinite(maxdiff) else 0.0, DIFF_MIN_SCALE)
+            what = label.split(": ", 1)[-1] if ": " in label else "predicted"
+            dtitle = ("measured - predicted" + (f" ({what})" if what != "predicted" else "") + "\nmax |difference| = "
+                      + (f"{maxdiff:.2g}" if math.isfinite(maxdiff) else "undefined"))
+            dim = _heatmap(axes["difference"], diff, dtitle, limits=(-half, half), sizes=sizes, fmt="{:.1e}",
+                           dark=0.6)
+            fig.colorbar(dim, ax=[axes["difference"]], shrink=0.8, label="difference of cosines", format="%.1e")
     if curves:
-        ax = axes[i]
+        ax = axes["curves"]
         positive = all(np.all(y[np.isfinite(y)] > 0) for _, y in curves.values())
         for name, (x, y) in curves.items():
             ax.plot(x, y, label=name)
@@ -163,28 +240,57 @@ def build_figure(out: dict):
         ax.legend(fontsize=8)
     inst = out.get("instance") or {}
     head = f"{out.get('family', '')}: " + ", ".join(f"{k}={v}" for k, v in list(inst.items())[:6])
-    if out.get("verdict"):
-        head += f"  [{out['verdict']}]"
-    fig.suptitle(head, fontsize=10)
+    import textwrap
+
+    fig.suptitle("\n".join(textwrap.wrap(head, max(30, int(w * 13)))[:3]), fontsize=9)
     return fig
 
 
-def plot_solution(out: dict, path: str, *, dpi: int = 150) -> str:
-    """Draw the figure for a solve output dict and write it to ``path``. Returns ``path``.
+def plot_solution(out: dict, path: str, *, dpi: int = DEFAULT_DPI, size: tuple[float, float] | None = None) -> str:
+    """Draw the figure for a solve output dict and write it to ``path`` (.png, .pdf or .svg by
+    the suffix). Returns ``path``. ``size``: (width, height) in inches; ``dpi``: raster
+    resolution (PNG; PDF/SVG are vector, dpi only affects embedded images).
 
     The figure is rendered in memory and written atomically (a temp file beside ``path``,
     fsync, rename), so an existing figure is never left half-overwritten."""
-    import io
-
     from proofs_check.outputs import write_bytes_atomic
 
     ext = _plot_path(path)
     check_plot_path(path)
-    fig = build_figure(out)
-    buf = io.BytesIO()
-    fig.savefig(buf, dpi=dpi, format=ext)
-    write_bytes_atomic(path, buf.getvalue())
+    write_bytes_atomic(path, figure_bytes(out, ext, dpi=dpi, size=size))
     return path
+
+
+def figure_bytes(out: dict, fmt: str = "png", *, dpi: int = DEFAULT_DPI,
+                 size: tuple[float, float] | None = None) -> bytes:
+    """The figure of a solve output as bytes in ``fmt`` (png, pdf, svg); for reports."""
+    import io
+
+    _check_dpi(dpi)
+    if size is not None:
+        _check_size(size)
+    fig = build_figure(out, size=size)
+    buf = io.BytesIO()
+    fig.savefig(buf, dpi=dpi, format=fmt)
+    return buf.getvalue()
+
+
+def _check_dpi(dpi) -> int:
+    if isinstance(dpi, bool) or not isinstance(dpi, int):
+        raise TypeError(f"dpi must be an integer, got {type(dpi).__name__}")
+    if not 10 <= dpi <= MAX_DPI:
+        raise UsageError(f"--plot-dpi must be in 10..{MAX_DPI}, got {dpi}")
+    return dpi
+
+
+def _check_size(size) -> tuple[float, float]:
+    try:
+        w, h = (float(x) for x in size)
+    except (TypeError, ValueError):
+        raise TypeError(f"size must be (width, height) in inches, got {size!r}") from None
+    if not (math.isfinite(w) and math.isfinite(h) and 1.0 <= w <= MAX_SIZE_IN and 1.0 <= h <= MAX_SIZE_IN):
+        raise UsageError(f"--plot-size must be WIDTHxHEIGHT in inches, each in [1, {MAX_SIZE_IN:g}], got {w:g}x{h:g}")
+    return w, h
 
 
 def check_plot_path(path: str | None) -> None:
@@ -215,11 +321,39 @@ def _plot_arg(text: str) -> str:
     return text
 
 
+def _size_arg(text: str) -> tuple[float, float]:
+    import argparse
+
+    m = re.fullmatch(r"\s*([0-9]*\.?[0-9]+)\s*[xX,]\s*([0-9]*\.?[0-9]+)\s*", text)
+    if not m:
+        raise argparse.ArgumentTypeError(f"expected WIDTHxHEIGHT in inches, e.g. 10x4, got {text!r}")
+    try:
+        return _check_size((float(m.group(1)), float(m.group(2))))
+    except UsageError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def _dpi_arg(text: str) -> int:
+    import argparse
+
+    try:
+        return _check_dpi(int(text))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
+    except UsageError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
 def add_plot_argument(parser) -> None:
-    """Add ``--plot PATH`` to a ``solve`` subparser (cli.py calls this for each family)."""
+    """Add ``--plot PATH``, ``--plot-size WxH`` and ``--plot-dpi N`` to a ``solve`` subparser
+    (cli.py calls this for each family)."""
     parser.add_argument("--plot", metavar="PATH", default=None, type=_plot_arg,
-                        help="draw the class-mean cosines next to the predicted target (and dynamics "
-                             "curves) to PATH (.png/.pdf/.svg; needs matplotlib)")
+                        help="draw the measured class-mean cosines, the predicted target and their difference "
+                             "(and dynamics curves) to PATH (.png/.pdf/.svg by the suffix; needs matplotlib)")
+    parser.add_argument("--plot-size", metavar="WxH", default=None, type=_size_arg,
+                        help="figure size in inches, e.g. 12x4 (default: 4 x 4 per panel)")
+    parser.add_argument("--plot-dpi", metavar="N", default=DEFAULT_DPI, type=_dpi_arg,
+                        help=f"resolution of a PNG figure in dots per inch (default {DEFAULT_DPI})")
 
 
 def maybe_plot(args, out: dict, *, stream=None) -> str | None:
@@ -228,7 +362,7 @@ def maybe_plot(args, out: dict, *, stream=None) -> str | None:
     path = getattr(args, "plot", None)
     if not path:
         return None
-    plot_solution(out, path)
+    plot_solution(out, path, dpi=getattr(args, "plot_dpi", None) or DEFAULT_DPI, size=getattr(args, "plot_size", None))
     print(f"figure: {path}", file=stream or sys.stderr)
     return path
 

@@ -42,6 +42,11 @@ def test_panels_use_the_explicit_prediction_and_mark_nulls():
         plots.gram_panels(_out([[1.0, 0.0]]))
 
 
+def _heat_axes(fig):
+    """Heatmap panels (colour bars also hold an image-like mappable but no AxesImage)."""
+    return [ax for ax in fig.axes if ax.images]
+
+
 def test_figure_has_fixed_colour_scale_and_the_right_data(tmp_path):
     pytest.importorskip("matplotlib", reason="matplotlib (optional extra) is not installed")
     k = 4
@@ -50,14 +55,21 @@ def test_figure_has_fixed_colour_scale_and_the_right_data(tmp_path):
     cos[3] = [None] * k
     curves = {"loss": [1.0, 0.5, 0.25], "rate": {"x": [0, 5], "y": [0.3, 0.1]}}
     fig = plots.build_figure(_out(cos, curves=curves))
-    heat = [ax for ax in fig.axes if ax.images]
-    assert len(heat) == 2
-    for ax in heat:
+    heat = _heat_axes(fig)
+    assert len(heat) == 3  # measured, predicted, difference
+    for ax in heat[:2]:
         assert ax.images[0].get_clim() == (-1.0, 1.0)  # not autoscaled to the data range
     measured = np.ma.filled(heat[0].images[0].get_array().astype(float), np.nan)
     assert np.allclose(measured[:3], np.array(cos[:3], dtype=float)) and np.all(np.isnan(measured[3]))
     target = np.asarray(heat[1].images[0].get_array())
     assert np.allclose(target[~np.eye(k, dtype=bool)], -1.0 / 3.0)
+    # the difference panel: measured - ETF template, computed here from the definition
+    etf = np.full((k, k), -1.0 / 3.0) + np.eye(k) * (4.0 / 3.0)
+    want = np.array(cos[:3], dtype=float) - etf[:3]
+    diff = np.ma.filled(heat[2].images[0].get_array().astype(float), np.nan)
+    assert np.allclose(diff[:3], want, rtol=0, atol=1e-12) and np.all(np.isnan(diff[3]))
+    lo, hi = heat[2].images[0].get_clim()
+    assert lo == -hi and hi == pytest.approx(np.max(np.abs(want)))  # symmetric, fitted to the data
     line_axes = [ax for ax in fig.axes if ax.lines]
     assert len(line_axes) == 1 and line_axes[0].get_yscale() == "log"
     assert [ln.get_label() for ln in line_axes[0].lines] == ["loss", "rate"]
@@ -67,13 +79,99 @@ def test_figure_has_fixed_colour_scale_and_the_right_data(tmp_path):
     svg = tmp_path / "fig.svg"
     plots.plot_solution(_out(cos), str(svg))
     assert svg.read_text().lstrip().startswith("<?xml")
+    pdf = tmp_path / "fig.pdf"
+    plots.plot_solution(_out(cos), str(pdf))
+    assert pdf.read_bytes()[:5] == b"%PDF-"
+
+
+def _texts(fig) -> str:
+    out = [fig._suptitle.get_text() if fig._suptitle else ""]
+    for ax in fig.axes:
+        out += [ax.get_title(), ax.get_xlabel(), ax.get_ylabel()] + [t.get_text() for t in ax.texts]
+    return "\n".join(out)
+
+
+@pytest.mark.parametrize("verdict", ["VERIFIED", "REFUTED", "INCONCLUSIVE", "NOT_APPLICABLE", "ERROR"])
+def test_no_verdict_words_in_the_figure(verdict):
+    pytest.importorskip("matplotlib", reason="matplotlib (optional extra) is not installed")
+    fig = plots.build_figure(_out([[1.0, -0.9], [-0.9, 1.0]], verdict=verdict))
+    text = _texts(fig).upper()
+    for word in ("VERIFIED", "REFUTED", "INCONCLUSIVE", "NOT_APPLICABLE", "ERROR"):
+        assert word not in text
+
+
+def test_measured_equals_predicted_draws_the_difference_not_two_identical_panels():
+    pytest.importorskip("matplotlib", reason="matplotlib (optional extra) is not installed")
+    k = 3
+    etf = (np.full((k, k), -0.5) + np.eye(k) * 1.5).tolist()
+    fig = plots.build_figure(_out(etf, verdict="VERIFIED"))
+    heat = _heat_axes(fig)
+    assert len(heat) == 2  # measured and difference; the identical predicted panel is left out
+    diff = np.asarray(heat[1].images[0].get_array(), dtype=float)
+    assert np.allclose(diff, 0.0, rtol=0, atol=1e-15)
+    lo, hi = heat[1].images[0].get_clim()
+    assert hi > 0 and lo == -hi  # a zero difference still has a scale
+    assert "max |difference| = 0" in heat[1].get_title()
+    # every panel shows something: no half-empty axes
+    assert all(ax.images or ax.lines or ax.collections or ax.get_label() == "<colorbar>" for ax in fig.axes)
+    # two colour bars: cosines and the difference
+    assert sum(ax.get_label() == "<colorbar>" for ax in fig.axes) == 2
+
+
+def test_imbalanced_class_sizes_in_tick_labels_and_no_empty_panel():
+    pytest.importorskip("matplotlib", reason="matplotlib (optional extra) is not installed")
+    cos = [[1.0, -0.54, -0.54], [-0.54, 1.0, -0.41], [-0.54, -0.41, 1.0]]
+    out = _out(cos, geometry=None)
+    out["instance"] = {"counts": [4, 2, 2], "tau": 0.5, "k": 3}
+    fig = plots.build_figure(out)
+    heat = _heat_axes(fig)
+    assert len(heat) == 1
+    ax = heat[0]
+    xt = [t.get_text() for t in ax.get_xticklabels()]
+    yt = [t.get_text() for t in ax.get_yticklabels()]
+    assert xt == ["0\nn=4", "1\nn=2", "2\nn=2"] and yt == ["0 (n=4)", "1 (n=2)", "2 (n=2)"]
+    panels = [a for a in fig.axes if a.get_label() != "<colorbar>"]
+    assert panels == [ax]  # no panel with only a message in it
+
+
+def _png_size(data: bytes) -> tuple[int, int]:
+    import struct
+
+    assert data[:8] == b"\x89PNG\r\n\x1a\n" and data[12:16] == b"IHDR"
+    return struct.unpack(">II", data[16:24])
+
+
+def test_plot_size_and_dpi(tmp_path):
+    pytest.importorskip("matplotlib", reason="matplotlib (optional extra) is not installed")
+    path = tmp_path / "s.png"
+    plots.plot_solution(_out([[1.0, -1.0], [-1.0, 1.0]]), str(path), size=(6.0, 3.0), dpi=50)
+    assert _png_size(path.read_bytes()) == (300, 150)
+    plots.plot_solution(_out([[1.0, -1.0], [-1.0, 1.0]]), str(path), size=(6.0, 3.0), dpi=100)
+    assert _png_size(path.read_bytes()) == (600, 300)
+    with pytest.raises(UsageError, match="plot-dpi"):
+        plots.plot_solution(_out([[1.0]]), str(path), dpi=5)
+    with pytest.raises(UsageError, match="plot-size"):
+        plots.plot_solution(_out([[1.0]]), str(path), size=(0.5, 3.0))
+
+
+def test_plot_size_and_dpi_arguments(capsys):
+    p = argparse.ArgumentParser()
+    plots.add_plot_argument(p)
+    a = p.parse_args(["--plot", "x.pdf", "--plot-size", "10x4", "--plot-dpi", "300"])
+    assert a.plot_size == (10.0, 4.0) and a.plot_dpi == 300
+    assert p.parse_args([]).plot_dpi == plots.DEFAULT_DPI and p.parse_args([]).plot_size is None
+    for bad in (["--plot-size", "10"], ["--plot-size", "0x4"], ["--plot-size", "100x4"], ["--plot-dpi", "0"],
+                ["--plot-dpi", "abc"]):
+        with pytest.raises(SystemExit):
+            p.parse_args(bad)
+    assert "plot-size" in capsys.readouterr().err
 
 
 def test_unknown_target_still_draws_the_measurement(tmp_path):
     pytest.importorskip("matplotlib", reason="matplotlib (optional extra) is not installed")
     fig = plots.build_figure(_out([[1.0, 0.0], [0.0, 1.0]], geometry=None))
     assert len([ax for ax in fig.axes if ax.images]) == 1
-    assert any("no predicted target" in t.get_text() for ax in fig.axes for t in ax.texts)
+    assert any("no predicted target" in ax.get_title() for ax in fig.axes)
 
 
 def test_plot_argument_and_maybe_plot(tmp_path, capsys):
@@ -88,7 +186,9 @@ def test_plot_argument_and_maybe_plot(tmp_path, capsys):
     with pytest.raises(SystemExit):
         p.parse_args(["--plot", str(tmp_path / "o.jpeg")])
     assert "must end in .png, .pdf or .svg" in capsys.readouterr().err
-    with pytest.raises(UsageError, match="folder .* does not exist"):
+    from theory._validate import InputError
+
+    with pytest.raises(InputError, match="(folder|directory) .* does not exist"):
         plots.plot_solution(_out([[1.0]]), str(tmp_path / "nope" / "o.png"))
     with pytest.raises(UsageError, match="neither class-mean cosines nor curves"):
         plots.plot_solution({"family": "x"}, str(tmp_path / "e.png"))
