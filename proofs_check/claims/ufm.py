@@ -18,7 +18,7 @@ from typing import Callable
 import numpy as np
 
 from proofs_check.core import (Check, Claim, Provenance, RunContext, SolveReport, Verdict, at_certified_point, close,
-                               exceeds, fmt, geometry_is, hypothesis_fails, is_finite, optimum_matches, summarise,
+                               exceeds, fmt, geometry_is, hypothesis_fails, is_finite, optimum_matches, point_statement,
                                symbolic_zero, tolerance, within)
 from solvers import ufm as S
 from solvers.common import blas_threads
@@ -44,6 +44,8 @@ SELF_DUAL_TOL = 1e-8
 #: Bias statements: spread of b* and the stationarity residual max |grad_b| at (Z*, b*), relative to the
 #: gradient's scale (round-off ~1e-16).
 BIAS_TOL = 1e-10
+#: "The minimiser is zero" judged from a solver point with its proven radius: ||Z*||_F <= this.
+ZERO_POINT_TAU = 1e-6
 #: Every instance must finish within 2 minutes on 2 cores: routes are planned so that their estimated
 #: time stays below this, and the factored solver gets the remainder as its wall-clock budget.
 TIME_LIMIT_S = 100.0
@@ -388,7 +390,11 @@ def _solver_point_report(inst, cf, name, sol, Z, b, lower, diagnostics) -> dict:
         if _phase_name(rho0) == "zero" and gap is not None:
             r = S.zero_phase_radius(inst, max(gap, 0.0), 1.0 - rho0)
             zn = float(np.linalg.norm(Z))
-            rep.update(radius=r, norm_Z=zn, radius_proof="||Z||_* <= gap / (lam (1 - rho0)) (docs/ufm.md, 'Radius')")
+            how = "||Z - Z*||_F <= ||Z||_* <= gap / (lam (1 - rho0)) (docs/ufm.md, 'Radius')"
+            rep.update(radius=r, norm_Z=zn, radius_proof=how)
+            # what the point alone proves about "the minimiser is zero" (||Z*||_F <= ZERO_POINT_TAU)
+            rep["statement_zero"] = point_statement("minimiser-zero", zn, ZERO_POINT_TAU, radius=r, how=how,
+                                                    what="||Z||_F").to_dict()
             diagnostics.append(f"{name} point: ||Z||_F = {fmt(zn, 3)}, within the proven radius {fmt(r, 3)} of the "
                                "unique minimiser Z* = 0" if r is not None and zn <= r * (1 + 1e-9) + 1e-300
                                else f"{name} point: ||Z||_F = {fmt(zn, 3)}, radius {fmt(r, 3)}")
