@@ -6,7 +6,7 @@ import argparse
 import json
 import sys
 
-from proofs_check import plots
+from proofs_check import html_report, plots
 from proofs_check.commands import UsageError, discover
 from proofs_check.core import RunContext, clean
 from proofs_check.tables import FORMATS, add_render_arguments, render_from_args
@@ -35,6 +35,7 @@ def build_parser() -> tuple[argparse.ArgumentParser, dict, dict, dict]:
     r.add_argument("--report", default="ncproofs-report.md", help="Markdown report path ('' to skip)")
     r.add_argument("--json", dest="json_path", default="ncproofs-report.json", help="JSON report path ('' to skip)")
     r.add_argument("--quiet", action="store_true", help="no progress display")
+    html_report.add_html_argument(r)
 
     li = sub.add_parser("list", help="list the registered claims with source and provenance")
     li.add_argument("--only", action="append", metavar="PATTERN")
@@ -51,6 +52,7 @@ def build_parser() -> tuple[argparse.ArgumentParser, dict, dict, dict]:
         cmd.add_arguments(sp)
         sp.add_argument("--json", action="store_true", help="print one JSON object")
         plots.add_plot_argument(sp)
+        html_report.add_html_argument(sp)
         smap[cmd.name] = cmd
 
     t = sub.add_parser("table", help="tables of predicted constants for papers")
@@ -225,6 +227,7 @@ def _dispatch(parser, args, smap, tmap, emap) -> int:
 
         check_output_path(args.report, "--report")  # before any claim runs
         check_output_path(args.json_path, "--json")
+        html_report.check_html_path(args.html)
 
         claims = registry.select(registry.all_claims(), args.only)
         if not claims:
@@ -232,7 +235,9 @@ def _dispatch(parser, args, smap, tmap, emap) -> int:
         run = run_claims(claims, RunContext(args.profile, args.seed), progress=not args.quiet)
         print(summary_table(run))
         write_reports(run, args.report or None, args.json_path or None)
-        written = [p for p in (args.report, args.json_path) if p]
+        if args.html:
+            html_report.write_run_html(run, args.html)
+        written = [p for p in (args.report, args.json_path, args.html) if p]
         if written:
             print("reports: " + ", ".join(written))
         return run.exit_status
@@ -243,8 +248,12 @@ def _dispatch(parser, args, smap, tmap, emap) -> int:
         if getattr(args, "plot", None):
             plots.check_plot_available()  # fail before an expensive solve
             plots.check_plot_path(args.plot)
+        html_report.check_html_path(args.html)
         out = clean(cmd.run(args))
         plots.maybe_plot(args, out)
+        if args.html:
+            html_report.write_solve_html(out, args.html)
+            print(f"report: {args.html}", file=sys.stderr)
         if args.json:
             text = json.dumps(out, separators=(",", ":"), allow_nan=False)
             # indented for reading; compact when large (k = 1000 cosines: 31 MB indented, 20 MB compact)
