@@ -4,6 +4,7 @@ import json
 
 import numpy as np
 import pytest
+from hypothesis import given, settings, strategies as st
 
 from proofs_check.claims import crh as C
 from proofs_check.cli import main
@@ -354,3 +355,25 @@ def test_diverged_run_is_inconclusive_not_error():
         # the theorem's stationarity hypothesis fails: not applicable, never VERIFIED or REFUTED
         assert r.verdict == Verdict.NOT_APPLICABLE, (claim.id, r.reason)
         assert "hypothesis fails" in r.reason and "diverged" in r.reason
+
+
+@settings(max_examples=12, deadline=None)
+@given(lr=st.one_of(st.floats(allow_nan=True, allow_infinity=True), st.sampled_from([1e-12, 100.0, 5.0, 1e-300])),
+       gamma=st.one_of(st.floats(allow_nan=True, allow_infinity=True), st.sampled_from([0.0, 100.0, 1e-300])))
+def test_cli_any_lr_and_weight_decay_gives_a_verdict_or_one_line_refusal(lr, gamma):
+    import contextlib
+    import io
+    err, out = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stderr(err), contextlib.redirect_stdout(out):
+        try:
+            rc = main(["solve", "crh", f"--lr={lr!r}", f"--weight-decay={gamma!r}", "--steps", "6", "--records", "1",
+                       "--null-draws", "2", "--json"])
+        except SystemExit as e:  # argparse's own errors
+            rc = e.code
+    if rc == 2:
+        assert err.getvalue().startswith("ncproofs: error:") and err.getvalue().count("\n") == 1
+    else:
+        assert rc in (0, 1) and "internal error" not in err.getvalue()
+        d = json.loads(out.getvalue())
+        assert d["verdict"] in ("VERIFIED", "INCONCLUSIVE", "REFUTED", "NOT_APPLICABLE")
+        assert all(c["verdict"] != "VERIFIED" for c in d["claims"] if c["id"].startswith("magnitude"))
