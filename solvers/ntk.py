@@ -1,4 +1,4 @@
-"""Gradient flows of the block-structured NTK model (spec/ntk_collapse.md).
+"""Gradient flows of the block-structured NTK model (docs/ntk.md).
 
 - :func:`feature_flow` integrates the feature model dW/dt = -s R H^T, db/dt = -s R 1,
   dH/dt = -s W^T R K (K the block feature kernel, held fixed) with scipy's DOP853 at tight
@@ -26,7 +26,7 @@ from solvers.common import Solution
 from theory import ntk as th
 from theory._validate import InstanceError, as_float, as_int
 
-#: DOP853 tolerances (spec "Numerics": rtol about 1e-11, atol about 1e-13). ``atol`` is further
+#: DOP853 tolerances (docs/ntk.md, "Numerics": rtol about 1e-11, atol about 1e-13). ``atol`` is further
 #: multiplied by min(1, init_scale^2) for small initialisations so that states of size eps are
 #: still resolved to ~1e-11 relative.
 RTOL = 1e-11
@@ -74,10 +74,10 @@ LAZY_SCALE_MAX = 1e3
 #: Sizes: N = C m samples, n features. Post-processing forms (grid x n x n) and (grid x n x N)
 #: arrays in chunks and the spectrum check an N x N eigendecomposition; these limits keep every
 #: accepted instance under ~2 minutes and ~2.5 GB on 2 cores.
-MAX_SAMPLES = 2000
-MAX_FEATURE_DIM = 512
+MAX_SAMPLES = 1000
+MAX_FEATURE_DIM = 256
 #: State size C n + C + n N of the ODE (floats).
-MAX_STATE = 40_000
+MAX_STATE = 20_000
 #: Stored dense output (DOP853 keeps 8 state vectors per accepted step): refuse before and stop
 #: during a run whose interpolants would exceed this many bytes (the rest of the process -- python,
 #: numpy, scipy, the measurements -- stays under ~0.8 GB for the accepted sizes).
@@ -282,7 +282,7 @@ def init_lazy(inst: th.NTKInstance, n: int, scale: float, seed: int = 0, a=None,
     W = L (sqrt(1 - delta^2) Q_perp + delta Q_par) with orthonormal rows, so W W^T = L^2 I exactly.
     Q_perp is orthogonal to the features, Q_par lies in their span, delta = output_scale/L^2 keeps
     the initial outputs O(output_scale). The output kernel at t = 0 is then block with
-    gamma = L^2 kappa + L^2 a + 1 (spec: gamma = omega kappa + a + 1). Needs n >= N + C.
+    gamma = L^2 kappa + L^2 a + 1 (docs/ntk.md: gamma = omega kappa + a + 1). Needs n >= N + C.
     """
     n = as_int("n (feature dimension)", n, minimum=1)
     L = check_init_scale(scale)
@@ -847,7 +847,7 @@ def nc1_finite_time_bound(inst: th.NTKInstance, W: np.ndarray, H: np.ndarray, E:
 
     Derivation: W^T W - E = D D^T/l0 + (PSD) gives ||W D||^2 >= ||D^T D||^2/l0 - e ||D||^2 with
     e = max(0, -lambda_min(E)), and ||D^T D||_F^2 >= ||D||_F^4 / r (r = rank D). At zero loss
-    (W D = 0) it is the spec's ||D||^2 <= r l0 e. Here D is split into its r numerically nonzero
+    (W D = 0) it is the zero-loss bound ||D||^2 <= r l0 e. Here D is split into its r numerically nonzero
     singular directions and a tail (sum of the neglected squared singular values, added back).
     ``lmin`` (lambda_min(E)) may be passed instead of recomputing it from ``E``.
     ``constant`` multiplies l0 (1 is the claim; other values exist to test that a false bound is
@@ -912,7 +912,7 @@ def run_flow(inst: th.NTKInstance, state0: State, T: float, *, n_grid: int = 401
             "scatter_noise_floor": scatter_noise_floor(series),
             "loss_initial": float(series["loss"][0]), "residual_final": float(math.sqrt(2 * series["loss"][-1] / inst.s))}
     # Convergence is judged on the output-centred residual J_C R, not on the loss: the all-ones output
-    # direction carries a slow mode decaying at rate O(eps^2) (spec), which a loss threshold would mistake
+    # direction carries a slow mode decaying at rate O(eps^2) (docs/ntk.md), which a loss threshold would mistake
     # for non-convergence (or, with a loose threshold, hide).
     Y = targets(inst.classes, inst.per_class)
     R0, R1 = residual(state0, Y), residual(st, Y)

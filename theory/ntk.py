@@ -1,6 +1,6 @@
 """Block-structured NTK dynamics under MSE (neural tangent kernel collapse).
 
-Model (spec/ntk_collapse.md; Seleznova, Weitzner, Giryes, Kutyniok, Chou, "Neural (Tangent
+Model (docs/ntk.md; Seleznova, Weitzner, Giryes, Kutyniok, Chou, "Neural (Tangent
 Kernel) Collapse", NeurIPS 2023): C balanced classes of m samples, ordered class by class,
 N = C m. Features H (n x N), classifier W (C x n), bias b (C), outputs F = W H + b 1^T,
 one-hot targets Y = I_C (x) 1_m^T, residual R = F - Y, loss (s/2)||R||_F^2. The "feature model"
@@ -43,7 +43,7 @@ EIGEN_RANGE = (1e-30, 1e30)
 # --------------------------------------------------------------------------------------
 
 def block_eigenvalues(C: int, m: int, kd: float, kc: float, kn: float) -> tuple[float, float, float]:
-    """(lambda_0, lambda_c, lambda_g) of the block kernel (spec table "Spectrum")."""
+    """(lambda_0, lambda_c, lambda_g) of the block kernel (docs/ntk.md, "Spectrum")."""
     return (kd - kc, kd + (m - 1) * kc - m * kn, kd + (m - 1) * kc + m * (C - 1) * kn)
 
 
@@ -305,7 +305,7 @@ def sym_spectrum_residuals(C: int, m: int, eigen=None):
     """Expressions K v - lambda v (entries) for each eigenvector of the explicit basis, and the
     rank deficit of the basis (must be 0: then the multiplicities are complete).
 
-    ``eigen`` = function (C, m, kd, kc, kn) -> (l0, lc, lg); default the spec's formulas. Returns
+    ``eigen`` = function (C, m, kd, kc, kn) -> (l0, lc, lg); default the closed forms of docs/ntk.md. Returns
     (list of expressions, rank deficit int).
     """
     sp = _sp()

@@ -1,4 +1,4 @@
-"""Claims of the block-structured NTK family (spec/ntk_collapse.md).
+"""Claims of the block-structured NTK family (docs/ntk.md).
 
 Source: Seleznova, Weitzner, Giryes, Kutyniok, Chou, "Neural (Tangent Kernel) Collapse",
 NeurIPS 2023 (arXiv 2305.16427): the model and the invariant; conventions and formulas in docs/ntk.md. The theorem text was not
@@ -29,7 +29,7 @@ FAMILY = "ntk"
 SOURCE = ("Seleznova et al. NeurIPS 2023 (Neural (Tangent Kernel) Collapse): block NTK model and invariant; "
           "theorem text unavailable, statement derived here (docs/ntk.md)")
 
-#: Reference instances of the spec table (s = 1).
+#: Reference instances (docs/ntk.md, reference values) (s = 1).
 REFERENCE = (th.NTKInstance(3, 4, (1.0, 0.6, 0.2)), th.NTKInstance(4, 3, (1.0, 0.5, 0.0)))
 
 #: Eigenvalues: numpy eigvalsh of an N x N matrix with O(1) entries is accurate to ~1e-15 N.
@@ -44,7 +44,7 @@ INVARIANT_TOL = 1e-9
 SCATTER_TOL = 1e-9
 #: Symbolic-vs-numeric identities evaluated at a state (rounding only).
 IDENTITY_TOL = 1e-10
-#: Small-initialisation limits: errors are O(eps^2) (spec) plus integration error (~1e-10):
+#: Small-initialisation limits: errors are O(eps^2) (docs/ntk.md) plus integration error (~1e-10):
 #: tolerance 1e-6 + 100 eps^2 (measured error ~10 eps^2 at eps = 1e-3).
 SMALL_INIT_RTOL = 1e-6
 SMALL_INIT_EPS_FACTOR = 100.0
@@ -88,6 +88,19 @@ LINEARISATION_STEP = 1e-5
 LINEARISATION_RTOL = 1e-7
 
 SYMBOLIC_SIZES = ((2, 2), (2, 3), (3, 2), (3, 3))
+#: Wall-clock budget of each flow a registered claim integrates (they take ~0.1-1 s each).
+CLAIM_RUN_SECONDS = 60.0
+
+
+def _deadline() -> float:
+    return time.perf_counter() + CLAIM_RUN_SECONDS
+
+
+def _stopped(rep) -> list[Check]:
+    """INCONCLUSIVE when a claim's run was stopped by its budget (the statement was checked on part of it)."""
+    stopped = rep.trajectory.stopped
+    return [] if not stopped else [Check("integration", Verdict.INCONCLUSIVE, f"{stopped}: checked only on the "
+                                         "integrated part", {"stopped": stopped})]
 
 
 def _subs_kappa():
@@ -153,7 +166,7 @@ def _instances(ctx: RunContext, extra: int = 2) -> list[th.NTKInstance]:
 def spectrum_claim(eigen: Callable | None = None, id_: str = "spectrum", mult: Callable | None = None) -> Claim:
     """The block kernel's eigenvalues lambda_0, lambda_c, lambda_g with multiplicities C(m-1), C-1, 1.
 
-    ``eigen(C, m, kd, kc, kn) -> (l0, lc, lg)`` is the prediction (default: the spec's formulas);
+    ``eigen(C, m, kd, kc, kn) -> (l0, lc, lg)`` is the prediction (default: the closed forms of docs/ntk.md);
     it must work with sympy symbols and floats. ``mult(C, m) -> (within, class, global)`` is the
     predicted block structure (default :func:`theory.ntk.multiplicities`).
     """
@@ -236,7 +249,9 @@ def rates_claim(rates: Callable | None = None, id_: str = "rates") -> Claim:
                 inst = th.NTKInstance(inst.classes, inst.per_class, inst.kappa, s=0.5)  # s rescales the rates
             C, m = inst.classes, inst.per_class
             R0 = rng.standard_normal((C, inst.N)) - sv.targets(C, m)
-            res = sv.linear_residual_flow(inst, R0)
+            res = sv.linear_residual_flow(inst, R0, deadline=_deadline())
+            if res.stopped:
+                yield Check("integration", Verdict.INCONCLUSIVE, res.stopped, {"stopped": res.stopped})
             pred = rates(inst)
             for comp in ("global", "class", "within"):
                 fit = res.rates[comp]
@@ -287,7 +302,8 @@ def _weighted_invariant(weights):
 def _moderate_run(ctx: RunContext, inst: th.NTKInstance | None = None):
     """A moderate run: O(1) initialisation (E of size ~10), T = 20."""
     inst = inst or REFERENCE[0]
-    return inst, sv.run_flow(inst, sv.init_random(inst, inst.classes + 2, 0.7, seed=ctx.seed + 2), 20.0, n_grid=201)
+    return inst, sv.run_flow(inst, sv.init_random(inst, inst.classes + 2, 0.7, seed=ctx.seed + 2), 20.0, n_grid=201,
+                             deadline=_deadline())
 
 
 def invariant_claim(weights=(1.0, 1.0, 1.0), id_: str = "invariant") -> Claim:
@@ -305,6 +321,7 @@ def invariant_claim(weights=(1.0, 1.0, 1.0), id_: str = "invariant") -> Claim:
         yield _matrix_zero("decomposition form = W^T W - H K^-1 H^T (symbolic, C=3, m=2, n=2)", dec, subs)
         yield _matrix_zero("authors' code form = decomposition form (alpha = m kn/lg)", code)
         inst, rep = _moderate_run(ctx)
+        yield from _stopped(rep)
         E_fn = _weighted_invariant(weights)
         E0 = E_fn(rep.trajectory.states[0].W, rep.trajectory.states[0].H, inst)
         drift = max(float(np.linalg.norm(E_fn(s.W, s.H, inst) - E0)) for s in rep.trajectory.states)
@@ -358,6 +375,7 @@ def scatter_claim(eigen_name: str = "lambda_0", id_: str = "scatter") -> Claim:
                         bool(rhs.is_nonpositive), verified="sympy: the right-hand side is nonpositive",
                         refuted="sympy could not establish the sign", inconclusive=True, independent=False)
         inst, rep = _moderate_run(ctx)
+        yield from _stopped(rep)
         # numeric deviation ODE at states along the run
         errs = []
         lam = inst.eigenvalues[idx]
@@ -411,6 +429,7 @@ def nc1_bound_claim(constant: float = 1.0, id_: str = "nc1-bound") -> Claim:
         if ctx.full:
             runs.append(_moderate_run(ctx, REFERENCE[1]))
         for inst, rep in runs:
+            yield from _stopped(rep)
             worst_ratio, worst_t = -math.inf, None
             lmin = float(np.linalg.eigvalsh((rep.E0 + rep.E0.T) / 2)[0])
             for t, st in zip(rep.trajectory.t_grid, rep.trajectory.states):
@@ -442,7 +461,7 @@ SMALL_T = 30.0
 def small_init_run(inst: th.NTKInstance, eps: float = SMALL_EPS, T: float = SMALL_T, seed: int = 1,
                    n: int | None = None):
     n = n or inst.classes + 1
-    rep = sv.run_flow(inst, sv.init_random(inst, n, eps, seed=seed), T, n_grid=201)
+    rep = sv.run_flow(inst, sv.init_random(inst, n, eps, seed=seed), T, n_grid=201, deadline=_deadline())
     return rep, sv.fit_escape_rate(rep.trajectory), sv.fit_late_within_rate(rep.trajectory)
 
 
@@ -625,17 +644,17 @@ def small_init_claim(limits_fn: Callable | None = None, id_: str = "small-init-l
     limits_fn = limits_fn or th.small_init_limits
 
     def check(ctx: RunContext) -> Iterable[Check]:
-        # The two symbolic derivations concern the spec's closed forms, not ``limits_fn``: they stay as
+        # The two symbolic derivations concern the closed forms of docs/ntk.md, not ``limits_fn``: they stay as
         # consistency checks (independent=False); the function under test is checked by
         # limit_fixed_point_checks (inside small_init_checks) and by the flows.
         sym = th.sym_limit_identities()
-        c = _matrix_zero("closed-form limit identities (symbolic C, m, lambda_c, lambda_0; the spec's formulas)",
+        c = _matrix_zero("closed-form limit identities (symbolic C, m, lambda_c, lambda_0; the closed forms of docs/ntk.md)",
                          list(sym.values()))
         c.independent = False
         yield c
         fit, E, G = th.sym_etf_configuration(3)
         c = _matrix_zero("ETF configuration: W M + b 1^T = I, E = 0, M^T M = sqrt(lc/m) J (C=3, symbolic m, lc; "
-                         "the spec's formulas)", th.distinct(fit + E + G))
+                         "the closed forms of docs/ntk.md)", th.distinct(fit + E + G))
         c.independent = False
         yield c
         insts = list(REFERENCE)
@@ -664,7 +683,7 @@ def lazy_run(inst: th.NTKInstance, L: float = LAZY_SCALE, seed: int = 0, efolds:
     gi = th.NTKInstance(inst.classes, inst.per_class, lz.gamma, s=inst.s)
     pred = th.residual_rates(gi)
     T = efolds / min(pred.values())
-    rep = sv.run_flow(inst, lz.state, T, n_grid=201)
+    rep = sv.run_flow(inst, lz.state, T, n_grid=201, deadline=_deadline())
     traj = rep.trajectory
     C, m = inst.classes, inst.per_class
 
@@ -714,7 +733,9 @@ def lazy_claim(collapses: bool = False, id_: str = "lazy-no-collapse") -> Claim:
     def check(ctx: RunContext) -> Iterable[Check]:
         insts = list(REFERENCE[:1]) + (_instances(ctx, extra=2)[1:] if ctx.full else [])
         for inst in insts:
-            yield from lazy_checks(inst, *lazy_run(inst, seed=ctx.seed), collapses=collapses)
+            lz, pred, rep, rates = lazy_run(inst, seed=ctx.seed)
+            yield from _stopped(rep)
+            yield from lazy_checks(inst, lz, pred, rep, rates, collapses=collapses)
 
     return _claim(id_, "Large initialisation (lazy regime: W W^T = L^2 I, block features of size L): the loss "
                   "goes to zero at the gamma rates (gamma = L^2 kappa + L^2 a + 1) while within-class "
@@ -735,7 +756,7 @@ def e_zero_run(inst: th.NTKInstance, seed: int = 3, eps: float = 1.0, mean_weigh
                T: float = EZERO_T, n: int | None = None):
     n = n or inst.classes + 1
     st = sv.init_e_zero(inst, n, eps, seed=seed, mean_weight=mean_weight)
-    return sv.run_flow(inst, st, T, n_grid=201)
+    return sv.run_flow(inst, st, T, n_grid=201, deadline=_deadline())
 
 
 def e_zero_checks(inst: th.NTKInstance, rep, predict_etf: bool = False) -> list[Check]:
@@ -847,6 +868,7 @@ def e_zero_claim(predict_etf: bool = False, id_: str = "e-zero") -> Claim:
         insts = [REFERENCE[0]] + ([REFERENCE[1]] if ctx.full else [])
         for inst in insts:
             rep = e_zero_run(inst, seed=ctx.seed + 3)
+            yield from _stopped(rep)
             yield from e_zero_checks(inst, rep, predict_etf)
 
     return _claim(id_, "If E = 0 the flow's within-class deviations obey ||D||^2 <= sqrt(r lambda_0) ||W D|| (so NC1 "

@@ -33,7 +33,7 @@ def _solve_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--gamma", type=float_list, default=None, metavar="GD,GC,GN",
                    help="output-kernel constants: also integrate dR/dt = -s R K_gamma and fit its three rates")
     p.add_argument("--feature-dim", "-n", type=int, default=None,
-                   help="feature dimension n (default C+1; N+C for --init lazy; at most 512)")
+                   help="feature dimension n (default C+1; N+C for --init lazy; at most 256)")
     p.add_argument("--init-scale", type=float, default=None, metavar="EPS",
                    help="initialisation scale in [1e-100, 1e6] (default 1e-6; for --init lazy the scale L of W and H, "
                         "default 10)")
@@ -118,7 +118,7 @@ def render_solve(out: dict) -> str:
 
 def _table_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--classes", "-C", type=int_list, default=None, metavar="C1,C2,...",
-                   help="class counts (default: the spec's reference rows)")
+                   help="class counts (default: the reference rows of docs/ntk.md)")
     p.add_argument("--per-class", "-m", type=int_list, default=None, metavar="M1,M2,...", help="samples per class")
     p.add_argument("--kappa", type=float_list, action="append", default=None, metavar="KD,KC,KN",
                    help="kernel constants; repeat for several kernels")
