@@ -18,7 +18,7 @@ import math
 import time
 
 import numpy as np
-from scipy.special import log_softmax, logsumexp, softmax
+from scipy.special import softmax
 
 from solvers import lbfgs
 from solvers.common import Certificate, Solution, blas_all_threads, blas_threads, solve_conic, usable_cores

@@ -1,12 +1,14 @@
 """Claims of the classic UFM family (docs/ufm.md) and the per-instance check used by
 ``ncproofs solve ufm-ce|ufm-mse``.
 
-Routes for one instance (``check_instance``):
-- closed form (theory.ufm) -> predicted value, geometry, and an explicit minimiser;
-- KKT dual certificate at the closed-form candidate (solvers.ufm.certificate): a proven lower
-  bound, so "attained value - lower bound" bounds the distance to the global optimum;
-- convex nuclear-norm program solved outright (cvxpy, small instances);
-- factored nonconvex solver (L-BFGS from several random starts), independent of the theory.
+``check_instance`` returns a :class:`proofs_check.core.SolveReport`. Routes for one instance:
+- closed form (theory.ufm) in class coordinates: the predicted value, an explicit feasible point, the KKT
+  dual certificate (a proven lower bound) and the uniqueness certificate (docs/ufm.md, "Uniqueness"), which
+  make the geometry, collapse, self-duality and bias of the closed form statements about every minimiser;
+- convex nuclear-norm program (cvxpy through solvers.common.solve_conic, small instances; auxiliary);
+- factored nonconvex solver (L-BFGS from several random starts), independent of the theory; its value is a
+  feasible value, its point decides nothing (in the zero phase it comes with a proven radius).
+Routes are planned from size estimates before anything is allocated (plan_routes).
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from typing import Callable
 
 import numpy as np
 
-from proofs_check.core import (Check, Claim, Provenance, RunContext, SolveReport, Verdict, at_certified_point, close,
+from proofs_check.core import (Check, Claim, Provenance, RunContext, SolveReport, Verdict, at_certified_point,
                                exceeds, fmt, geometry_is, hypothesis_fails, is_finite, optimum_matches, point_statement,
                                symbolic_zero, tolerance, within)
 from solvers import ufm as S
