@@ -330,3 +330,17 @@ def test_report_schema_and_summarise(capsys):
     assert all(c["id"].startswith("ntk-") and c["id"] == c["id"].lower() and " " not in c["id"] for c in out["claims"])
     assert out["instance"]["max_seconds"] == cl.DEFAULT_MAX_SECONDS
     assert np.isfinite(out["solution"]["value"])
+
+
+def test_geometry_at_the_final_state_is_no_witness_against_the_limit():
+    """A non-ETF Gram measured at a finite-time state gives INCONCLUSIVE, never REFUTED (no proof about
+    the limit); the same check supports the statement when the state is an ETF."""
+    rep, esc, late = cl.small_init_run(REF, T=30.0)
+    ok = cl.small_init_checks(REF, rep, esc, late, cl.SMALL_EPS, 4)
+    assert next(c for c in ok if "simplex ETF" in c.name).verdict == Verdict.VERIFIED
+    G = rep.measures["gram"].copy()
+    G[0, 0] *= 1.5
+    rep.measures = {**rep.measures, "gram": G}
+    checks = cl.small_init_checks(REF, rep, esc, late, cl.SMALL_EPS, 4)
+    geo = next(c for c in checks if "simplex ETF" in c.name)
+    assert geo.verdict == Verdict.INCONCLUSIVE and "not a witness" in geo.reason
