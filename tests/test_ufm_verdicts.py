@@ -283,3 +283,15 @@ def test_cross_entropy_is_accurate_at_tiny_loss():
         assert per[i] == pytest.approx(float(ref), rel=1e-14)
         p_y = mpmath.e ** (mpmath.mpf(U[y[i], i])) / sum(mpmath.e ** mpmath.mpf(u) for u in U[:, i])
         assert G[y[i], i] == pytest.approx(float(p_y - 1), rel=1e-13)
+
+
+@pytest.mark.parametrize("loss,k,n,d,lw,lh", [
+    ("mse", 6, 5, 5, 1.1111964499410522e-11, 36204973.70960383),  # class means of norm ~1e-5: still an ETF
+    ("ce", 2, 6, 2, 0.20412414502521412, 0.20412414502521412),  # rho0 = 1 + 1.0e-9: a tiny ETF, just outside the band
+    ("ce", 5, 2, 4, 1e-12, 1e6),  # lam = 1e-3, features scaled by (lw/lh)^(1/4) ~ 3e-5
+])
+def test_small_class_means_are_not_called_zero(loss, k, n, d, lw, lh):
+    # found by a random sweep: an absolute zero threshold on the Gram refuted true ETF statements
+    rep = C.check_instance(T.UFMInstance(loss, k, n, d, lw, lh), method="closed-form")
+    assert rep.verdict is Verdict.VERIFIED, rep.reason
+    assert verdicts(rep)["geometry-simplex-etf"] is Verdict.VERIFIED

@@ -140,16 +140,27 @@ def plan_routes(inst: T.UFMInstance, method: str, starts: int, limit_bytes: floa
     return routes, diags
 
 
+def classify_scale_free(gram: np.ndarray) -> G.GeometryClass:
+    """Classify the class-mean Gram of the closed form's Z*: "zero" exactly when it is 0 (the zero phase
+    builds Z* = 0 exactly; which phase holds is decided by rho0, not by a size threshold), otherwise the
+    Gram normalised to Frobenius norm 1. An absolute zero threshold would call a true ETF "zero" when the
+    means are small (measured: lw = 1e-11, lh = 4e7 gives means of norm ~1e-5 and a Gram of ~1e-10)."""
+    scale = float(np.linalg.norm(gram))
+    if not scale > 0.0:
+        return G.classify_gram(gram)
+    return G.classify_gram(gram / scale)
+
+
 def _point_geometry(inst: T.UFMInstance, W, Mu, b, *, labels=None, H=None) -> dict:
     """Geometry of a point given by W (k x r), class means Mu (r x k) and b (collapsed when H is None)."""
     y = np.arange(inst.k) if H is None else labels
     feats = Mu if H is None else H
     gram = Mu.T @ Mu
-    cls = G.classify_gram(gram)
+    cls = classify_scale_free(gram) if H is None else G.classify_gram(gram)
     metrics = G.nc_metrics(feats, y, W, b).to_dict()
     rho = math.sqrt(inst.lw / (inst.n * inst.lh))
     nmu = float(np.linalg.norm(Mu))
-    self_dual = float(np.linalg.norm(Mu - rho * W.T) / nmu) if nmu > G.ZERO_TOL else None
+    self_dual = float(np.linalg.norm(Mu - rho * W.T) / nmu) if nmu > 0 else None
     return {"classification": cls.classification, "distance_etf": cls.distance_etf, "distance_of": cls.distance_of,
             "class_mean_cosines": G.cosine_matrix(Mu), "metrics": metrics, "self_duality_error": self_dual,
             "bias_spread": float(np.ptp(b)) if b.size else 0.0, "bias_mean": float(np.mean(b)),
@@ -340,7 +351,7 @@ def _minimiser_statements(inst: T.UFMInstance, cf: dict, exp_geo: str, tol: floa
     elif ph == "unknown":
         out.append(Check(name, Verdict.INCONCLUSIVE, "the phase ratio is not a finite number", ev))
     else:
-        gc = G.classify_gram(Mu.T @ Mu)
+        gc = classify_scale_free(Mu.T @ Mu)
         out.append(at_min(geometry_is(name, exp_geo, gc, evidence=ev)))
     if ph == "collapse":
         # Z* has equal columns within each class (class coordinates), so every balanced factorization has
