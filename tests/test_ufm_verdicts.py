@@ -295,3 +295,14 @@ def test_small_class_means_are_not_called_zero(loss, k, n, d, lw, lh):
     rep = C.check_instance(T.UFMInstance(loss, k, n, d, lw, lh), method="closed-form")
     assert rep.verdict is Verdict.VERIFIED, rep.reason
     assert verdicts(rep)["geometry-simplex-etf"] is Verdict.VERIFIED
+
+
+@pytest.mark.parametrize("loss,lw,lh", [("ce", 1.3e-8, 6.7e8), ("ce", 6.8, 2.5e-11), ("mse", 5.2e-10, 1.07e10)])
+def test_factored_solver_certifies_extreme_weight_decay_ratios(loss, lw, lh):
+    # the balanced change of variables W = a W', H = H'/a makes these well conditioned (without it: gap 1e-5)
+    inst = T.UFMInstance(loss, 8, 3, 9, lw, lh)
+    sol = S.solve_factored(inst, starts=1, seed=0)
+    W, H, b = sol.variables["W"], sol.variables["H"], sol.variables["b"]
+    assert sol.value == pytest.approx(S.objective(inst, W, H, b), rel=1e-15)  # evaluated on the original instance
+    rep = C.check_instance(inst, method="factored", starts=1)
+    assert verdicts(rep)["optimal-value"] is Verdict.VERIFIED, rep.reason
