@@ -402,7 +402,7 @@ class ClassScatter:
         if self.torch_device is not None:
             torch = _torch()
             return torch.zeros(shape, dtype=self.pass1.sums.dtype, device=self.torch_device)
-        return np.zeros(shape, dtype=self.pass1.sums.dtype)
+        return np.zeros(shape, dtype=self.pass1.sums.dtype, order="F")
 
     def _to_state(self, A: np.ndarray):
         if self.torch_device is not None:
@@ -433,20 +433,26 @@ class ClassScatter:
         else:
             if _is_torch(y):
                 y = y.cpu().numpy()
-            dev = X - self.mu[y]
+            dev = self.mu[y]
+            np.subtract(X, dev, out=dev)
             sq = np.einsum("ij,ij->i", dev, dev)
             if not np.isfinite(sq).all():
                 _nonfinite(X, self.where, self.N)
             self.class_sq += np.bincount(y, weights=sq, minlength=self.K)
-            if self.mode == "sigma":
-                self.S += dev.T @ dev
-            else:
-                P = dev @ self.Mr.T
-                self.S += P.T @ P
+            self._syrk(dev if self.mode == "sigma" else dev @ self.Mr.T)
             if self.W is not None:
                 self.disagree += self._nc4_chunk(X, y)
         self.N += B
         return self
+
+    def _syrk(self, A: np.ndarray) -> None:
+        """S += A^T A, upper triangle only (BLAS syrk: half the flops of a GEMM; symmetrised in numpy_state)."""
+        from scipy.linalg import blas
+
+        f = blas.dsyrk if self.S.dtype == np.float64 else blas.ssyrk
+        A = np.ascontiguousarray(A, dtype=self.S.dtype)
+        # A.T is Fortran-contiguous (n x B): syrk with trans=0 computes A.T @ A without copying A
+        self.S = f(1.0, A.T, beta=1.0, c=self.S, trans=0, lower=0, overwrite_c=1)
 
     def _nc4_chunk(self, X, y) -> int:
         """Samples of the chunk where argmax (W h + b) != argmin ||h - mu_c|| (sub-chunks of B_s x K)."""
@@ -475,7 +481,10 @@ class ClassScatter:
         if self.N != self.pass1.N:
             raise InputError(f"{self.where}features: pass 2 saw {self.N} samples, pass 1 saw {self.pass1.N} (both "
                              "passes must read the same samples)")
-        return {"S": cv(self.S), "class_sq": cv(self.class_sq), "Mr": cv(self.Mr), "mu_G": cv(self.mu_G),
+        S = cv(self.S)
+        if self.torch_device is None:  # syrk filled the upper triangle
+            S = np.triu(S) + np.triu(S, 1).T
+        return {"S": S, "class_sq": cv(self.class_sq), "Mr": cv(self.Mr), "mu_G": cv(self.mu_G),
                 "mode": self.mode, "N": self.N, "disagree": self.disagree,
                 "W": self.W_np if self.W is not None else None}
 
@@ -726,52 +735,59 @@ def _pair_statistics(Mr: np.ndarray, mu_G: np.ndarray, r: np.ndarray, sigma2: np
     cd_ok, cd_pair = True, None
     r2 = r * r
     inv_r = np.where(pos, 1.0 / np.where(pos, r, 1.0), 0.0)
+    # Upper block triangle only: rows [i0, i1) against columns [i0, K). The diagonal block holds both orders
+    # of its pairs (weight 1); the columns right of it stand for their mirror images too (weight 2).
+    def wsq(A, t):
+        return float(np.einsum("ij,ij->", A[:, :t], A[:, :t])) + 2.0 * float(np.einsum("ij,ij->", A[:, t:], A[:, t:]))
+
     for i0 in range(0, K, rows):
         i1 = min(K, i0 + rows)
         t = i1 - i0
-        Gt = Mr[i0:i1] @ Mr.T  # t x K
+        Gt = Mr[i0:i1] @ Mr[i0:].T  # t x (K - i0)
         idx = np.arange(t)
-        cols = np.arange(i0, i1)
         # uncentred Gram tile and the OF distance
-        Ut = Gt + a[i0:i1, None] + a[None, :] + gg
+        Ut = Gt + a[i0:i1, None] + a[None, i0:] + gg
         if u_norm > 0.0:
             Ut /= u_norm
-            Ut[idx, cols] -= 1.0 / math.sqrt(K)
-            acc["of"] += float(np.einsum("ij,ij->", Ut, Ut))
+            Ut[idx, idx] -= 1.0 / math.sqrt(K)
+            acc["of"] += wsq(Ut, t)
         del Ut
         if K > 1:
-            off = np.ones((t, K), dtype=bool)
-            off[idx, cols] = False
-            # CDNV on pairs c != c' (each unordered pair twice: the mean is the same)
-            D2 = r2[i0:i1, None] + r2[None, :] - 2.0 * Gt
-            D2o = D2[off]
+            # CDNV on pairs c != c'
+            D2 = r2[i0:i1, None] + r2[None, i0:] - 2.0 * Gt
+            D2[idx, idx] = np.inf  # the diagonal is no pair: V = 0 there
             if cd_ok:
-                if not (D2o > 0.0).all() or not (np.sqrt(np.maximum(D2o, 0.0)) > zero).all():
+                good = (D2 > 0.0) & (np.sqrt(np.maximum(D2, 0.0)) > zero)
+                if not good.all():
                     cd_ok = False
-                    bad = np.argwhere(off & ~((D2 > 0.0) & (np.sqrt(np.maximum(D2, 0.0)) > zero)))[0]
-                    cd_pair = (int(i0 + bad[0]), int(bad[1]))
+                    bad = np.argwhere(~good)[0]
+                    cd_pair = (int(i0 + bad[0]), int(i0 + bad[1]))
                 else:
-                    V = (sigma2[i0:i1, None] + sigma2[None, :])[off] / (2.0 * D2o)
-                    acc["cd_sum"] += float(V.sum())
+                    V = (sigma2[i0:i1, None] + sigma2[None, i0:]) / (2.0 * D2)
+                    acc["cd_sum"] += float(V[:, :t].sum()) + 2.0 * float(V[:, t:].sum())
                     acc["cd_max"] = max(acc["cd_max"], float(V.max()))
-            del D2, D2o
+                    del V
+            del D2
             if cos_ok:
-                C = (Gt * inv_r[i0:i1, None] * inv_r[None, :])[off]
-                n_b = C.size
-                mean_b = float(C.mean())
-                m2_b = float(np.sum((C - mean_b) ** 2))
-                cn, cmean, cm2 = _welford_merge(cn, cmean, cm2, n_b, mean_b, m2_b)
-                acc["maxeq"] += float(np.sum(np.abs(C + 1.0 / (K - 1))))
+                C = Gt * inv_r[i0:i1, None] * inv_r[None, i0:]
+                off = np.ones((t, t), dtype=bool)
+                off[idx, idx] = False
+                for part, w in ((C[:, :t][off], 1), (C[:, t:].ravel(), 2)):
+                    if part.size:
+                        mean_b = float(part.mean())
+                        m2_b = float(np.sum((part - mean_b) ** 2))
+                        cn, cmean, cm2 = _welford_merge(cn, cmean, cm2, w * part.size, mean_b, w * m2_b)
+                        acc["maxeq"] += w * float(np.sum(np.abs(part + 1.0 / (K - 1))))
                 del C
         if g_ok:
             Gn = Gt / g_norm
             if predicted is not None and p_norm > 0.0:
-                Dp = Gn - predicted.rows(i0, i1, K) / p_norm
-                acc["pred"] += float(np.einsum("ij,ij->", Dp, Dp))
+                Dp = Gn - predicted.rows(i0, i1, K)[:, i0:] / p_norm
+                acc["pred"] += wsq(Dp, t)
                 del Dp
             Gn += 1.0 / (K * e_norm)
-            Gn[idx, cols] -= 1.0 / e_norm
-            acc["etf"] += float(np.einsum("ij,ij->", Gn, Gn))
+            Gn[idx, idx] -= 1.0 / e_norm
+            acc["etf"] += wsq(Gn, t)
             del Gn
         del Gt
     pairs = K * (K - 1)
