@@ -42,6 +42,11 @@ PREDICT = ("ufm-ce", "ufm-mse", "scl", "auto")
 #: "not run" (``ncproofs solve ufm-ce`` runs it on its own).
 UFM_CERTIFICATE_MAX_K = 1000
 
+#: Default wall-clock limit of one measurement, checked against :func:`theory.metrics.estimate_seconds`
+#: before any feature is read (preamble: every input ends within ~2 minutes on 2 cores or is refused);
+#: ``--time-limit`` raises it.
+TIME_LIMIT_S = 120.0
+
 #: Graded words for a normalised Gram distance (a Frobenius distance between unit-norm matrices, in
 #: [0, 2]). The thresholds only choose the word; the number is always printed next to it and no
 #: statement is decided from it (a measurement is not a verdict).
@@ -734,7 +739,7 @@ def _device(device: str | None, diagnostics: list):
 
 def measure(features, labels=None, weights=None, bias=None, *, layout: str = "auto", predict: str | None = None,
             lambda_w=None, lambda_h=None, tau=None, device: str | None = None, batch_size: int | None = None,
-            dtype: str = "float64", keep_means: bool = False) -> dict:
+            dtype: str = "float64", keep_means: bool = False, time_limit: float | None = TIME_LIMIT_S) -> dict:
     """Measure the features in the files; return the report (a dict, JSON-ready). See docs/measure.md."""
     t0 = time.perf_counter()
     diagnostics: list = []
@@ -744,6 +749,8 @@ def measure(features, labels=None, weights=None, bias=None, *, layout: str = "au
         raise InputError(f"--batch-size must be an integer >= 1, got {batch_size!r}")
     if dtype not in MT.DTYPES:
         raise InputError(f"dtype must be one of {', '.join(MT.DTYPES)}, got {dtype!r}")
+    if time_limit is not None:
+        time_limit = as_float("--time-limit", time_limit, positive=True)
     dev = _device(device, diagnostics)
     inp = load_inputs(features, labels, weights, bias, layout, diagnostics)
     try:
@@ -753,6 +760,11 @@ def measure(features, labels=None, weights=None, bias=None, *, layout: str = "au
         counts = scan_labels(inp, max(step, 1 << 16))
         K = int(counts.size)
         MT.check_state_budget(K, d, weights=inp.weights is not None, what="FEATURES")
+        est = MT.estimate_seconds(N, d, K, weights=inp.weights is not None)
+        if time_limit is not None and est["total_s"] > time_limit:
+            raise InputError(f"FEATURES: N = {N}, d = {d}, K = {K}: estimated ~{est['total_s']:.0f} s on 2 cores "
+                             f"(two passes ~{est['passes_s']:.0f} s, K x K class pairs ~{est['pairs_s']:.0f} s), above "
+                             f"the time limit of {time_limit:g} s; raise it with --time-limit")
         axis = 0 if inp.layout == "nd" else 1
 
         def chunks():
@@ -802,6 +814,7 @@ def measure(features, labels=None, weights=None, bias=None, *, layout: str = "au
             "timing": {"labels_and_open_s": round(t1 - t0, 4), "pass1_means_s": round(t2 - t1, 4),
                        "pass2_scatter_s": round(t3 - t2, 4), "metrics_s": round(t4 - t3, 4)},
             "seconds": round(time.perf_counter() - t0, 4),
+            "estimate": {k: round(v, 3) for k, v in est.items()},
         }
         if keep_means:
             out["_centred_means"] = sc.numpy_state()["Mr"]
@@ -901,7 +914,7 @@ def main_from_args(args) -> int:
             raise InputError("--plot needs matplotlib (pip install 'ncproofs[plots]')") from None
     out = measure(args.features, args.labels, args.weights, args.bias, layout=args.layout, predict=args.predict,
                   lambda_w=args.lambda_w, lambda_h=args.lambda_h, tau=args.tau, device=args.device,
-                  batch_size=args.batch_size, keep_means=plot_path is not None)
+                  batch_size=args.batch_size, keep_means=plot_path is not None, time_limit=args.time_limit)
     if plot_path is not None:
         plot(out, out["_centred_means"], plot_path)
         out["instance"]["plot"] = str(plot_path)

@@ -411,6 +411,15 @@ def test_bad_prediction_options(tmp_path, capsys):
     _bad(capsys, a, "--predict", "auto", "--tau", "1", "--lambda-w", "1", "--lambda-h", "1", expect="together")
     _bad(capsys, a, "--batch-size", "0", expect="--batch-size")
     _bad(capsys, a, "--device", "tpu", expect="--device")
+    _bad(capsys, a, "--time-limit", "1e-9", expect="raise it with --time-limit")
+    _bad(capsys, a, "--time-limit", "-1", expect="--time-limit")
+
+
+def test_time_estimate_scales_with_the_sizes():
+    small = MT.estimate_seconds(10 ** 6, 256, 100, weights=True)
+    assert small["total_s"] < 120  # the benchmark size is accepted by default
+    big = MT.estimate_seconds(10 ** 5, 1024, 50_000)
+    assert big["pairs_s"] > 120 and big["pairs_s"] > 20 * MT.estimate_seconds(10 ** 5, 1024, 10_000)["pairs_s"]
 
 
 def test_plot_path_is_checked_before_work(tmp_path, capsys, monkeypatch):

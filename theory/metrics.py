@@ -92,6 +92,24 @@ def check_state_budget(K: int, d: int, *, weights: bool = False, limit: float = 
     return need
 
 
+#: Cost model of :func:`estimate_seconds` (calibrated on the 2-core development VM under load: N = 1e6,
+#: d = 256, K = 100 with W measured 30 s; K = 1e4, d = 1024 measured 16 s; docs/benchmarks.md): float64
+#: GEMM flops per second, and elementwise float64 operations per second.
+GEMM_FLOPS_PER_S = 5e9
+ELEMENTWISE_PER_S = 5e8
+
+
+def estimate_seconds(N: int, d: int, K: int, *, weights: bool = False) -> dict:
+    """Estimated seconds of both passes and of the K x K pairs (docs/measure.md, "Budgets")."""
+    gemm_pass = N * d * (d / 2.0 + (min(d, K) if d > K else 0) + (2.0 * K if weights else 0.0))
+    elem_pass = 20.0 * N * d
+    gemm_pairs = K * K * d / 2.0
+    elem_pairs = 40.0 * K * K / 2.0
+    passes = gemm_pass / GEMM_FLOPS_PER_S + elem_pass / ELEMENTWISE_PER_S
+    pairs = gemm_pairs / GEMM_FLOPS_PER_S + elem_pairs / ELEMENTWISE_PER_S
+    return {"passes_s": passes, "pairs_s": pairs, "total_s": passes + pairs}
+
+
 # ---------------------------------------------------------------------------------------------
 # Chunk validation (both passes)
 # ---------------------------------------------------------------------------------------------

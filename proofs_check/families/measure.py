@@ -26,6 +26,8 @@ def _add_arguments(p) -> None:
     p.add_argument("--device", default="cpu", help="cpu or cuda (torch; falls back to cpu with a note)")
     p.add_argument("--batch-size", dest="batch_size", type=int, default=None,
                    help="samples per chunk (default: about 32 MB of float64 features)")
+    p.add_argument("--time-limit", dest="time_limit", type=float, default=120.0,
+                   help="refuse before reading when the estimated time exceeds this many seconds (default 120)")
     p.add_argument("--plot", default=None, metavar="F.png", help="write a figure (class-mean cosines, distances)")
     p.add_argument("--json", action="store_true", help="print one JSON object")
 
