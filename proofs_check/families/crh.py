@@ -140,11 +140,9 @@ def render(out: dict) -> str:
                          f"{f(L['stationarity_residual'])}  {f(pah['H_a~Z_a']['slope'])}  {f(pah['G_b~Z_b']['slope'])}"
                          f"   {sv}")
     lines.append("")
-    for d in out.get("diagnostics") or []:
-        lines.append(f"  note: {d}")
-    for c in out["claims"]:
-        lines.append(f"  [{c['verdict']}] {c['id']}: {c['reason']}")
-    lines.append(f"verdict: {out['verdict']} ({out['reason']})")
+    from proofs_check.cli import render_claims
+
+    lines.extend(render_claims(out))  # one short line per statement, diagnostics, the verdict
     return "\n".join(lines)
 
 

@@ -104,11 +104,9 @@ def render_solve(out: dict) -> str:
     geo = out["geometry"]
     lines.append(f"geometry: {geo['classification']} (distance to ETF {_g(geo['distance_etf'], 3)}); metrics: "
                  + ", ".join(f"{k}={_g(v, 3)}" for k, v in geo["metrics"].items()))
-    for msg in out.get("diagnostics") or []:
-        lines.append(f"note: {msg}")
-    for c in out["claims"]:
-        lines.append(f"  [{c['verdict']}] {c['id']}: {c['reason']}")
-    lines.append(f"verdict: {out['verdict']} ({out['reason']})")
+    from proofs_check.cli import render_claims
+
+    lines.extend(render_claims(out))  # one short line per statement, diagnostics, the verdict
     return "\n".join(lines)
 
 
