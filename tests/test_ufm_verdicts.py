@@ -306,3 +306,10 @@ def test_factored_solver_certifies_extreme_weight_decay_ratios(loss, lw, lh):
     assert sol.value == pytest.approx(S.objective(inst, W, H, b), rel=1e-15)  # evaluated on the original instance
     rep = C.check_instance(inst, method="factored", starts=1)
     assert verdicts(rep)["optimal-value"] is Verdict.VERIFIED, rep.reason
+
+
+@pytest.mark.parametrize("loss", ["ce", "mse"])
+def test_factored_route_alone_certifies_tiny_lambda(loss):
+    # the stopping tolerance follows sqrt(lam): with the fixed 1e-9 the relative gap stalled at ~1e-5
+    rep = C.check_instance(T.UFMInstance(loss, 6, 3, 6, 1e-7, 1e-7), method="factored", starts=1)
+    assert verdicts(rep)["optimal-value"] is Verdict.VERIFIED, rep.reason
