@@ -379,17 +379,11 @@ class ClassScatter:
         self.where = means.where
         counts = means.check_complete()
         self.K, self.d = int(counts.size), int(means.d)
-        mu = means.means()
+        mu = means.means()  # a new K x d array, centred in place below (one K x d copy besides the sums)
         self.torch_device = means.torch_device
-        if self.torch_device is not None:
-            torch = _torch()
-            self.mu = mu
-            self.mu_G = mu.mean(dim=0)
-            self.Mr = mu - self.mu_G
-        else:
-            self.mu = mu
-            self.mu_G = mu.mean(axis=0)
-            self.Mr = mu - self.mu_G  # centred means as rows (K x d) = M^T of docs/metrics.md
+        self.mu_G = mu.mean(dim=0) if self.torch_device is not None else mu.mean(axis=0)
+        mu -= self.mu_G
+        self.Mr = mu  # centred means as rows (K x d) = M^T of docs/metrics.md
         self.mode = "sigma" if self.d <= self.K else "projected"
         n = min(self.d, self.K)
         self.S = self._zeros((n, n))
@@ -437,7 +431,7 @@ class ClassScatter:
         if self.torch_device is not None:
             torch = _torch()
             y = y.to(self.torch_device) if _is_torch(y) else torch.from_numpy(y).to(self.torch_device)
-            dev = X - self.mu[y]
+            dev = X - (self.Mr[y] + self.mu_G)  # mu_c = M_c + mu_G
             if not bool(torch.isfinite(dev).all()):
                 _nonfinite(X, self.where, self.N)
             self.class_sq.index_add_(0, y, (dev * dev).sum(1))
@@ -451,7 +445,8 @@ class ClassScatter:
         else:
             if _is_torch(y):
                 y = y.cpu().numpy()
-            dev = self.mu[y]
+            dev = self.Mr[y]
+            dev += self.mu_G  # mu_c = M_c + mu_G (no K x d copy of the uncentred means is kept)
             np.subtract(X, dev, out=dev)
             sq = np.einsum("ij,ij->i", dev, dev)
             if not np.isfinite(sq).all():
