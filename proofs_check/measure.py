@@ -841,9 +841,10 @@ def render(out: dict) -> str:
             lines.append(f"prediction: none: {pred.get('reason')}")
         cert = pred.get("certificate")
         if cert:
+            gap = cert.get("gap")
+            gap_s = f"{gap:.3g}" if isinstance(gap, (int, float)) else "n/a"
             lines.append("certificate: " + (f"{cert.get('method')} ({cert.get('verdict_of_the_model_check')} for the "
-                                            "model, gap " + f"{cert.get('gap'):.3g})" if cert.get("run") else
-                                            cert.get("reason", "")))
+                                            f"model, gap {gap_s})" if cert.get("run") else cert.get("reason", "")))
     for lab in out.get("labels", []):
         lines.append(f"  {lab}")
     for dgn in out.get("diagnostics", []):
