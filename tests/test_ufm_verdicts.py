@@ -313,3 +313,17 @@ def test_factored_route_alone_certifies_tiny_lambda(loss):
     # the stopping tolerance follows sqrt(lam): with the fixed 1e-9 the relative gap stalled at ~1e-5
     rep = C.check_instance(T.UFMInstance(loss, 6, 3, 6, 1e-7, 1e-7), method="factored", starts=1)
     assert verdicts(rep)["optimal-value"] is Verdict.VERIFIED, rep.reason
+
+
+def test_closed_form_benchmark_quick_runs(tmp_path):
+    import json
+    import os
+
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    out = tmp_path / "b.json"
+    r = subprocess.run([sys.executable, os.path.join(root, "benchmarks", "ufm_closed_form.py"), "--quick",
+                        "--repeat", "1", "--out", str(out)], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    rows = json.loads(out.read_text())["rows"]
+    assert {(x["loss"], x["k"]) for x in rows} == {("ce", 10), ("ce", 100), ("mse", 10), ("mse", 100)}
+    assert all(x["verdict"] == "VERIFIED" and x["delta"] > 0.99 for x in rows)
