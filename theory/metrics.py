@@ -408,7 +408,8 @@ class ClassScatter:
                     raise InputError(f"{self.where}bias must have K = {self.K} entries (one per class), got shape "
                                      f"{b.shape}")
                 self.b = self._to_state(b)
-            self.mr_sq = (self.Mr * self.Mr).sum(1)
+            self.mr_sq = (self.Mr * self.Mr).sum(1) if self.torch_device is not None else \
+                np.einsum("ij,ij->i", self.Mr, self.Mr)
 
     def _zeros(self, shape):
         if self.torch_device is not None:
@@ -612,7 +613,7 @@ def collapse_metrics(means: ClassMeans, scatter: ClassScatter, *, predicted: Pre
 
     sigma2 = st["class_sq"] / counts  # sigma_c^2
     tr_w = float(st["class_sq"].sum()) / N
-    r = np.linalg.norm(Mr, axis=1)  # centred class-mean norms
+    r = np.sqrt(np.einsum("ij,ij->i", Mr, Mr))  # centred class-mean norms (no K x d temporary)
     fro_M = float(np.linalg.norm(r))
     tr_b = fro_M ** 2 / K
     zero_between = not (math.sqrt(tr_b) > zero)
