@@ -1,0 +1,275 @@
+"""Audit: false statements fed through every claim factory and every ``check_instance`` with a
+statement parameter must never be VERIFIED; where a certificate exists and the value is off by
+1e-4 relative (far beyond every stated tolerance), they must be REFUTED (a witness exists).
+
+The expected outcomes here are not computed by the code under test: each false statement is a true
+reference value (the theory's formula, checked against the spec tables elsewhere) multiplied by a
+factor != 1, or a wrong geometry name, so the statement is false by construction.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+
+import numpy as np
+import pytest
+
+from proofs_check.core import RunContext, Verdict
+
+CTX = RunContext()
+NOT_VERIFIED = {Verdict.INCONCLUSIVE, Verdict.REFUTED, Verdict.NOT_APPLICABLE}
+REL = (1e-6, 1e-4, 1e-2)
+SIGNS = (+1, -1)
+
+
+def _v(x) -> Verdict:
+    if hasattr(x, "verdict"):
+        return Verdict(x.verdict)
+    return Verdict(x["verdict"])
+
+
+def _never_verified(res, what=""):
+    v = _v(res)
+    assert v is not Verdict.VERIFIED, f"false statement VERIFIED: {what}: {getattr(res, 'reason', '')}"
+    assert v is not Verdict.ERROR, f"crash on a valid input: {what}: {getattr(res, 'reason', '')}"
+    return v
+
+
+def _refuted(res, what=""):
+    v = _v(res)
+    assert v is Verdict.REFUTED, f"expected REFUTED (a witness exists): {what}, got {v}: {getattr(res, 'reason', '')}"
+
+
+# ============================================================================================
+# SCL (docs/scl.md)
+# ============================================================================================
+
+from proofs_check.claims import scl as SC  # noqa: E402
+from theory import scl as ST  # noqa: E402
+
+# (counts, tau, d, nonneg): d >= k for UFM+, d >= k - 1 for the balanced UFM, so a theorem applies
+SCL_VALUE_CASES = [
+    ((3, 2), 1.0, 2, True),
+    ((5, 3, 2), 0.5, 3, True),
+    ((4, 4, 4), 0.5, 3, True),
+    ((2, 1), 0.5, 2, True),
+    ((5, 1, 4), 0.1, 3, True),
+    ((5, 3, 2), 1e-4, 4, True),  # smallest accepted tau
+    ((2, 2), 1e8, 3, True),  # largest accepted tau
+    ((3, 3), 1.0, 1, False),  # d = k - 1
+    ((3, 3, 3), 0.01, 3, False),
+    ((4, 4, 4), 1e-3, 2, False),  # tau 1e-3, d = k - 1
+    ((6, 6), 1e7, 3, False),
+]
+
+
+def _scl_base(counts, tau, nonneg):
+    return ST.theorem1_bound(counts, tau) if nonneg else ST.etf_value(counts, tau)
+
+
+@pytest.mark.parametrize("counts,tau,d,nonneg", SCL_VALUE_CASES)
+@pytest.mark.parametrize("rel", REL)
+@pytest.mark.parametrize("sign", SIGNS)
+def test_scl_check_instance_wrong_value(counts, tau, d, nonneg, rel, sign):
+    inst = ST.SCLInstance(counts, tau, d, nonneg)
+    base = _scl_base(counts, tau, nonneg)
+    assert base > 0.1  # the perturbation below is far beyond rounding
+    rep = SC.check_instance(inst, starts=2, predicted_value=base * (1 + sign * rel))
+    what = f"scl {counts} tau={tau} d={d} nonneg={nonneg} value x(1{sign * rel:+g})"
+    _never_verified(rep, what)
+    if rel >= 1e-4:
+        _refuted(rep, what)
+
+
+def test_scl_tiny_value_one_percent_not_accepted():
+    # (2,2,2), tau = 0.05: the Theorem 1 bound is 6 log(1 + 4 e^{-20}) ~ 4.9e-8
+    counts, tau = (2, 2, 2), 0.05
+    base = ST.theorem1_bound(counts, tau)
+    assert 1e-8 < base < 1e-7
+    inst = ST.SCLInstance(counts, tau, 3, True)
+    for f in (1.01, 0.99, 1.5, 0.5):
+        rep = SC.check_instance(inst, starts=2, predicted_value=base * f)
+        # "min >= 0.99 x optimum" is true: only "min >= f x optimum" with f > 1 is false
+        names = ("theorem-lower-bound", "optimal-value") if f > 1 else ("optimal-value",)
+        value_checks = [c for c in rep.claims if c.name in names]
+        assert value_checks
+        for c in value_checks:
+            assert c.verdict is not Verdict.VERIFIED, (f, c.name, c.reason)
+    rep = SC.check_instance(inst, starts=2, predicted_value=base * 1.01)
+    _refuted(rep, "tiny value +1%")
+
+
+@pytest.mark.parametrize("counts,tau,d,nonneg,wrong", [
+    ((3, 2), 1.0, 2, True, "simplex-etf"),
+    ((5, 3, 2), 0.5, 3, True, "simplex-etf"),
+    ((2, 1), 0.5, 2, True, "other"),
+    ((3, 3), 1.0, 2, False, "orthogonal-frame"),
+    ((4, 4, 4), 0.5, 3, False, "orthogonal-frame"),
+    ((4, 4, 4), 0.5, 3, True, "zero"),
+    ((3, 3, 3), 0.01, 3, False, "other"),
+])
+def test_scl_check_instance_wrong_geometry(counts, tau, d, nonneg, wrong):
+    inst = ST.SCLInstance(counts, tau, d, nonneg)
+    rep = SC.check_instance(inst, starts=2, predicted_geometry=wrong)
+    _never_verified(rep, f"scl {counts} tau={tau} nonneg={nonneg} geometry {wrong}")
+    geo = [c for c in rep.claims if c.name.startswith("geometry")]
+    assert geo and all(c.verdict is not Verdict.VERIFIED for c in geo)
+
+
+@pytest.mark.parametrize("factor", [1 + 1e-6, 1 - 1e-6, 1.01, 0.99])
+def test_scl_theorem1_factory_wrong_bound(factor):
+    c = SC.make_theorem1_claim(bound=lambda n, t: ST.theorem1_bound(n, t) * factor,
+                               instances=[((5, 3, 2), 0.5), ((3, 2), 1.0)])
+    r = c.run(CTX)
+    _never_verified(r, f"theorem1 bound x{factor}")
+    _refuted(r, f"theorem1 bound x{factor}")
+
+
+def test_scl_theorem1_factory_wrong_geometry():
+    r = SC.make_theorem1_claim(geometry="simplex-etf", instances=[((3, 2), 1.0)]).run(CTX)
+    _refuted(r, "theorem1 geometry simplex-etf")
+
+
+@pytest.mark.parametrize("factor", [1 + 1e-6, 1.01, 0.99])
+def test_scl_theorem2_factory_wrong_bound(factor):
+    cases = [((4, 4), 0.5, [[0, 1, 4, 5], [2, 3, 6, 7]])]
+    r = SC.make_theorem2_claim(bound=lambda n, b, t: ST.theorem2_bound(n, b, t) * factor, cases=cases).run(CTX)
+    _never_verified(r, f"theorem2 x{factor}")
+    _refuted(r, f"theorem2 x{factor}")
+
+
+@pytest.mark.parametrize("factor", [1 + 1e-6, 1.01, 0.99])
+def test_scl_graf_factory_wrong_value(factor):
+    r = SC.make_graf_claim(value=lambda n, t: ST.etf_value(n, t) * factor, instances=[((3, 3), 1.0, 1)]).run(CTX)
+    _never_verified(r, f"graf x{factor}")
+    _refuted(r, f"graf x{factor}")
+
+
+def test_scl_graf_factory_wrong_geometry():
+    r = SC.make_graf_claim(geometry="orthogonal-frame", instances=[((4, 4, 4), 0.5, 3)]).run(CTX)
+    _never_verified(r, "graf geometry OF")
+
+
+def test_scl_lowdim_factory_wrong_dimension():
+    # claimed: the bound is attained already at d = k - 1 for (4,4,4) (false: strict gap at d < k)
+    r = SC.make_lowdim_claim(required_dim=lambda n: len(n) - 1, strict=[((4, 4, 4), 0.5, 2)], shared=[]).run(CTX)
+    _never_verified(r, "lowdim required_dim k-1")
+    # claimed: (3,1,1) at d = 2 has a strict gap (false: singletons share a direction)
+    r = SC.make_lowdim_claim(required_dim=lambda n: len(n), strict=[], shared=[((3, 1, 1), 0.5, 2, 2.460226)]).run(CTX)
+    _refuted(r, "lowdim (3,1,1) strict gap")
+
+
+def test_scl_uniqueness_factory_negated():
+    cases = [((3, 3, 3), [[0, 1, 3, 4], [1, 2, 6, 7], [4, 5, 6, 8], [0, 2, 5, 8]]), ((3, 1, 1), None)]
+    r = SC.make_uniqueness_claim(predict=lambda an: None if an.of_unique is None else (not an.of_unique),
+                                 cases=cases).run(CTX)
+    _never_verified(r, "uniqueness negated")
+
+
+def test_scl_minibatch_etf_optimal_false():
+    r = SC.make_minibatch_ufm_claim(etf_optimal=True).run(CTX)
+    _refuted(r, "minibatch ETF optimal")
+
+
+@pytest.mark.parametrize("factor", [1.01, 0.99, 1 + 1e-4])
+def test_scl_relu_cost_factory_wrong_cost(factor):
+    r = SC.make_relu_cost_claim(cost=lambda n, t: ST.relu_cost(n, t) * factor, instances=[((3, 3), 1.0)]).run(CTX)
+    _never_verified(r, f"relu cost x{factor}")
+
+
+def test_scl_tau_limits_wrong():
+    r = SC.make_tau_limits_claim(limits=lambda n, N: (math.log(n), math.log(N - 1))).run(CTX)
+    _refuted(r, "tau limits log(n)")
+    r = SC.make_tau_limits_claim(limits=lambda n, N: (math.log(n - 1) * 1.0001, math.log(N - 1))).run(CTX)
+    _never_verified(r, "tau limits x1.0001")
+
+
+def test_scl_centering_wrong():
+    r = SC.make_centering_claim(weighted_cosines=lambda n: ST.weighted_centering_cosines(n) * 1.01).run(CTX)
+    _refuted(r, "centering cosines x1.01")
+
+
+# ============================================================================================
+# Feature collapse (docs/feature_collapse.md)
+# ============================================================================================
+
+from proofs_check.claims import feature_collapse as FC  # noqa: E402
+from theory import feature_collapse as FT  # noqa: E402
+from theory.feature_collapse import FCInstance  # noqa: E402
+
+
+def _scaled(fn, field, factor):
+    def predict(inst):
+        p = fn(inst)
+        v = getattr(p, field)
+        if v is None:
+            return p
+        return dataclasses.replace(p, **{field: tuple(x * factor for x in v) if isinstance(v, tuple) else v * factor})
+    return predict
+
+
+FC_CASES = [
+    FCInstance(3, 2, 2, 4, 0.05),
+    FCInstance(2, 1, 1, 1, 0.05),  # n_c = 2, L = 1, d = n_c - 1
+    FCInstance(3, 2, 2, 2, 0.05),  # d = n_c - 1
+    FCInstance(2, 3, 2, 2, 1e-3),
+    FCInstance(3, 2, 2, 3, 0.05, layernorm=True),
+    FCInstance(2, 3, 2, 2, 0.05, freqs=(0.7, 0.3)),
+]
+
+
+@pytest.mark.parametrize("inst", FC_CASES, ids=lambda i: f"nc{i.n_c}L{i.L}s{i.s_c}d{i.d}lam{i.lam}ln{int(i.layernorm)}")
+@pytest.mark.parametrize("rel", REL)
+@pytest.mark.parametrize("sign", SIGNS)
+def test_fc_check_instance_wrong_objective(inst, rel, sign):
+    rep = FC.check_instance(inst, predict=_scaled(FT.predict, "objective", 1 + sign * rel), n_starts=1)
+    what = f"fc {inst} objective x(1{sign * rel:+g})"
+    _never_verified(rep, what)
+    if rel >= 1e-4:
+        _refuted(rep, what)
+
+
+@pytest.mark.parametrize("field", ["lambda_crit", "a", "b", "t"])
+@pytest.mark.parametrize("factor", [1.01, 0.99, 1 + 1e-6])
+def test_fc_check_instance_wrong_constants(field, factor):
+    inst = FCInstance(3, 2, 2, 4, 0.05)
+    rep = FC.check_instance(inst, predict=_scaled(FT.predict, field, factor), n_starts=1)
+    _never_verified(rep, f"fc {field} x{factor}")
+
+
+@pytest.mark.parametrize("inst", [FCInstance(3, 2, 2, 4, 0.05), FCInstance(3, 2, 2, 3, 0.05, layernorm=True)],
+                         ids=["type1", "ln"])
+@pytest.mark.parametrize("geometry", ["type-II", "type-III", "trivial", "simplex-etf"])
+def test_fc_check_instance_wrong_geometry(inst, geometry):
+    def predict(i):
+        p = FT.predict(i)
+        return dataclasses.replace(p, geometry=geometry) if p.geometry != geometry else p
+    if FT.predict(inst).geometry == geometry:
+        pytest.skip("same geometry")
+    rep = FC.check_instance(inst, predict=predict, n_starts=1)
+    _never_verified(rep, f"fc geometry {geometry}")
+
+
+@pytest.mark.parametrize("factor", [1.01, 0.99, 1 + 1e-6, 1 - 1e-6])
+def test_fc_trivial_threshold_wrong(factor):
+    r = FC.make_trivial_phase_claim(threshold=lambda s: FC.theorem1_threshold(s) * factor).run(CTX)
+    _never_verified(r, f"fc threshold x{factor}")
+
+
+def test_fc_type1_claim_wrong_a():
+    r = FC.make_type1_claim(lambda ctx: [FCInstance(3, 2, 2, 4, 0.05)],
+                            predict=_scaled(FT.type1_prediction, "a", 1 + 1e-4)).run(CTX)
+    _never_verified(r, "fc type1 a x(1+1e-4)")
+
+
+def test_fc_type3_claim_wrong_r():
+    r = FC.make_type3_claim(lambda ctx: [FCInstance(2, 3, 2, 2, 0.05, freqs=(0.7, 0.3))],
+                            predict=_scaled(FT.type3_prediction, "r", 1 + 1e-4)).run(CTX)
+    _never_verified(r, "fc type3 r x(1+1e-4)")
+
+
+def test_fc_type2_claim_wrong_b():
+    r = FC.make_type2_claim(lambda ctx: [FCInstance(3, 2, 2, 3, 0.05, layernorm=True)],
+                            predict=_scaled(FT.type2_prediction, "b", 1 + 1e-4)).run(CTX)
+    _never_verified(r, "fc type2 b x(1+1e-4)")
