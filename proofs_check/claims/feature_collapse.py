@@ -117,6 +117,18 @@ def claimed_configuration(inst: FCInstance, pred: Prediction):
     for v in (pred.a, pred.b, pred.objective):
         if v is not None and not is_finite(v):
             return None, "the prediction has non-finite constants"
+    # the constants each claimed geometry is built from (a prediction fed from outside may lack them)
+    if pred.geometry not in _GEOMETRY_IDS:
+        return None, f"unknown geometry {pred.geometry!r} (known: {', '.join(_GEOMETRY_IDS)})"
+    if pred.geometry in ("type-I", "type-II", "type-III") and pred.b is None:
+        return None, f"the {pred.geometry} prediction gives no constant b"
+    if pred.geometry == "type-I" and pred.a is None:
+        return None, "the type-I prediction gives no constant a"
+    if pred.geometry == "type-III" or (pred.geometry == "trivial" and pred.r is not None and not inst.layernorm):
+        r = np.asarray(pred.r if pred.r is not None else (), dtype=float).ravel()
+        if r.size != inst.s_c or not np.all(np.isfinite(r)):
+            return None, (f"the {pred.geometry} prediction needs {inst.s_c} finite r_beta (one per word of a "
+                          f"concept), got {pred.r!r}")
     if inst.layernorm and pred.geometry == "trivial":
         F = T.concept_vectors(inst.n_c, inst.d, orthogonal_to_ones=True)
         W = math.sqrt(inst.d) * F[np.repeat(np.arange(inst.n_c), inst.s_c)]
