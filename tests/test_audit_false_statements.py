@@ -273,3 +273,75 @@ def test_fc_type2_claim_wrong_b():
     r = FC.make_type2_claim(lambda ctx: [FCInstance(3, 2, 2, 3, 0.05, layernorm=True)],
                             predict=_scaled(FT.type2_prediction, "b", 1 + 1e-4)).run(CTX)
     _never_verified(r, "fc type2 b x(1+1e-4)")
+
+
+# ============================================================================================
+# NTK (docs/ntk.md)
+# ============================================================================================
+
+from proofs_check.claims import ntk as NC  # noqa: E402
+from theory import ntk as NT  # noqa: E402
+
+
+def _limits_scaled(key, factor):
+    def limits(inst):
+        d = dict(NT.small_init_limits(inst))
+        d[key] *= factor
+        return d
+    return limits
+
+
+@pytest.mark.parametrize("key", ["mean_sq_norm", "W_fro_sq", "escape_rate", "late_within_rate", "self_duality",
+                                 "bias", "gram_scale"])
+@pytest.mark.parametrize("factor", [1 + 1e-6, 1 - 1e-4, 1.01])
+def test_ntk_check_instance_wrong_limit(key, factor):
+    inst = NT.NTKInstance(3, 4, (1.0, 0.6, 0.2))
+    rep = NC.check_instance(inst, limits_fn=_limits_scaled(key, factor))
+    what = f"ntk limit {key} x{factor}"
+    _never_verified(rep, what)
+    _refuted(rep, what)
+
+
+@pytest.mark.parametrize("factor", [1 + 1e-6, 1 - 1e-6, 1.01])
+def test_ntk_spectrum_factory_wrong_eigenvalue(factor):
+    def eigen(C, m, kd, kc, kn):
+        l0, lc, lg = NT.sym_eigenvalues(C, m, kd, kc, kn)
+        return l0, lc * factor, lg
+    r = NC.spectrum_claim(eigen, id_="false").run(CTX)
+    _refuted(r, f"ntk lambda_c x{factor}")
+
+
+def test_ntk_spectrum_factory_wrong_multiplicity():
+    r = NC.spectrum_claim(mult=lambda C, m: (C * (m - 1) - 1, C, 1), id_="false").run(CTX)
+    _never_verified(r, "ntk multiplicities shifted")
+
+
+@pytest.mark.parametrize("comp", ["global", "class", "within"])
+@pytest.mark.parametrize("factor", [1 + 1e-5, 1 - 1e-4])
+def test_ntk_rates_factory_wrong_rate(comp, factor):
+    def rates(inst):
+        r = dict(NT.residual_rates(inst))
+        r[comp] *= factor
+        return r
+    r = NC.rates_claim(rates, id_="false").run(CTX)
+    _never_verified(r, f"ntk rate {comp} x{factor}")
+
+
+@pytest.mark.parametrize("weights", [(1.0, 1.0, 1 + 1e-4), (1 - 1e-4, 1.0, 1.0), (1.0, 1.01, 1.0)])
+def test_ntk_invariant_factory_wrong_weights(weights):
+    r = NC.invariant_claim(weights, id_="false").run(CTX)
+    _never_verified(r, f"ntk invariant weights {weights}")
+
+
+@pytest.mark.parametrize("constant", [0.99, 0.9999])
+def test_ntk_nc1_bound_factory_too_strong(constant):
+    r = NC.nc1_bound_claim(constant, id_="false").run(CTX)
+    _refuted(r, f"ntk nc1 bound constant {constant}")
+
+
+def test_ntk_lazy_collapse_false():
+    _refuted(NC.lazy_claim(collapses=True, id_="false").run(CTX), "ntk lazy collapses")
+
+
+def test_ntk_e_zero_etf_false():
+    _never_verified(NC.e_zero_claim(predict_etf=True, id_="false").run(CTX), "ntk e-zero ETF")
