@@ -322,7 +322,8 @@ def test_summary_and_table_export(tmp_path, capsys):
     assert "\\toprule" in tex.read_text() and tex.read_text().count("\\\\") == 9  # header + 8 rows
     js = tmp_path / "t.json"
     _run_cli(["sweep", str(cfg), "--summary", "--export", str(js), "--format", "json"], capsys)
-    assert len(json.loads(js.read_text())["rows"]) == 8
+    doc = json.loads(js.read_text())  # pandas orient="split": columns, index, data (tests/test_sweep_export.py)
+    assert set(doc) == {"columns", "index", "data"} and len(doc["data"]) == 8
 
 
 def test_progress_line_shows_done_total_and_eta():

@@ -1,0 +1,191 @@
+"""Running a sweep: :func:`run_sweep` (leases, local processes, in-process or Dask), signals,
+interrupts and the run record."""
+
+from __future__ import annotations
+
+import math
+import os
+import sys
+from dataclasses import dataclass
+from typing import TextIO
+
+from proofs_check.sweep.config import MAX_WORKERS, Instance, SweepSpec
+from proofs_check.sweep.dask_backend import DEFAULT_CONNECT_TIMEOUT, _close_client, _dask_client, _dask_window, _run_dask
+from proofs_check.sweep.localpool import _run_inline, _run_local
+from proofs_check.sweep.progress import SweepProgress
+from proofs_check.sweep.store import Store, _Claims, _lease_owner, _LeaseKeeper
+
+
+@dataclass
+class SweepOutcome:
+    total: int
+    skipped: int
+    computed: int  # by this process (this run)
+    status: str  # "finished" | "interrupted"
+    store: str
+    run_id: int
+    elsewhere: int = 0  # pending at the start, then computed by another sweep on the same store
+
+
+def _scheduler_address(scheduler: str | None) -> str | None:
+    if scheduler:
+        return scheduler
+    env = os.environ.get("DASK_SCHEDULER_ADDRESS")
+    return env or None
+
+
+class SweepSignal(KeyboardInterrupt):
+    """SIGTERM / SIGHUP during a sweep, turned into an interrupt so the sweep stops cleanly."""
+
+    def __init__(self, signum: int):
+        super().__init__(signum)
+        self.signum = signum
+
+
+class _Signals:
+    """While a sweep runs (main thread only): SIGTERM and SIGHUP interrupt it like Ctrl-C, so
+    the workers are stopped, the store says "interrupted" and the leases are released."""
+
+    def __enter__(self):
+        import signal
+        import threading
+
+        self._old = {}
+        if threading.current_thread() is threading.main_thread():
+            def handler(signum, frame):
+                raise SweepSignal(signum)
+
+            for name in ("SIGTERM", "SIGHUP"):
+                sig = getattr(signal, name, None)
+                if sig is not None:
+                    try:
+                        self._old[sig] = signal.signal(sig, handler)
+                    except (ValueError, OSError):  # pragma: no cover
+                        pass
+        return self
+
+    def __exit__(self, *exc):
+        import signal
+
+        for sig, old in self._old.items():
+            signal.signal(sig, old)
+        return False
+
+
+def _check_run_args(spec, store_path, scheduler, workers, connect_timeout) -> None:
+    if not isinstance(spec, SweepSpec):
+        raise TypeError(f"run_sweep: spec must be a SweepSpec (see load_config/parse_config), got {type(spec).__name__}")
+    if not isinstance(store_path, (str, os.PathLike)) or not os.fspath(store_path):
+        raise TypeError(f"run_sweep: store_path must be a non-empty path, got {store_path!r}")
+    if scheduler is not None and not isinstance(scheduler, str):
+        raise TypeError(f"run_sweep: scheduler must be an address string or None, got {scheduler!r}")
+    if workers is not None:
+        if isinstance(workers, bool) or not isinstance(workers, int):
+            raise TypeError(f"run_sweep: workers must be an int or None, got {workers!r}")
+        if not 1 <= workers <= MAX_WORKERS:
+            raise ValueError(f"run_sweep: workers must be in [1, {MAX_WORKERS}], got {workers}")
+    if isinstance(connect_timeout, bool) or not isinstance(connect_timeout, (int, float)):
+        raise TypeError(f"run_sweep: connect_timeout must be a number of seconds, got {connect_timeout!r}")
+    if not (math.isfinite(connect_timeout) and connect_timeout > 0):
+        raise ValueError(f"--connect-timeout must be a finite number > 0, got {connect_timeout}")
+
+
+def run_sweep(spec: SweepSpec, store_path: str, *, scheduler: str | None = None, workers: int | None = None,
+              progress: bool = True, stream: TextIO | None = None,
+              connect_timeout: float = DEFAULT_CONNECT_TIMEOUT) -> SweepOutcome:
+    """Run the pending instances of ``spec`` and store each one as it finishes.
+
+    ``scheduler``: a Dask scheduler address (else ``DASK_SCHEDULER_ADDRESS``, else local processes).
+    ``workers``: local worker processes (1 = in this process).
+    Another sweep on the same store may run at the same time: instances are leased in the
+    store, so each is computed once; this sweep waits for the ones the other is computing.
+    SIGINT, SIGTERM and SIGHUP stop it (``SweepInterrupted``), workers included; the run is
+    recorded as "interrupted", as it is when the Dask scheduler or a worker is lost.
+    """
+    _check_run_args(spec, store_path, scheduler, workers, connect_timeout)
+    store_path = os.fspath(store_path)
+    sw = spec.sweepable
+    if sw.fn is None:
+        raise ValueError(f"run_sweep: sweepable {sw.name!r} has no function (a record from a store)")
+    instances = spec.instances()
+    address = _scheduler_address(scheduler)
+    client = _dask_client(address, connect_timeout) if address else None  # fail fast, before touching the store
+    try:
+        store = Store(store_path)
+    except BaseException:
+        if client is not None:
+            _close_client(client)
+        raise
+    owner = _lease_owner()
+    keeper = None
+    try:
+        done = store.done_keys(i.key for i in instances)
+        pending = [i for i in instances if i.key not in done]
+        nworkers = workers or spec.workers or (os.cpu_count() or 1)
+        nworkers = min(nworkers, max(len(pending), 1))
+        if client is None and nworkers > 1 and os.name != "posix":  # pragma: no cover - pipes + pass_fds
+            print("ncproofs: sweep: local worker processes need a POSIX system; computing in this process",
+                  file=sys.stderr)
+            nworkers = 1
+        sched_name = f"dask:{address}" if address else f"local:{nworkers}"
+        run_id = store.begin_run(spec, sched_name, len(instances), len(done), sw)
+        prog = SweepProgress(len(instances), len(done), stream, progress)
+        prog.start()
+        claims = _Claims(store, owner, pending, batch=_dask_window(client) if client is not None else nworkers,
+                         on_elsewhere=prog.elsewhere)
+        keeper = _LeaseKeeper(store_path, owner).start()
+
+        def on_result(inst: Instance, payload: tuple[dict, float, str]) -> None:
+            res, secs, worker = payload
+            store.put(inst, sw.name, sw.version, res, secs, run_id, worker, owner)
+            prog.update(res["verdict"])
+
+        status, signum = "interrupted", None
+        try:
+            with _Signals():
+                if client is not None:
+                    _run_dask(client, sw, spec.modules, claims, on_result, address)
+                elif nworkers <= 1:
+                    _run_inline(sw, spec.modules, claims, on_result)
+                else:
+                    _run_local(nworkers, sw, spec.modules, claims, on_result)
+            status = "finished"
+        except SweepSignal as exc:
+            signum = exc.signum
+        except KeyboardInterrupt:
+            import signal
+
+            signum = int(signal.SIGINT)
+        finally:
+            # a lost scheduler or worker (an exception) leaves status "interrupted": resume continues it
+            keeper.stop()
+            prog.finish()
+            computed = store.computed_by_run(run_id)  # exact, also when an interrupt hit between store and count
+            store.release(owner)
+            store.end_run(run_id, status, computed)
+        stored_now = store.done_keys(i.key for i in pending)
+        elsewhere = len(stored_now) - computed
+        if status == "interrupted":
+            raise SweepInterrupted(len(instances), len(done) + len(stored_now), store_path, signum)
+        return SweepOutcome(len(instances), len(done), computed, status, store_path, run_id, elsewhere)
+    finally:
+        if keeper is not None:
+            keeper.stop()
+        store.close()
+        if client is not None:
+            _close_client(client)
+
+
+class SweepInterrupted(KeyboardInterrupt):
+    def __init__(self, total: int, stored: int, store: str, signum: int | None = None):
+        import signal
+
+        signum = int(signal.SIGINT) if signum is None else int(signum)
+        how = "interrupted" if signum == signal.SIGINT else f"stopped by {signal.Signals(signum).name}"
+        super().__init__(f"{how}: {stored}/{total} instances stored in {store}; rerun the same command to resume")
+        self.total, self.stored, self.store, self.signum = total, stored, store, signum
+
+    @property
+    def exit_status(self) -> int:
+        return 128 + self.signum
+

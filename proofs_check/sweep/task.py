@@ -1,0 +1,42 @@
+"""Running one instance (in a worker process, a Dask worker or in-process)."""
+
+from __future__ import annotations
+
+import os
+import socket
+import time
+import traceback
+
+from proofs_check.core import Verdict, clean
+from proofs_check.sweep.config import _import_modules
+from proofs_check.sweep.registry import _REGISTRY, VERDICT_ORDER, discover_builtin
+
+
+def _execute(name: str, modules: list[str], params: dict, seed: int) -> tuple[dict, float, str]:
+    """Run one instance (in a worker). Never raises: a crash becomes an ERROR result."""
+    t0 = time.perf_counter()
+    worker = f"{socket.gethostname()}:{os.getpid()}"
+    try:
+        _import_modules(modules)
+        if name not in _REGISTRY:
+            discover_builtin()
+        sw = _REGISTRY.get(name)
+        if sw is None:
+            raise RuntimeError(f"sweepable {name!r} is not registered in this worker "
+                               f"(list the module that registers it under sweep.modules)")
+        res = sw.fn(dict(params), int(seed))
+        if not isinstance(res, dict) or "verdict" not in res:
+            raise TypeError(f"sweepable {name!r} must return a dict with a 'verdict', got {type(res).__name__}")
+        try:
+            v = Verdict(str(res["verdict"]))
+        except ValueError:
+            raise ValueError(f"sweepable {name!r} returned verdict {res['verdict']!r} "
+                             f"(expected one of {', '.join(VERDICT_ORDER)})") from None
+        out = dict(res)
+        out["verdict"] = v.value
+        out = clean(out)
+    except Exception as exc:
+        msg = "".join(traceback.format_exception_only(type(exc), exc)).strip()
+        out = {"verdict": Verdict.ERROR.value, "reason": msg, "traceback": traceback.format_exc(limit=8)}
+    return out, time.perf_counter() - t0, worker
+
