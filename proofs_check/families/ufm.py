@@ -86,11 +86,117 @@ def _table(args: argparse.Namespace) -> Table:
                                 "phase"])
 
 
+def _counts_arg(text: str) -> list[int]:
+    """Parse --counts 6,6,2,1 (argparse type); values are validated by the instance (>= 1)."""
+    try:
+        vals = [int(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected comma-separated integers, got {text!r}") from None
+    if len(vals) < 2:
+        raise argparse.ArgumentTypeError(f"--counts needs at least 2 classes, got {text!r}")
+    return vals
+
+
+def _general_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--loss", choices=("ce", "mse", "ls", "weighted-ce"), default="ce",
+                   help="ce, mse, ls (label smoothing) or weighted-ce (default ce)")
+    p.add_argument("--smoothing", type=float, default=None, metavar="EPS", help="label smoothing eps in [0, 1)")
+    p.add_argument("--smoothing-convention", choices=("torch", "others"), default="torch",
+                   help="torch: (1-eps) e_y + eps/K (PyTorch label_smoothing, default); others: eps/(K-1) off-label")
+    p.add_argument("--class-weights", type=float_list, default=None, metavar="W1,W2,...",
+                   help="class weights (weighted-ce); the objective keeps the 1/N mean")
+    p.add_argument("--counts", type=_counts_arg, default=None, metavar="N1,N2,...", help="samples per class")
+    p.add_argument("--classes", "-k", type=int, default=None, metavar="K", help="number of classes (with --per-class)")
+    p.add_argument("--per-class", "-n", type=int, default=None, metavar="n", help="samples per class (balanced)")
+    p.add_argument("--dim", "-d", type=int, required=True, metavar="d", help="feature dimension d >= 1")
+    p.add_argument("--lambda-w", type=float, required=True, metavar="LW", help="weight decay on W (> 0)")
+    p.add_argument("--lambda-h", type=float, required=True, metavar="LH", help="weight decay on H (> 0)")
+    p.add_argument("--lambda-b", type=float, default=0.0, metavar="LB", help="weight decay on the bias (default 0)")
+    p.add_argument("--method", choices=("auto", "factored"), default="auto",
+                   help="auto/factored: class-reduced factored solve + dual certificate")
+    p.add_argument("--starts", type=int, default=2, help="random starts (default 2)")
+    p.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
+    p.add_argument("--claim-value", type=float, default=None, metavar="F",
+                   help="a claimed optimal value to check (VERIFIED / REFUTED / INCONCLUSIVE)")
+
+
+def general_problem(args: argparse.Namespace):
+    """The instance of `solve ufm` from parsed arguments (InputError / UsageError on bad input)."""
+    from solvers import losses as L
+    from solvers import ufm_general as SG
+
+    if args.counts is not None:
+        if args.classes is not None or args.per_class is not None:
+            raise UsageError("give either --counts or --classes with --per-class, not both")
+        counts = list(args.counts)
+    else:
+        if args.classes is None or args.per_class is None:
+            raise UsageError("give --counts N1,N2,... or --classes K with --per-class n")
+        if args.classes < 2 or args.per_class < 1:
+            raise UsageError(f"--classes must be >= 2 and --per-class >= 1, got {args.classes}, {args.per_class}")
+        if args.classes > 10_000:
+            raise UsageError(f"--classes must be <= 10000, got {args.classes}")
+        counts = [args.per_class] * args.classes
+    if any(c < 1 for c in counts):
+        raise UsageError(f"--counts must all be >= 1 (a class with 0 samples has no loss term), got {counts}")
+    if args.starts < 1 or args.seed < 0:
+        raise UsageError("--starts must be >= 1 and --seed >= 0")
+    K = len(counts)
+    eps = 0.0 if args.smoothing is None else args.smoothing
+    if args.loss == "ls" and args.smoothing is None:
+        raise UsageError("--loss ls needs --smoothing EPS")
+    if args.smoothing is not None and args.loss not in ("ls", "weighted-ce"):
+        raise UsageError("--smoothing applies to --loss ls (or weighted-ce)")
+    loss = L.make_loss(args.loss, K, smoothing=eps, convention=args.smoothing_convention, weights=args.class_weights)
+    return SG.classification(loss, counts, args.dim, args.lambda_w, args.lambda_h, args.lambda_b or 0.0)
+
+
+def _run_general(args: argparse.Namespace) -> dict:
+    from proofs_check.claims.ufm import check_general
+
+    return check_general(general_problem(args), starts=args.starts, seed=args.seed,
+                         claimed_value=args.claim_value).to_dict()
+
+
+def _regression_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--targets", required=True, metavar="Y.npy", help="targets, shape (N, m): one row per sample")
+    p.add_argument("--dim", "-d", type=int, required=True, metavar="d", help="feature dimension d >= 1")
+    p.add_argument("--lambda-w", type=float, required=True, metavar="LW", help="weight decay on W (> 0)")
+    p.add_argument("--lambda-h", type=float, required=True, metavar="LH", help="weight decay on H (> 0)")
+    p.add_argument("--claim-value", type=float, default=None, metavar="F", help="a claimed optimal value to check")
+    p.add_argument("--seed", type=int, default=0, help="random seed of the factored route (default 0)")
+
+
+def load_targets(path: str):
+    import numpy as np
+
+    try:
+        Y = np.load(path, allow_pickle=False)
+    except FileNotFoundError:
+        raise UsageError(f"--targets: file not found: {path}") from None
+    except (ValueError, OSError, EOFError) as exc:
+        raise UsageError(f"--targets: cannot read {path} as a .npy array ({type(exc).__name__}: {exc})") from None
+    if not isinstance(Y, np.ndarray):
+        raise UsageError(f"--targets: {path} does not hold a single array")
+    return Y
+
+
+def _run_regression(args: argparse.Namespace) -> dict:
+    from proofs_check.claims.ufm import check_regression
+
+    return check_regression(load_targets(args.targets), args.dim, args.lambda_w, args.lambda_h,
+                            claimed_value=args.claim_value, seed=args.seed).to_dict()
+
+
 COMMANDS = [
     SolveCommand("ufm-ce", "cross-entropy UFM with weight decay (Zhu et al. 2021)", lambda p: _common(p, bias=True),
                  _run("ce")),
     SolveCommand("ufm-mse", "MSE UFM with weight decay, unregularized bias (Zhou et al. 2022)",
                  lambda p: _common(p, bias=False), _run("mse")),
+    SolveCommand("ufm", "UFM with any loss (ce, mse, ls, weighted-ce) and any class counts, certified "
+                 "(docs/ufm_general.md)", _general_args, _run_general),
+    SolveCommand("ufm-regression", "neural regression collapse UFM (Andriopoulos et al. 2024), certified",
+                 _regression_args, _run_regression),
     TableCommand("ufm", "closed-form optimal values of the UFM over a grid", _table_args, _table),
 ]
 
