@@ -436,3 +436,75 @@ def test_crh_balance_wrong_activation(activation):
 def test_crh_reparam_wrong_invariants():
     r = CC.reparam_claim(("a-GWA", "b-GWA", "NFA"), id="x").run(CTX)
     _refuted(r, "crh reparam NFA invariant")
+
+
+# ============================================================================================
+# UFM (docs/ufm.md): findings here are not fixed in this file's scope (another engineer owns
+# the UFM modules); failing cases are marked xfail(strict=True) with the finding
+# ============================================================================================
+
+from proofs_check.claims import ufm as UC  # noqa: E402
+from theory import ufm as UT  # noqa: E402
+
+UFM_CASES = [
+    ("ce", 3, 2, 3, 1e-2, 1e-2),
+    ("ce", 4, 1, 3, 1e-3, 1e-3),  # n = 1, d = k - 1
+    ("ce", 2, 3, 1, 1e-7, 1e-7),  # k = 2, d = 1, tiny lambda
+    ("mse", 3, 2, 3, 1e-2, 1e-2),
+    ("mse", 2, 1, 1, 1e-7, 1e-7),
+    ("mse", 5, 2, 4, 1e-3, 5e-3),
+]
+
+
+@pytest.mark.parametrize("case", UFM_CASES, ids=lambda c: "-".join(map(str, c)))
+@pytest.mark.parametrize("rel", REL)
+@pytest.mark.parametrize("sign", SIGNS)
+def test_ufm_check_instance_wrong_value(case, rel, sign):
+    inst = UT.UFMInstance(*case)
+    base = float(UC.default_predict(inst))
+    rep = UC.check_instance(inst, starts=1, predict=lambda i: base * (1 + sign * rel))
+    what = f"ufm {case} value x(1{sign * rel:+g})"
+    _never_verified(rep, what)
+    if rel >= 1e-4:
+        _refuted(rep, what)
+
+
+@pytest.mark.parametrize("case", UFM_CASES[:4], ids=lambda c: "-".join(map(str, c)))
+@pytest.mark.parametrize("geometry", ["orthogonal-frame", "other", "zero"])
+def test_ufm_check_instance_wrong_geometry(case, geometry):
+    inst = UT.UFMInstance(*case)
+    rep = UC.check_instance(inst, starts=1, expected_geometry=geometry)
+    _never_verified(rep, f"ufm {case} geometry {geometry}")
+
+
+def test_ufm_trivial_phase_geometry_etf_false():
+    inst = UT.UFMInstance("ce", 4, 2, 4, 0.2, 0.2)  # s = 0.28 > 1/4: W = H = 0
+    rep = UC.check_instance(inst, starts=1, expected_geometry="simplex-etf")
+    _never_verified(rep, "ufm trivial phase claimed ETF")
+
+
+@pytest.mark.parametrize("factor", [1.01, 0.99, 1 + 1e-6, 1 - 1e-6])
+@pytest.mark.parametrize("loss", ["ce", "mse"])
+def test_ufm_trivial_phase_wrong_threshold(factor, loss):
+    r = UC.trivial_phase_claim(threshold=lambda k: factor / k, loss=loss, claim_id="x").run(CTX)
+    _never_verified(r, f"ufm {loss} threshold x{factor}")
+    if abs(factor - 1) >= 1e-2:
+        _refuted(r, f"ufm {loss} threshold x{factor}")
+
+
+@pytest.mark.parametrize("threshold", [lambda k: 1 / (k - 1), lambda k: 1 / math.sqrt(k), lambda k: 1 / k ** 2])
+def test_ufm_trivial_phase_wrong_exponent(threshold):
+    _refuted(UC.trivial_phase_claim(threshold=threshold, claim_id="x").run(CTX), "ufm threshold exponent")
+
+
+@pytest.mark.parametrize("loss", ["ce", "mse"])
+@pytest.mark.parametrize("factor", [1 + 1e-6, 1.01])
+def test_ufm_value_claim_wrong(loss, factor):
+    r = UC.value_claim(loss, predict=lambda i: UC.default_predict(i) * factor, claim_id="x").run(CTX)
+    _never_verified(r, f"ufm {loss} value claim x{factor}")
+    _refuted(r, f"ufm {loss} value claim x{factor}")
+
+
+@pytest.mark.parametrize("loss", ["ce", "mse"])
+def test_ufm_geometry_claim_wrong(loss):
+    _never_verified(UC.geometry_claim(loss, expected="orthogonal-frame", claim_id="x").run(CTX), f"ufm {loss} OF")
