@@ -51,6 +51,9 @@ def build_parser() -> tuple[argparse.ArgumentParser, dict, dict, dict]:
         sp = ssub.add_parser(cmd.name, help=cmd.help, description=cmd.help)
         cmd.add_arguments(sp)
         sp.add_argument("--json", action="store_true", help="print one JSON object")
+        sp.add_argument("--rigorous", action="store_true",
+                        help="re-derive the certificate in ball arithmetic (python-flint) and judge the value "
+                             "statements by the proven bracket (docs/rigorous.md)")
         plots.add_plot_argument(sp)
         html_report.add_html_argument(sp)
         smap[cmd.name] = cmd
@@ -245,11 +248,22 @@ def _dispatch(parser, args, smap, tmap, emap) -> int:
         if args.family is None:
             raise UsageError("solve needs a family: " + ", ".join(smap))
         cmd = smap[args.family]
+        if getattr(args, "rigorous", False):
+            import importlib.util
+
+            if importlib.util.find_spec("flint") is None:  # before any work
+                print('ncproofs: error: --rigorous needs python-flint: pip install "ncproofs[rigorous]"',
+                      file=sys.stderr)
+                return 2
         if getattr(args, "plot", None):
             plots.check_plot_available()  # fail before an expensive solve
             plots.check_plot_path(args.plot)
         html_report.check_html_path(args.html)
         out = clean(cmd.run(args))
+        if getattr(args, "rigorous", False):
+            from proofs_check import rigorous
+
+            out = rigorous.apply(out)
         plots.maybe_plot(args, out)
         if args.html:
             html_report.write_solve_html(out, args.html)
@@ -260,6 +274,10 @@ def _dispatch(parser, args, smap, tmap, emap) -> int:
             print(json.dumps(out, indent=2, allow_nan=False) if len(text) < 1_000_000 else text)
         else:
             print((cmd.render or render_solve)(out))
+            if getattr(args, "rigorous", False):
+                from proofs_check import rigorous
+
+                print(rigorous.render_line(out))
         return 1 if out.get("verdict") in ("REFUTED", "ERROR") else 0
     if args.command == "table":
         if args.family is None:

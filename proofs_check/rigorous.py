@@ -1,0 +1,227 @@
+"""``solve --rigorous``: re-derive a report's certificate in ball arithmetic and judge its value claims
+(docs/rigorous.md).
+
+:func:`apply` takes the JSON dict of a :class:`proofs_check.core.SolveReport` (``report.to_dict()``),
+rebuilds the instance from ``report["instance"]``, recomputes the certificate with the recipes of
+:mod:`solvers.rigorous` and returns a new dict with
+
+- ``certificate["rigorous"] = {"lower": [lo, hi], "upper": [lo, hi], "method", "precision_bits", ...}``
+  (float pairs rounded outward; the proven lower bound is ``lower[0]``, the proven feasible value
+  ``upper[1]``), or ``{"status": "not certified" | "unsupported" | ..., "reason"}``;
+- on each value claim (``optimal-value`` and the lower-bound statements) a ``"rigorous"`` flag and
+  the rigorous numbers in its evidence; its verdict is decided by the rigorous bracket:
+  VERIFIED (rigorous) when [lower, upper] brackets the claimed optimum within the claim's tolerance,
+  REFUTED when the bracket proves it false (claimed < lower - tol, or claimed > upper + tol),
+  INCONCLUSIVE otherwise (a plain VERIFIED never survives a bracket that does not contain the claim);
+- a top-level ``"rigorous": true`` when every value claim that applies is rigorously VERIFIED, and the
+  verdict and reason recomputed with :func:`proofs_check.core.summarise`.
+
+Without a rigorous bracket (unsupported family, a dual point that fails a ball check) the plain verdicts
+keep their meaning, ``"rigorous": false`` says so, and a diagnostic gives the reason.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from fractions import Fraction
+
+from proofs_check.core import Verdict, fmt, is_finite, summarise
+
+
+@dataclass
+class _Item:
+    """What summarise needs from a claim dict."""
+
+    name: str
+    verdict: Verdict
+    reason: str
+    independent: bool = True
+
+
+class NotSupported(Exception):
+    """No rigorous recipe for this family or instance (the plain verdicts stand)."""
+
+
+# ---------------------------------------------------------------------------------------------------
+# Per-family recipes: report dict -> solvers.rigorous.RigorousBound
+# ---------------------------------------------------------------------------------------------------
+
+def _ufm(out: dict, prec: int):
+    from solvers import rigorous as R
+    from theory import ufm as T
+
+    p = out.get("instance") or {}
+    inst = T.UFMInstance(p["loss"], p["k"], p["n"], p["d"], p["lw"], p["lh"], p.get("lb", 0.0))
+    rb = R.ufm_from_instance(inst.loss, inst.k, inst.n, inst.lw, inst.lh, inst.lb, prec=prec)
+    if inst.hypotheses():
+        # the lower bound holds at every d; the candidate's value is attained only when d >= k - 1
+        rb.upper = None
+        rb.details["upper_note"] = "; ".join(inst.hypotheses())
+    return rb
+
+
+RECIPES = {"ufm-ce": _ufm, "ufm-mse": _ufm}
+
+#: Claim ids judged as "the optimum equals the claimed value" (evidence: predicted, tolerance).
+VALUE_CLAIMS = ("optimal-value",)
+
+
+def _register_optional():
+    """Families whose recipes live in solvers.rigorous only when that code exists."""
+    try:
+        from solvers import rigorous as R
+    except ImportError:  # pragma: no cover
+        return
+    if hasattr(R, "scl_from_instance"):
+        RECIPES.setdefault("scl", _scl)
+    if hasattr(R, "feature_collapse_from_instance"):
+        RECIPES.setdefault("feature-collapse", _feature_collapse)
+
+
+def _scl(out: dict, prec: int):  # pragma: no cover - replaced when the recipe exists
+    from solvers import rigorous as R
+
+    return R.scl_from_instance(out.get("instance") or {}, prec=prec)
+
+
+def _feature_collapse(out: dict, prec: int):  # pragma: no cover - replaced when the recipe exists
+    from solvers import rigorous as R
+
+    return R.feature_collapse_from_instance(out.get("instance") or {}, prec=prec)
+
+
+# ---------------------------------------------------------------------------------------------------
+# Judging value claims against a rigorous bracket (exact rational comparisons)
+# ---------------------------------------------------------------------------------------------------
+
+def judge_value(claimed, tol, lower: float, upper: float | None) -> tuple[Verdict, str]:
+    """"The optimum equals ``claimed``" against a proven bracket lower <= f* <= upper (doubles, already
+    rounded outward). Comparisons are exact (rationals): REFUTED when claimed < lower - tol or claimed >
+    upper + tol; VERIFIED when upper - lower <= tol and claimed lies in [lower - tol, upper + tol];
+    INCONCLUSIVE otherwise (also when a number is missing or not finite)."""
+    if not is_finite(claimed, tol, lower) or float(tol) < 0:
+        return Verdict.INCONCLUSIVE, "no finite claimed value, tolerance or rigorous lower bound"
+    c, t, lo = Fraction(float(claimed)), Fraction(float(tol)), Fraction(float(lower))
+    if c < lo - t:
+        return Verdict.REFUTED, (f"rigorous lower bound {fmt(lower, 17)} > claimed optimum {fmt(claimed, 17)} + "
+                                 f"tolerance {fmt(tol, 3)} (ball arithmetic)")
+    if not is_finite(upper):
+        return Verdict.INCONCLUSIVE, "no rigorous feasible value (upper end of the bracket)"
+    hi = Fraction(float(upper))
+    if c > hi + t:
+        return Verdict.REFUTED, (f"a feasible point has value <= {fmt(upper, 17)} (ball arithmetic) < claimed "
+                                 f"optimum {fmt(claimed, 17)} - tolerance {fmt(tol, 3)}")
+    if hi - lo > t:
+        return Verdict.INCONCLUSIVE, (f"rigorous bracket [{fmt(lower, 17)}, {fmt(upper, 17)}] is wider than the "
+                                      f"tolerance {fmt(tol, 3)}")
+    return Verdict.VERIFIED, (f"optimum {fmt(claimed, 17)} proven in ball arithmetic: bracket [{fmt(lower, 17)}, "
+                              f"{fmt(upper, 17)}] within tolerance {fmt(tol, 3)}")
+
+
+def judge_lower_bound(claimed, tol, lower: float, upper: float | None) -> tuple[Verdict, str]:
+    """"min >= claimed" against the bracket: VERIFIED when lower >= claimed - tol; REFUTED when a feasible
+    value upper < claimed - tol; INCONCLUSIVE otherwise."""
+    if not is_finite(claimed, tol, lower) or float(tol) < 0:
+        return Verdict.INCONCLUSIVE, "no finite claimed bound, tolerance or rigorous lower bound"
+    c, t, lo = Fraction(float(claimed)), Fraction(float(tol)), Fraction(float(lower))
+    if is_finite(upper) and Fraction(float(upper)) < c - t:
+        return Verdict.REFUTED, (f"a feasible point has value <= {fmt(upper, 17)} (ball arithmetic) < claimed lower "
+                                 f"bound {fmt(claimed, 17)} - tolerance {fmt(tol, 3)}")
+    if lo >= c - t:
+        return Verdict.VERIFIED, (f"rigorous lower bound {fmt(lower, 17)} >= claimed {fmt(claimed, 17)} - "
+                                  f"tolerance {fmt(tol, 3)} (ball arithmetic)")
+    return Verdict.INCONCLUSIVE, f"rigorous lower bound {fmt(lower, 17)} is below the claimed {fmt(claimed, 17)}"
+
+
+def _judge_claim(c: dict, lower: float, upper: float | None) -> dict | None:
+    """The claim dict updated by the rigorous bracket, or None when it is not a value claim."""
+    ev = c.get("evidence") or {}
+    if c.get("verdict") == Verdict.NOT_APPLICABLE.value:
+        return None
+    if c.get("id") in VALUE_CLAIMS and "predicted" in ev:
+        v, why = judge_value(ev.get("predicted"), ev.get("tolerance"), lower, upper)
+    elif "claimed_lower_bound" in ev:
+        v, why = judge_lower_bound(ev.get("claimed_lower_bound"), ev.get("tolerance"), lower, upper)
+    else:
+        return None
+    new = dict(c)
+    new["evidence"] = {**ev, "rigorous_lower": lower, "rigorous_upper": upper, "float_verdict": c.get("verdict"),
+                       "float_reason": c.get("reason")}
+    new["verdict"] = v.value
+    new["reason"] = why
+    new["rigorous"] = v is Verdict.VERIFIED
+    new["independent"] = True  # a proof in ball arithmetic against the claimed number
+    return new
+
+
+# ---------------------------------------------------------------------------------------------------
+# The entry point used by the CLI
+# ---------------------------------------------------------------------------------------------------
+
+def apply(out: dict, *, prec: int | None = None) -> dict:
+    """A copy of the solve report ``out`` (a ``SolveReport.to_dict()``) with the rigorous certificate and
+    the value claims judged by it (see the module docstring). Does not modify ``out``."""
+    from solvers import rigorous as R
+
+    R.require_flint()
+    prec = int(prec or R.PRECISION_BITS)
+    _register_optional()
+    res = dict(out)
+    cert = dict(res.get("certificate") or {})
+    diags = list(res.get("diagnostics") or [])
+    t0 = time.perf_counter()
+    recipe = RECIPES.get(res.get("family"))
+    claims = [dict(c) for c in res.get("claims") or []]
+    rb = None
+    try:
+        if recipe is None:
+            raise NotSupported(f"no rigorous recipe for family {res.get('family')!r} (supported: "
+                               f"{', '.join(sorted(RECIPES))})")
+        rb = recipe(res, prec)
+        rig = rb.to_dict()
+    except NotSupported as exc:
+        rig = {"lower": None, "upper": None, "method": None, "precision_bits": prec, "status": "unsupported",
+               "reason": str(exc)}
+    except R.NotCertified as exc:
+        rig = {"lower": None, "upper": None, "method": None, "precision_bits": prec, "status": "not certified",
+               "reason": str(exc)}
+    rig["seconds_total"] = round(time.perf_counter() - t0, 6)
+    cert["rigorous"] = rig
+    res["certificate"] = cert
+    judged = 0
+    all_rigorous = rb is not None
+    if rb is not None:
+        lower, upper = rig["lower"][0], (rig["upper"][1] if rig.get("upper") else None)
+        for i, c in enumerate(claims):
+            new = _judge_claim(c, lower, upper)
+            if new is None:
+                continue
+            judged += 1
+            all_rigorous = all_rigorous and bool(new["rigorous"])
+            claims[i] = new
+    else:
+        diags.append(f"--rigorous: {rig['status']}: {rig['reason']} (the float verdicts stand)")
+    for c in claims:
+        c.setdefault("rigorous", False)
+    if rb is not None and not judged:
+        diags.append("--rigorous: no applicable value claim to judge (the bracket is reported in the certificate)")
+    res["claims"] = claims
+    items = [_Item(c.get("id", "?"), Verdict(c["verdict"]), c.get("reason", ""), bool(c.get("independent", True)))
+             for c in claims]
+    v, reason = summarise(items, what="statements")
+    res["verdict"], res["reason"] = v.value, reason
+    res["rigorous"] = bool(all_rigorous and judged > 0)
+    res["diagnostics"] = diags
+    return res
+
+
+def render_line(out: dict) -> str:
+    """One line for the text output of ``solve --rigorous``."""
+    rig = (out.get("certificate") or {}).get("rigorous") or {}
+    if not rig.get("lower"):
+        return f"rigorous: {rig.get('status', 'none')} ({rig.get('reason', '')})"
+    up = rig.get("upper")
+    return (f"rigorous ({rig.get('precision_bits')}-bit balls, {rig.get('method')}): lower bound >= {rig['lower'][0]!r}"
+            + (f", feasible value <= {up[1]!r}" if up else ", no feasible value")
+            + f"; value statements rigorous: {'yes' if out.get('rigorous') else 'no'}")
