@@ -261,13 +261,18 @@ class ProvenPoint:
       distance r of this point's (the distances to the ETF/OF templates are 1-Lipschitz in it;
       ``lipschitz`` scales r if the proof is in other coordinates).
 
-    ``how`` says how it was proven (it goes into the evidence)."""
+    ``how`` says how it was proven (it goes into the evidence). ``zero_tol``: the Frobenius norm at
+    or below which the Gram counts as zero (the natural scale of your class means). Without it a
+    nonzero Gram of norm <= ``theory.geometry.ZERO_TOL`` is ambiguous (a zero minimiser with rounding
+    noise, or a small nonzero configuration at tiny regularisation) and a statement that needs
+    to tell them apart is INCONCLUSIVE."""
 
     gram: Any
     how: str
     unique: bool = False
     radius: float | None = None
     lipschitz: float = 1.0
+    zero_tol: float | None = None
 
     def __post_init__(self):
         from theory.geometry import _as_gram
@@ -285,6 +290,11 @@ class ProvenPoint:
             raise TypeError(f"lipschitz must be a finite number > 0, got {type(self.lipschitz).__name__}")
         if not (math.isfinite(float(self.lipschitz)) and self.lipschitz > 0):
             raise InputError(f"lipschitz must be a finite number > 0, got {self.lipschitz!r}")
+        if self.zero_tol is not None:
+            if not _is_real(self.zero_tol):
+                raise TypeError(f"zero_tol must be a finite number >= 0 or None, got {type(self.zero_tol).__name__}")
+            if not (math.isfinite(float(self.zero_tol)) and self.zero_tol >= 0):
+                raise InputError(f"zero_tol must be a finite number >= 0, got {self.zero_tol!r}")
         if not self.unique and self.radius is None:
             raise InputError("ProvenPoint needs unique=True or radius= (a proof about the point); a point "
                              "without one is a bare Gram matrix")
@@ -424,7 +434,20 @@ def _geometry_check(expected: str, measured, tol: float, extra: dict) -> Check:
     if rep is not None:
         return _geometry_from_report(expected, rep, extra)
     if isinstance(measured, ProvenPoint):
-        g = classify_gram(measured.gram, tol)
+        from theory.geometry import ZERO_TOL
+
+        zt = measured.zero_tol
+        scale = float(np.linalg.norm(measured.gram))
+        if zt is None and 0.0 < scale <= ZERO_TOL:
+            # zero (rounding noise) or a small nonzero configuration (tiny regularisation): not decided
+            g0 = classify_gram(measured.gram, tol, zero_tol=0.0)
+            return Check("geometry", Verdict.INCONCLUSIVE,
+                         f"not judged: the Gram's norm {fmt(scale, 3)} is nonzero but <= ZERO_TOL = {ZERO_TOL:g}: a "
+                         f"zero minimiser with rounding noise, or a small {g0.classification}; state the scale with "
+                         "ProvenPoint(..., zero_tol=...)",
+                         {**extra, **g0.to_dict(), "scale_free_classification": g0.classification,
+                          "radius": measured.radius, "radius_proof": measured.how})
+        g = classify_gram(measured.gram, tol, zero_tol=ZERO_TOL if zt is None else zt)
         at_point = geometry_is("geometry", expected, g, evidence=extra)
         if measured.unique:
             return Check("geometry", at_point.verdict,

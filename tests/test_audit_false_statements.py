@@ -508,3 +508,105 @@ def test_ufm_value_claim_wrong(loss, factor):
 @pytest.mark.parametrize("loss", ["ce", "mse"])
 def test_ufm_geometry_claim_wrong(loss):
     _never_verified(UC.geometry_claim(loss, expected="orthogonal-frame", claim_id="x").run(CTX), f"ufm {loss} OF")
+
+
+# ============================================================================================
+# User claims (docs/user_claims.md)
+# ============================================================================================
+
+import hypothesis.strategies as hst  # noqa: E402
+
+from proofs_check import user as U  # noqa: E402
+from theory.geometry import centering_matrix  # noqa: E402
+
+SCL_REF = ((3, 2), 1.0)  # Theorem 1 instance with a proven optimum 4.506563365...
+
+
+def _user(kind, predict, solve, **kw):
+    kw.setdefault("rtol", 1e-9)
+    return U.UserClaim(id="audit", statement="audit", source="audit", params={"k": hst.just(2)}, solve=solve,
+                       predict=predict, kind=kind, **kw)
+
+
+def _scl_report(p=None):
+    counts, tau = SCL_REF
+    return SC.check_instance(ST.SCLInstance(counts, tau, 2, True), starts=2)
+
+
+@pytest.mark.parametrize("rel", REL)
+@pytest.mark.parametrize("sign", SIGNS)
+def test_user_optimum_from_family_report_wrong_value(rel, sign):
+    base = ST.theorem1_bound(*SCL_REF)
+    c = _user("optimum", lambda p: base * (1 + sign * rel), _scl_report)
+    r = c.check_instance({"k": 2})
+    _never_verified(r, f"user optimum x(1{sign * rel:+g})")
+    if rel >= 1e-4:
+        _refuted(r, f"user optimum x(1{sign * rel:+g})")
+
+
+@pytest.mark.parametrize("rel", [1e-6, 1e-4, 1e-2])
+def test_user_lower_bound_too_high(rel):
+    base = ST.theorem1_bound(*SCL_REF)
+    r = _user("lower_bound", lambda p: base * (1 + rel), _scl_report).check_instance({"k": 2})
+    _never_verified(r, f"user min >= x(1+{rel})")
+    _refuted(r, f"user min >= x(1+{rel})")
+
+
+@pytest.mark.parametrize("rel", [1e-6, 1e-4, 1e-2])
+def test_user_upper_bound_too_low(rel):
+    base = ST.theorem1_bound(*SCL_REF)
+    r = _user("upper_bound", lambda p: base * (1 - rel), _scl_report).check_instance({"k": 2})
+    _never_verified(r, f"user min <= x(1-{rel})")
+    _refuted(r, f"user min <= x(1-{rel})")
+
+
+def test_user_lower_bound_without_proof_never_verified():
+    # only feasible values: they can refute "min >= L" but never prove it
+    r = _user("lower_bound", lambda p: 1.0, lambda p: U.Bounds(feasible=[1.5, 2.0])).check_instance({"k": 2})
+    assert r.verdict is Verdict.INCONCLUSIVE
+
+
+@pytest.mark.parametrize("wrong", ["simplex-etf", "other", "zero"])
+def test_user_geometry_from_family_report_wrong(wrong):
+    r = _user("geometry", lambda p: wrong, _scl_report, rtol=None).check_instance({"k": 2})
+    _never_verified(r, f"user geometry {wrong} on a proven OF")
+    _refuted(r, f"user geometry {wrong} on a proven OF")
+
+
+@pytest.mark.parametrize("wrong", ["orthogonal-frame", "other", "zero"])
+def test_user_geometry_proven_unique_etf_wrong(wrong):
+    G = centering_matrix(4)
+    r = _user("geometry", lambda p: wrong, lambda p: U.ProvenPoint(G, how="exact", unique=True),
+              rtol=None).check_instance({"k": 2})
+    _refuted(r, f"user geometry {wrong} at a unique ETF")
+
+
+def test_user_geometry_radius_too_large_is_not_verified():
+    G = centering_matrix(4)
+    r = _user("geometry", lambda p: "simplex-etf", lambda p: U.ProvenPoint(G, how="x", radius=2e-3),
+              rtol=None).check_instance({"k": 2})
+    assert r.verdict is Verdict.INCONCLUSIVE
+
+
+def test_user_geometry_bare_gram_never_decides():
+    G = np.eye(3)
+    for exp in ("simplex-etf", "orthogonal-frame"):
+        r = _user("geometry", lambda p, e=exp: e, lambda p: G, rtol=None).check_instance({"k": 2})
+        assert r.verdict is Verdict.INCONCLUSIVE
+
+
+@pytest.mark.parametrize("scale", [1e-10, 1e-12])
+def test_user_geometry_tiny_unique_etf_is_not_zero(scale):
+    # the proven unique minimiser is a (small, nonzero) simplex ETF: "zero" is false, "simplex-etf" true
+    G = scale * centering_matrix(3)
+    pp = lambda p: U.ProvenPoint(G, how="exact", unique=True)  # noqa: E731
+    r = _user("geometry", lambda p: "zero", pp, rtol=None).check_instance({"k": 2})
+    _never_verified(r, f"user geometry zero at a unique ETF of scale {scale}")
+    r = _user("geometry", lambda p: "simplex-etf", pp, rtol=None).check_instance({"k": 2})
+    assert r.verdict is not Verdict.REFUTED, r.reason
+
+
+@pytest.mark.parametrize("rel", [1e-6, 1e-3])
+def test_user_equals_wrong(rel):
+    r = _user("equals", lambda p: 1.0 + rel, lambda p: 1.0).check_instance({"k": 2})
+    _refuted(r, f"user equals +{rel}")
