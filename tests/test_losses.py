@@ -145,3 +145,15 @@ def test_user_loss_without_bound_is_not_certified():
     loss = L.UserLoss("squared-hinge", squared_hinge, K=4)  # no infimum, no conjugate
     rep = check_general(SG.classification(loss, [3, 3, 3], 3, 1e-2, 1e-2)).to_dict()
     assert rep["verdict"] != "VERIFIED"
+
+
+def test_docs_example_runs(capsys):
+    """The python block of docs/ufm_general.md, "A user-defined loss", executed as written."""
+    import pathlib
+    import re
+
+    text = (pathlib.Path(__file__).resolve().parents[1] / "docs" / "ufm_general.md").read_text()
+    block = re.search(r"## A user-defined loss.*?```python\n(.*?)```", text, re.S).group(1)
+    exec(compile(block, "docs/ufm_general.md", "exec"), {})
+    out = capsys.readouterr().out.split()
+    assert out[0] == "VERIFIED" and abs(float(out[1]) - 0.0364621280) <= 1e-9
