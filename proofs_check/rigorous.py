@@ -61,34 +61,21 @@ def _ufm(out: dict, prec: int):
     return rb
 
 
-RECIPES = {"ufm-ce": _ufm, "ufm-mse": _ufm}
+def _scl(out: dict, prec: int):
+    from solvers import rigorous as R
+    from theory import scl as T
 
-#: Claim ids judged as "the optimum equals the claimed value" (evidence: predicted, tolerance).
+    p = out.get("instance") or {}
+    T.SCLInstance(tuple(p["counts"]), p["tau"], p["d"], p.get("nonneg", True), p.get("batches"))  # validates
+    return R.scl_from_instance(p, prec=prec)
+
+
+RECIPES = {"ufm-ce": _ufm, "ufm-mse": _ufm, "scl": _scl}
+
+#: Claim ids judged as "the optimum equals the claimed value" (evidence: predicted, tolerance); claims
+#: whose evidence has ``claimed_lower_bound`` (theorem-lower-bound, etf-lower-bound) are judged as
+#: "min >= claimed".
 VALUE_CLAIMS = ("optimal-value",)
-
-
-def _register_optional():
-    """Families whose recipes live in solvers.rigorous only when that code exists."""
-    try:
-        from solvers import rigorous as R
-    except ImportError:  # pragma: no cover
-        return
-    if hasattr(R, "scl_from_instance"):
-        RECIPES.setdefault("scl", _scl)
-    if hasattr(R, "feature_collapse_from_instance"):
-        RECIPES.setdefault("feature-collapse", _feature_collapse)
-
-
-def _scl(out: dict, prec: int):  # pragma: no cover - replaced when the recipe exists
-    from solvers import rigorous as R
-
-    return R.scl_from_instance(out.get("instance") or {}, prec=prec)
-
-
-def _feature_collapse(out: dict, prec: int):  # pragma: no cover - replaced when the recipe exists
-    from solvers import rigorous as R
-
-    return R.feature_collapse_from_instance(out.get("instance") or {}, prec=prec)
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -166,7 +153,6 @@ def apply(out: dict, *, prec: int | None = None) -> dict:
 
     R.require_flint()
     prec = int(prec or R.PRECISION_BITS)
-    _register_optional()
     res = dict(out)
     cert = dict(res.get("certificate") or {})
     diags = list(res.get("diagnostics") or [])
@@ -181,6 +167,9 @@ def apply(out: dict, *, prec: int | None = None) -> dict:
         rb = recipe(res, prec)
         rig = rb.to_dict()
     except NotSupported as exc:
+        rig = {"lower": None, "upper": None, "method": None, "precision_bits": prec, "status": "unsupported",
+               "reason": str(exc)}
+    except R.Unsupported as exc:
         rig = {"lower": None, "upper": None, "method": None, "precision_bits": prec, "status": "unsupported",
                "reason": str(exc)}
     except R.NotCertified as exc:

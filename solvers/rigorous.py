@@ -42,6 +42,10 @@ class NotCertified(Exception):
     """The dual point (or the candidate) fails a condition in ball arithmetic: no bound is proven."""
 
 
+class Unsupported(NotCertified):
+    """No ball-arithmetic recipe for this instance (for example a mini-batch SCL instance)."""
+
+
 def available() -> bool:
     """True when python-flint can be imported (without importing it)."""
     import importlib.util
@@ -406,3 +410,239 @@ def ufm_from_instance(loss: str, k: int, n: int, lw: float, lh: float, lb: float
     rb = ufm_closed_form(loss, k, n, lw, lh, lb, margin=margin, dual_offdiag=off, prec=prec)
     rb.steps = {**tm.steps, **rb.steps}
     return rb
+
+
+# ---------------------------------------------------------------------------------------------------
+# Dense symmetric ball matrices: a verified lower bound on the smallest eigenvalue (small k)
+# ---------------------------------------------------------------------------------------------------
+
+#: Dense ball verification (LDL^T in Python-level ball arithmetic, O(k^3 / 6) operations) is used up to
+#: this size; larger matrices must come with their structure (analytic eigenvalues).
+DENSE_MAX = 120
+
+
+def ldl_positive_definite(S) -> bool:
+    """True when the symmetric ball matrix S (list of lists of arb) is positive definite for every matrix
+    in the balls: the LDL^T elimination runs with every pivot certainly > 0 (Sylvester: the pivots are
+    ratios of leading principal minors; a ball enclosure of each pivot that excludes 0 and is positive
+    proves every leading minor positive for every enclosed matrix)."""
+    from flint import arb
+
+    k = len(S)
+    A = [list(row) for row in S]  # only the lower triangle A[i][m], m <= i, is read and updated
+    zero = arb(0)
+    for j in range(k):
+        d = A[j][j]
+        if not d > zero:
+            return False
+        inv = 1 / d
+        colj = [A[m][j] for m in range(k)]
+        for i in range(j + 1, k):
+            lij = colj[i] * inv
+            if lij.is_zero():
+                continue
+            Ai = A[i]
+            for m in range(j + 1, i + 1):
+                Ai[m] = Ai[m] - lij * colj[m]
+    return True
+
+
+def lambda_min_lower(S, guess: float | None = None) -> "flint.arb":  # noqa: F821
+    """A ball whose lower end bounds the smallest eigenvalue of every symmetric matrix in the ball matrix S
+    from below: sigma such that S - sigma I is verified positive definite by :func:`ldl_positive_definite`,
+    with sigma just below the float estimate ``guess`` (tried at increasing distances); falls back to
+    Gershgorin's bound min_i (S_ii - sum_j |S_ij|)."""
+    from flint import arb
+
+    k = len(S)
+    gersh = None
+    for i in range(k):
+        r = S[i][i] - sum((abs(S[i][j]) for j in range(k) if j != i), arb(0))
+        gersh = r if gersh is None else gersh.min(r)
+    g_lo = arb(lower_float(gersh))
+    if guess is None or not math.isfinite(guess) or k > DENSE_MAX:
+        return g_lo
+    scale = max(max(abs(float(S[i][j].mid())) for i in range(k) for j in range(k)), 1e-300)
+    for rel in (1e-13, 1e-10, 1e-7, 1e-4):
+        sigma = guess - rel * scale * k
+        if sigma <= float(g_lo.mid()):
+            break
+        sb = arb(sigma)
+        T = [[S[i][j] - (sb if i == j else 0) for j in range(k)] for i in range(k)]
+        if ldl_positive_definite(T):
+            return sb
+    return g_lo
+
+
+# ---------------------------------------------------------------------------------------------------
+# SCL, full batch, class-reduced k x k relaxation (docs/scl.md "Class-reduced dual bound")
+# ---------------------------------------------------------------------------------------------------
+
+def _scl_reduced_loss_balls(M, counts, tau_b):
+    """F(M) and its gradient C (solvers.scl.reduced_loss) for a ball matrix M, in balls (O(k^2))."""
+    from flint import arb
+
+    k = len(counts)
+    n = [arb(c) for c in counts]
+    sq = [x.sqrt() for x in n]
+    F = arb(0)
+    R = [[arb(0)] * k for _ in range(k)]
+    for c in range(k):
+        if counts[c] < 2:
+            continue
+        nm = arb(counts[c] - 1)
+        a = (M[c][c] - 1) / nm
+        z = [((M[c][j] / (sq[c] * sq[j])) / tau_b + n[j].log()) if j != c else (a / tau_b + nm.log())
+             for j in range(k)]
+        zmax = max(float(x.mid()) for x in z)
+        e = [(x - zmax).exp() for x in z]
+        ssum = sum(e, arb(0))
+        F += n[c] * (ssum.log() + zmax - a / tau_b)
+        R[c] = [n[c] * ej / ssum / tau_b for ej in e]
+    C = [[(R[i][j] + R[j][i]) / (2 * sq[i] * sq[j]) for j in range(k)] for i in range(k)]
+    for c in range(k):
+        C[c][c] = (R[c][c] - n[c] / tau_b) / (counts[c] - 1) if counts[c] >= 2 else arb(0)
+    return F, C
+
+
+def scl_reduced_dense(counts, tau: float, nonneg: bool, M0, *, prec: int = PRECISION_BITS,
+                      mu=None, repair: bool = True, active_cosine: float = 1e-2) -> RigorousBound:
+    """Rigorous class-reduced dual bound at any float candidate class matrix M0 (k <= DENSE_MAX).
+
+    Same construction as solvers.scl.class_reduced_dual, every step in balls: M0 converted exactly
+    (symmetrised exactly: (M0 + M0^T)/2 of doubles is exact in balls), F(M0) and C = grad F(M0) in balls;
+    N_ij = max(C_ij, 0) exactly on the active entries (UFM+), mu a float vector (least squares from
+    S M0 = 0 unless given), S = C - N - Diag(mu); when ``repair`` mu is lowered by a verified lower bound
+    of lambda_min(S) (LDL^T in balls), else S must be verified PSD (NotCertified otherwise). Then
+    LB = F(M0) - <C, M0> + sum_c h_c(mu_c) (docs/scl.md). No feasible value is returned (upper None).
+    """
+    import numpy as np
+    from flint import arb
+
+    tm = _Timer()
+    counts = [int(c) for c in counts]
+    k = len(counts)
+    if k > DENSE_MAX:
+        raise NotCertified(f"dense ball verification is limited to k <= {DENSE_MAX} (got k = {k})")
+    M0 = np.asarray(M0, dtype=float)
+    with _Precision(prec):
+        tau_b = exact(tau)
+        Mb = [[(exact(M0[i, j]) + exact(M0[j, i])) / 2 for j in range(k)] for i in range(k)]
+        tm.lap("candidate (exact conversion)")
+        F0, C = _scl_reduced_loss_balls(Mb, counts, tau_b)
+        tm.lap("loss and gradient")
+        Ms = 0.5 * (M0 + M0.T)
+        Nb = [[arb(0)] * k for _ in range(k)]
+        if nonneg:
+            dg = np.sqrt(np.maximum(np.diag(Ms), 0.0))
+            for i in range(k):
+                for j in range(k):
+                    if i != j and Ms[i, j] <= active_cosine * dg[i] * dg[j]:
+                        Nb[i][j] = C[i][j].max(arb(0)) if not C[i][j] <= 0 else arb(0)
+        A = [[C[i][j] - Nb[i][j] for j in range(k)] for i in range(k)]
+        if mu is None:
+            Af = np.array([[float(x.mid()) for x in row] for row in A])
+            rows = np.einsum("ij,ij->i", Af @ Ms, Ms)
+            norms = np.einsum("ij,ij->i", Ms, Ms)
+            mu = np.where(norms > 0, rows / np.where(norms > 0, norms, 1.0), np.diag(Af))
+        mub = [exact(float(x)) for x in mu]
+        S = [[A[i][j] - (mub[i] if i == j else 0) for j in range(k)] for i in range(k)]
+        tm.lap("dual point")
+        Sf = np.array([[float(x.mid()) for x in row] for row in S])
+        guess = float(np.linalg.eigvalsh(0.5 * (Sf + Sf.T))[0])
+        lmin = lambda_min_lower(S, guess)
+        shift = arb(0)
+        if not lmin >= 0:
+            if not repair:
+                raise NotCertified(f"S = C - N - Diag(mu) is not verified PSD (lambda_min >= {lower_float(lmin)})")
+            shift = -lmin  # exact double
+        mub = [m - shift for m in mub]
+        tm.lap("PSD verification (LDL^T in balls)")
+        lower = F0 - sum((C[i][j] * Mb[i][j] for i in range(k) for j in range(k)), arb(0))
+        for c in range(k):
+            if counts[c] < 2:
+                h = mub[c]
+            else:
+                lo_c = arb(1 if nonneg else 0)
+                h = (mub[c] * lo_c).min(mub[c] * counts[c])
+            lower += h
+        tm.lap("dual value")
+    return RigorousBound(lower, None, "ball-arithmetic class-reduced dual (dense, LDL^T-verified PSD shift)", prec,
+                         {"psd_shift": upper_float(shift) if not shift.is_zero() else 0.0, "candidate_value":
+                          outward(F0)}, tm.steps)
+
+
+def scl_structured(counts, tau: float, nonneg: bool, d: int, *, prec: int = PRECISION_BITS) -> RigorousBound:
+    """Rigorous bracket of the full-batch SCL optimum at the predicted configuration, O(k) ball operations.
+
+    UFM+ (any counts): candidate M0 = diag(n) (collapsed orthogonal frame). Every off-diagonal logit is 0,
+    so the anchor row of class c (n_c >= 2) has LSE log Z_c, Z_c = (n_c - 1) e^{1/tau} + (N - n_c), and
+    F(M0) = sum n_c (log Z_c - 1/tau) = sum n_c log1p(n_c - 2 + (N - n_c) e^{-1/tau}) (evaluated so). Dual point, exactly: N = the off-diagonal part of C (each entry is
+    (R_cc' + R_c'c) / (2 sqrt(n_c n_c')) with softmax weights R >= 0, so N >= 0), mu = diag(C), hence
+    S = C - N - Diag(mu) = 0 (PSD). C_cc = n_c (P_cc - 1)/(tau (n_c - 1)), P_cc = (n_c - 1) e^{1/tau}/Z_c
+    (0 for singletons). LB = F(M0) - sum_c n_c C_cc + sum_c h_c(C_cc).
+    Balanced UFM (n >= 2): candidate M0 = n k/(k - 1) J_k (collapsed simplex ETF, exact rationals). C =
+    alpha I + beta 11^T with alpha = n (P_cc - 1)/(tau (n - 1)), beta = P_off / tau (P_off = n e^{-1/((k-1) tau)}
+    / Z, Z = (n - 1) e^{1/tau} + (N - n) e^{-1/((k-1) tau)}); mu = alpha, N = 0, S = beta 11^T with eigenvalues
+    0 and k beta >= 0. LB = F(M0) - alpha tr(M0) + k min(0, n alpha).
+    Feasible value: F(M0), attained by the configuration when d >= k (OF; d >= required_dim_for_bound with
+    shared singleton directions: the multi-class anchor rows see the same logits) or d >= k - 1 (ETF).
+    """
+    from flint import arb
+
+    tm = _Timer()
+    counts = [int(c) for c in counts]
+    k, N = len(counts), sum(counts)
+    with _Precision(prec):
+        tau_b = exact(tau)
+        # stable forms (no cancellation at tiny tau): with D = Z e^{-1/tau},
+        # log Z - 1/tau = log1p(D - 1) and P_cc - 1 = -(D - (n_c - 1)) / D
+        em = (-1 / tau_b).exp()
+        F0 = arb(0)
+        lower_extra = arb(0)
+        if nonneg:
+            for c, nc in enumerate(counts):
+                if nc < 2:
+                    continue  # C_cc = 0 = mu_c: h = 0, <C, M0> term 0
+                q = (N - nc) * em
+                D = (nc - 1) + q
+                Fc = nc * ((nc - 2) + q).log1p()
+                Ccc = -nc * (q / D) / (tau_b * (nc - 1))
+                h = Ccc.min(Ccc * nc)  # L_c = 1 (UFM+), upper n_c
+                F0 += Fc
+                lower_extra += -nc * Ccc + h
+            method = "ball-arithmetic class-reduced dual at the collapsed orthogonal frame (S = 0 exactly)"
+            need = sum(1 for x in counts if x >= 2) + (1 if any(x == 1 for x in counts) else 0)
+            attained = d >= need
+        else:
+            if len(set(counts)) != 1 or counts[0] < 2:
+                raise NotCertified("the structured SCL recipe for UFM needs balanced classes with n >= 2")
+            n = counts[0]
+            ek = (-k / (tau_b * (k - 1))).exp()  # e^{b/tau - a/tau} with b = -1/(k-1), a = 1
+            q = (N - n) * ek
+            D = (n - 1) + q
+            F0 = N * ((n - 2) + q).log1p()
+            alpha = -n * (q / D) / (tau_b * (n - 1))
+            beta = (n * ek / D) / tau_b
+            if not beta >= 0:
+                raise NotCertified("S = beta 11^T is not verified PSD")
+            lower_extra = -alpha * (k * n) + k * (arb(0).min(n * alpha))
+            method = "ball-arithmetic class-reduced dual at the collapsed simplex ETF (S = beta 11^T, analytic)"
+            attained = d >= k - 1
+        lower = F0 + lower_extra
+        tm.lap("loss, gradient and dual value (class-structured)")
+    return RigorousBound(lower, F0 if attained else None, method, prec,
+                         {"candidate": "orthogonal frame" if nonneg else "simplex ETF",
+                          "feasible_value_attained": bool(attained)}, tm.steps)
+
+
+def scl_from_instance(params: dict, *, prec: int = PRECISION_BITS) -> RigorousBound:
+    """The rigorous SCL recipe for a report's instance dict (counts, tau, d, nonneg, batches): full batch
+    only; UFM+ (any counts) and balanced UFM. Others raise NotCertified with the reason."""
+    if params.get("batches"):
+        raise Unsupported("mini-batch SCL: the N x N Gram certificate has no ball-arithmetic recipe yet")
+    counts = [int(c) for c in params["counts"]]
+    nonneg = bool(params.get("nonneg", True))
+    if not nonneg and (len(set(counts)) != 1 or counts[0] < 2):
+        raise Unsupported("imbalanced (or n = 1) SCL-UFM: no closed-form candidate to certify in balls")
+    return scl_structured(counts, float(params["tau"]), nonneg, int(params["d"]), prec=prec)
