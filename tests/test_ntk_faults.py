@@ -43,7 +43,7 @@ def _main(argv) -> int:
     (["--init", "lazy", "--init-scale", "1e4"], "lazy construction must be in [1e-100, 1000]"),
     (["--time", "1e12"], "estimated ~"),
     (["--init-scale", "1e6"], "exceed the budget"),
-    (["--s", "1e8"], "exceed the budget"),
+    (["--s", "1e8", "--time", "30"], "exceed the budget"),  # an explicit T = 30 at s = 1e8 (the default is 30/s)
     (["--s", "1e300"], "s must be in [1e-08, 1e+08]"),
     (["--kappa", "1e300,0,0"], "outside [1e-30, 1e+30]"),
     (["--gamma", "1,0.999999999999999999,0"], "gamma: block kernel is not positive definite"),

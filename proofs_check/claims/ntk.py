@@ -898,6 +898,8 @@ INITS = ("random", "e-zero", "lazy")
 DEFAULT_INIT_SCALE = {"random": 1e-6, "e-zero": 1e-6, "lazy": LAZY_SCALE}
 #: Default horizons: 30 (random) and 60 (E = 0: the within-class residual decays only algebraically).
 DEFAULT_T = {"random": 30.0, "e-zero": 60.0}
+# (in units of 1/s: s rescales time and every rate, so the default follows the loss scale; with a fixed
+# T = 30 an instance with s = 1e-8 never converged and s = 1e3 was refused as too stiff)
 #: Lazy default horizon: 12 e-folds of the slowest residual part, 12/(s lambda_0^gamma), capped at
 #: LAZY_T_MAX (for a small L the gamma rates are O(L^2) and 12/rate would be ~1e13: that run took
 #: 170 s and 4.2 GB before the cap; such an L is not "large" and the lazy statement does not apply).
@@ -955,6 +957,10 @@ def check_instance(inst: th.NTKInstance, *, gamma=None, feature_dim: int | None 
     it feeds are then INCONCLUSIVE, "time budget reached at t = ...").
     ``limits_fn(inst) -> dict`` is the small-initialisation prediction (default theory's; tests pass
     false ones).
+
+    Returns a :class:`proofs_check.core.SolveReport` (``to_dict()`` is the ``ncproofs solve --json``
+    schema). Raises ``theory._validate.InputError`` (``InstanceError``, a ValueError) for bad options
+    or an instance above the budget; any other exception is a defect.
     """
     t_start = time.perf_counter()
     if init not in INITS:
@@ -982,15 +988,15 @@ def check_instance(inst: th.NTKInstance, *, gamma=None, feature_dim: int | None 
     if T is not None:  # refuse before allocating anything (the lazy default T is known only after the construction)
         sv.check_work("feature-model flow", sv.estimate_flow_work_from_scale(inst, n, eps, init, T), max_seconds)
     elif init != "lazy":
-        sv.check_work("feature-model flow", sv.estimate_flow_work_from_scale(inst, n, eps, init, DEFAULT_T[init]),
+        sv.check_work("feature-model flow", sv.estimate_flow_work_from_scale(inst, n, eps, init, DEFAULT_T[init] / inst.s),
                       max_seconds)
     lz = None
     if init == "random":
         st0 = sv.init_random(inst, n, eps, seed)
-        T = DEFAULT_T["random"] if T is None else T
+        T = DEFAULT_T["random"] / inst.s if T is None else T
     elif init == "e-zero":
         st0 = sv.init_e_zero(inst, n, eps, seed, mean_weight)
-        T = DEFAULT_T["e-zero"] if T is None else T
+        T = DEFAULT_T["e-zero"] / inst.s if T is None else T
     else:
         lz = sv.init_lazy(inst, n, eps, seed)
         st0 = lz.state
@@ -1000,7 +1006,7 @@ def check_instance(inst: th.NTKInstance, *, gamma=None, feature_dim: int | None 
             # lambda_0^gamma = L^2 lambda_0(kappa) + lambda_0(a) (the +1 adds nothing there), from the
             # eigenvalues rather than gamma_d - gamma_c, which rounds to 0 for a tiny L
             l0g = lz.omega * inst.eigenvalues[0] + th.block_eigenvalues(C, m, *lz.a)[0]
-            T = min(LAZY_T_EFOLDS / (inst.s * l0g), LAZY_T_MAX)
+            T = min(LAZY_T_EFOLDS / (inst.s * l0g), LAZY_T_MAX / inst.s)
     work = sv.estimate_flow_work(inst, st0, T)
     sv.check_work("feature-model flow", work, max_seconds)
     lwork = None

@@ -38,8 +38,8 @@ def _solve_args(p: argparse.ArgumentParser) -> None:
                    help="initialisation scale in [1e-100, 1e6] (default 1e-6; for --init lazy the scale L of W and H, "
                         "default 10)")
     p.add_argument("--time", type=float, default=None, metavar="T",
-                   help="integration time (default 30; 60 for --init e-zero; for --init lazy 12/(s lambda_0^gamma), "
-                        "i.e. 12 e-folds of the slowest residual part, at most 60)")
+                   help="integration time (default 30/s; 60/s for --init e-zero; for --init lazy 12/(s lambda_0^gamma), "
+                        "i.e. 12 e-folds of the slowest residual part, at most 60/s)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--s", type=float, default=1.0, help="loss scale s (rescales time; default 1)")
     p.add_argument("--init", choices=("random", "e-zero", "lazy"), default="random",
