@@ -96,7 +96,10 @@ def _as_gram(G, name: str = "G") -> np.ndarray:
 
 
 def centering_matrix(k: int) -> np.ndarray:
-    """J_k = I_k - 11^T / k."""
+    """J_k = I_k - 11^T / k.
+
+    Returns the k x k centring matrix (float64). Raises ``TypeError`` when ``k`` is not an
+    integer and ``InputError`` (a ValueError) when k < 1 or the matrix exceeds the memory budget."""
     k = _as_count("k", k, 1)
     _check_bytes(f"centering_matrix(k={k})", float(k) * k)
     return np.eye(k) - np.ones((k, k)) / k
@@ -107,6 +110,11 @@ def simplex_etf(k: int, d: int | None = None, r: float = 1.0) -> np.ndarray:
 
     Gram = r^2 k/(k-1) J_k (pairwise cosine -1/(k-1), zero sum). Exists iff d >= k-1
     (spec/geometry.md). Default d = k. ``r`` must be > 0.
+
+    Returns the d x k float64 matrix whose columns are the vectors. Raises ``InstanceError``
+    (a ValueError) when d < k-1, ``InputError`` for k < 2, d < 1, r <= 0 or not finite,
+    k above ``MAX_EIGH_K`` or a matrix above the memory budget, ``TypeError`` for a
+    non-numeric argument.
     """
     k = _as_count("k", k, 2)
     d = k if d is None else _as_count("d", d, 1)
@@ -127,7 +135,11 @@ def simplex_etf(k: int, d: int | None = None, r: float = 1.0) -> np.ndarray:
 
 
 def orthogonal_frame(k: int, d: int | None = None, r: float = 1.0) -> np.ndarray:
-    """Orthogonal frame: ``r`` e_1..e_k in R^d (d x k, nonnegative, disjoint supports). Needs d >= k, r > 0."""
+    """Orthogonal frame: ``r`` e_1..e_k in R^d (d x k, nonnegative, disjoint supports). Needs d >= k, r > 0.
+
+    Returns the d x k float64 matrix. Raises ``InstanceError`` (a ValueError) when d < k,
+    ``InputError`` for k, d < 1, r <= 0 or not finite, or a matrix above the memory budget,
+    ``TypeError`` for a non-numeric argument."""
     k = _as_count("k", k, 1)
     d = k if d is None else _as_count("d", d, 1)
     r = _as_norm("r", r)
@@ -140,7 +152,10 @@ def orthogonal_frame(k: int, d: int | None = None, r: float = 1.0) -> np.ndarray
 
 
 def etf_gram(k: int, r: float = 1.0) -> np.ndarray:
-    """Gram matrix of a simplex ETF with vector norm r > 0: r^2 k/(k-1) J_k (k >= 2)."""
+    """Gram matrix of a simplex ETF with vector norm r > 0: r^2 k/(k-1) J_k (k >= 2).
+
+    Returns the k x k float64 Gram matrix. Raises ``TypeError`` for a non-numeric argument and
+    ``InputError`` (a ValueError) for k < 2 or r <= 0 or not finite."""
     k = _as_count("k", k, 2)
     r = _as_norm("r", r)
     return r * r * k / (k - 1) * centering_matrix(k)
@@ -154,7 +169,10 @@ def _normalised(G: np.ndarray, zero_tol: float = ZERO_TOL) -> np.ndarray | None:
 
 
 def distance_to_etf(G) -> float | None:
-    """NC2_etf-style distance || G/||G|| - J_k/||J_k|| ||_F; None for a zero Gram or k = 1."""
+    """NC2_etf-style distance || G/||G|| - J_k/||J_k|| ||_F; None for a zero Gram or k = 1.
+
+    Returns a float >= 0, or None when the distance is undefined. Raises ``TypeError`` for a
+    non-numeric ``G`` and ``InputError`` (a ValueError) for a bad Gram (see :func:`classify_gram`)."""
     G = _as_gram(G)
     k = G.shape[0]
     Gn = _normalised(G)
@@ -165,7 +183,10 @@ def distance_to_etf(G) -> float | None:
 
 
 def distance_to_of(G) -> float | None:
-    """NC2_of-style distance || G/||G|| - I_k/sqrt(k) ||_F; None for a zero Gram."""
+    """NC2_of-style distance || G/||G|| - I_k/sqrt(k) ||_F; None for a zero Gram.
+
+    Returns a float >= 0, or None when the distance is undefined. Raises ``TypeError`` for a
+    non-numeric ``G`` and ``InputError`` (a ValueError) for a bad Gram (see :func:`classify_gram`)."""
     G = _as_gram(G)
     k = G.shape[0]
     Gn = _normalised(G)
@@ -175,13 +196,22 @@ def distance_to_of(G) -> float | None:
 
 
 def is_simplex_etf_gram(G, tol: float = GEOMETRY_TOL) -> bool:
-    """True when every entry of the normalised Gram matches a simplex ETF's (no shortcut via norms)."""
+    """True when every entry of the normalised Gram matches a simplex ETF's (no shortcut via norms).
+
+    Returns True iff :func:`distance_to_etf` is defined and <= ``tol`` (False for a zero Gram).
+    Raises ``TypeError`` for a non-numeric argument and ``InputError`` (a ValueError) for a
+    bad ``G`` (see :func:`classify_gram`) or a negative or non-finite ``tol``."""
     tol = _as_tol("tol", tol)
     d = distance_to_etf(G)
     return d is not None and d <= tol
 
 
 def is_orthogonal_frame_gram(G, tol: float = GEOMETRY_TOL) -> bool:
+    """True when the normalised Gram is within ``tol`` of an orthogonal frame's, I_k/sqrt(k).
+
+    Returns True iff :func:`distance_to_of` is defined and <= ``tol`` (False for a zero Gram).
+    Raises ``TypeError`` for a non-numeric argument and ``InputError`` (a ValueError) for a
+    bad ``G`` (see :func:`classify_gram`) or a negative or non-finite ``tol``."""
     tol = _as_tol("tol", tol)
     d = distance_to_of(G)
     return d is not None and d <= tol
@@ -227,6 +257,11 @@ def classify_gram(G, tol: float = GEOMETRY_TOL, *, zero_tol: float = ZERO_TOL) -
     A Gram whose Frobenius norm is at most ``zero_tol`` is "zero" (trivial phase: cosines
     undefined), never an ETF or "other". The result reports that norm (``scale``) and the
     trace, which the normalisation removes from the distances.
+
+    Returns a :class:`GeometryClass`. Raises ``TypeError`` for a non-numeric argument and
+    ``InputError`` (``InstanceError``, a ValueError) when ``G`` is not a finite, non-empty,
+    square, symmetric matrix with a nonnegative diagonal, or ``tol`` / ``zero_tol`` is negative
+    or not finite.
     """
     tol = _as_tol("tol", tol)
     zero_tol = _as_tol("zero_tol", zero_tol)
@@ -252,7 +287,11 @@ def classify_gram(G, tol: float = GEOMETRY_TOL, *, zero_tol: float = ZERO_TOL) -
 
 
 def cosine_matrix(vectors) -> list[list[float | None]]:
-    """Pairwise cosines of the columns (vectors as columns, d x k); entries involving a zero column are None."""
+    """Pairwise cosines of the columns (vectors as columns, d x k); entries involving a zero column are None.
+
+    Returns a k x k nested list of floats (None where undefined). Raises ``TypeError`` for a
+    string or None, ``InputError`` (a ValueError) for an empty, non-finite or non-2-D array or
+    more than ``MAX_COSINE_COLUMNS`` columns."""
     if isinstance(vectors, (str, bytes)) or vectors is None:
         raise TypeError(f"vectors must be a numeric d x k array (vectors as columns), got {type(vectors).__name__}")
     V = as_finite_array("vectors", vectors, ndim=2)
@@ -310,7 +349,11 @@ def _features_and_labels(H, labels) -> tuple[np.ndarray, np.ndarray]:
 
 
 def class_means(H, labels) -> np.ndarray:
-    """Class means as columns (d x k); H is d x N (features in columns), labels (N,) in 0..k-1."""
+    """Class means as columns (d x k); H is d x N (features in columns), labels (N,) in 0..k-1.
+
+    Returns a d x k float64 array. Raises ``TypeError`` for a string or None, ``InputError``
+    (``InstanceError``, a ValueError) for non-finite or empty features, labels that do not
+    match the columns of H (with a transpose hint), or a class with no sample."""
     H, y = _features_and_labels(H, labels)
     return _class_means(H, y)
 
@@ -329,7 +372,9 @@ def _class_means(H: np.ndarray, y: np.ndarray) -> np.ndarray:
 
 
 def within_class_max_deviation(H, labels) -> float:
-    """max_i ||h_i - mu_{y_i}||: 0 at exact collapse (H is d x N, features in columns)."""
+    """max_i ||h_i - mu_{y_i}||: 0 at exact collapse (H is d x N, features in columns).
+
+    Returns a float >= 0. Raises the errors of :func:`class_means` for bad ``H`` / ``labels``."""
     H, y = _features_and_labels(H, labels)
     mu = _class_means(H, y)
     return float(np.max(np.linalg.norm(H - mu[:, y], axis=0)))
@@ -371,6 +416,11 @@ def nc_metrics(H, labels, W=None, b=None, *, center_w: bool = False) -> NCMetric
     NC3 = ||W^T/||W|| - M/||M|| || (W centred by J_k when ``center_w``);
     NC4 = fraction of samples where argmax(W h + b) differs from the nearest class mean;
     equinorm = std/mean of the centred class-mean norms ||mu_c - h_bar||.
+
+    Returns an :class:`NCMetrics` (each metric a float, or None when undefined). Raises
+    ``TypeError`` for arguments of the wrong type, ``InputError`` (``InstanceError``, a
+    ValueError) for bad ``H`` / ``labels`` (see :func:`class_means`), ``W`` not k x d, ``b``
+    without ``W`` or of the wrong length, or an NC4 computation above the memory budget.
     """
     if not isinstance(center_w, (bool, np.bool_)):
         raise TypeError(f"center_w must be True or False, got {type(center_w).__name__} {center_w!r}")

@@ -1121,7 +1121,11 @@ def check_instance(cfg: T.CRHExperiment, *, mode: str = "normalized", metric: st
 
     Bad options raise InputError; an instance whose estimated time or memory exceeds the budget
     (solvers.crh.experiment_budget) is refused before any work; training stops at the wall-clock
-    budget and every statement that needed it is then INCONCLUSIVE ("time budget ... reached at step ...")."""
+    budget and every statement that needed it is then INCONCLUSIVE ("time budget ... reached at step ...").
+
+    Returns a :class:`proofs_check.core.SolveReport` (``to_dict()`` is the ``ncproofs solve --json``
+    schema). Raises ``theory._validate.InputError`` (a ValueError) for bad options (e.g. no gamma = 0
+    baseline) or an experiment above the budget; any other exception is a defect."""
     null_draws = validate_solve_options(cfg, mode, metric, null_draws)
     if 0.0 not in cfg.weight_decays:
         raise InputError(f"weight_decays must include 0 (the baseline), got {list(cfg.weight_decays)}")

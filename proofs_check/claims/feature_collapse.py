@@ -176,6 +176,9 @@ def check_instance(inst: FCInstance, *, predict: Callable[[FCInstance], Predicti
     prediction (tests feed false ones). The L-BFGS search is an auxiliary route: its value is a
     feasible upper bound and its point a witness only through its value; its trouble goes to
     diagnostics. ``label`` prefixes the statement names (claims over several instances).
+
+    Returns a :class:`proofs_check.core.SolveReport`. Raises ``theory._validate.InputError`` (a
+    ValueError) for bad options or an instance above the budget; any other exception is a defect.
     """
     t0 = time.perf_counter()
     pre = f"{label}: " if label else ""

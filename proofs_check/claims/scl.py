@@ -426,7 +426,11 @@ def check_instance(inst: T.SCLInstance, *, starts: int = 6, seed: int = 0, hops:
                    predicted_geometry: str | None = None) -> SolveReport:
     """Check one SCL instance against the theorem that applies (Theorem 1 / 2 for UFM+, Graf et al.
     for balanced full-batch UFM, the imbalance / mini-batch statements otherwise). The budget is
-    checked before any work (theory.scl.check_budget: InputError with the estimate and the limit)."""
+    checked before any work (theory.scl.check_budget: InputError with the estimate and the limit).
+
+    Returns a :class:`proofs_check.core.SolveReport` (``to_dict()`` is the ``ncproofs solve --json``
+    schema; verdict and reason from ``core.summarise``). Raises ``theory._validate.InputError`` (a
+    ValueError) for bad options or an instance above the budget; any other exception is a defect."""
     t0 = time.perf_counter()
     est = T.check_budget(inst, starts=starts, hops=hops)
     # the solver gets what the certificates leave of the time limit (at most SOLVER_TIME_BUDGET_S)

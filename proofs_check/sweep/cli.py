@@ -19,7 +19,9 @@ from proofs_check.sweep.store import Store
 
 
 def add_arguments(p) -> None:
-    """Add the arguments of ``ncproofs sweep`` to the argparse (sub)parser ``p``."""
+    """Add the arguments of ``ncproofs sweep`` to the argparse (sub)parser ``p``.
+
+    Returns None. Raises ``argparse.ArgumentError`` if ``p`` already has one of them."""
     p.add_argument("config", nargs="?", metavar="CONFIG",
                    help="sweep config (TOML); optional with --summary")
     p.add_argument("--scheduler", metavar="ADDRESS", default=None,
@@ -93,6 +95,12 @@ def _check_store_file(path: str, *, must_exist: bool) -> None:
 
 
 def main_from_args(args) -> int:
+    """Run ``ncproofs sweep`` with parsed arguments (:func:`add_arguments`).
+
+    Returns the exit status: 0, 1 when an instance is REFUTED or ERROR (or a worker / the
+    scheduler was lost), 128 + signal when interrupted. Raises ``UsageError`` (an InputError:
+    the CLI prints it and exits 2) for bad arguments, configs, stores and output paths, checked
+    before any work."""
     _check_args(args)
     from proofs_check.outputs import check_output_path
 

@@ -39,6 +39,11 @@ class Instance:
 
 
 def instance_key(family: str, version: str, params: Mapping[str, Any], seed: int) -> str:
+    """The instance key: the first 32 hex digits of the sha256 of
+    ``json.dumps({"family", "version", "params", "seed"}, sort_keys=True, separators=(",", ":"))``.
+
+    Returns the key (str). Raises ``TypeError`` for a non-str family/version or non-dict params,
+    ``ValueError`` for a seed outside [0, 2^63) or a non-finite number in ``params``."""
     if not isinstance(family, str) or not isinstance(version, str):
         raise TypeError("instance_key: family and version must be str")
     if not isinstance(params, Mapping):
@@ -421,7 +426,11 @@ def parse_config(data: dict, path: str | None = None, *, import_modules: bool = 
 
 
 def load_config(path: str, *, import_modules: bool = True) -> SweepSpec:
-    """Read and validate a TOML sweep config (see :func:`parse_config`)."""
+    """Read and validate a TOML sweep config (see :func:`parse_config`).
+
+    Returns the :class:`SweepSpec`. Raises ``UsageError`` (an InputError) for a missing,
+    unreadable, non-UTF-8 or malformed file, a directory, or any error of :func:`parse_config`;
+    ``TypeError`` when ``path`` is not a path."""
     import tomllib
 
     if not isinstance(path, (str, os.PathLike)):

@@ -22,7 +22,10 @@ def noisy_etf(params: dict, seed: int) -> dict:
     ``noise`` per coordinate is still classified as "simplex-etf" by ``theory.geometry.classify_gram``
     at tolerance ``tol``. True at noise 0; fails once the noise moves the normalised Gram by more
     than ``tol``. score = distance of the normalised Gram to the ETF template (null if undefined).
-    If d < k-1 no simplex ETF exists: INCONCLUSIVE (hypothesis fails)."""
+    If d < k-1 no simplex ETF exists: NOT_APPLICABLE (the hypothesis fails).
+
+    Returns a sweepable result (:func:`result_from_checks`). Raises ``InputError`` for parameters
+    that ``theory.geometry`` refuses (the sweep stores that as an ERROR row)."""
     import numpy as np
 
     from proofs_check.core import geometry_is, hypothesis_fails

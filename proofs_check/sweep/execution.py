@@ -101,6 +101,12 @@ def run_sweep(spec: SweepSpec, store_path: str, *, scheduler: str | None = None,
     store, so each is computed once; this sweep waits for the ones the other is computing.
     SIGINT, SIGTERM and SIGHUP stop it (``SweepInterrupted``), workers included; the run is
     recorded as "interrupted", as it is when the Dask scheduler or a worker is lost.
+
+    Returns a :class:`SweepOutcome` (totals, computed, status "finished", run id). Raises
+    ``SweepInterrupted`` (a KeyboardInterrupt; ``exit_status`` 128 + signal) when stopped by a
+    signal; ``RuntimeError`` (``WorkerDied``, a lost Dask scheduler or task) after which the run
+    is recorded as interrupted; ``UsageError`` for an unusable store, an unreachable scheduler or
+    a missing Dask; ``TypeError`` / ``ValueError`` for bad arguments.
     """
     _check_run_args(spec, store_path, scheduler, workers, connect_timeout)
     store_path = os.fspath(store_path)

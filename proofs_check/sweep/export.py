@@ -43,7 +43,9 @@ _PARQUET_HINT = "pip install pandas pyarrow (or ncproofs[analysis])"
 
 
 def counts(rows: list[dict]) -> dict[str, int]:
-    """Number of rows per verdict, every verdict of :data:`VERDICT_ORDER` present (worst first)."""
+    """Number of rows per verdict, every verdict of :data:`VERDICT_ORDER` present (worst first).
+
+    Returns ``{verdict: count}``. Raises ``KeyError`` for a row without a ``"verdict"``."""
     out = {v: 0 for v in VERDICT_ORDER}
     for r in rows:
         out[r["verdict"]] = out.get(r["verdict"], 0) + 1
@@ -53,7 +55,9 @@ def counts(rows: list[dict]) -> dict[str, int]:
 def results_table(rows: list[dict], caption: str = ""):
     """All given rows as a :class:`proofs_check.tables.Table` for reading (worst first): the
     first 12 hex digits of the key, the parameters, seed, verdict, score and the reason cut at
-    160 characters. For analysis use :func:`flat_table` (every number, full precision)."""
+    160 characters. For analysis use :func:`flat_table` (every number, full precision).
+
+    Returns the Table. Raises ``KeyError`` for rows without the keys of ``Store.rows()``."""
     from proofs_check.tables import Table
 
     names: list[str] = []
@@ -73,7 +77,8 @@ def summary_text(rows: list[dict], *, pending: int | None = None, worst_n: int =
     """The text ``ncproofs sweep`` prints: counts of verdicts, the overall (worst) verdict and
     the ``worst_n`` worst instances as a table in ``fmt`` (md, latex, csv or json).
 
-    Raises TypeError (``rows`` not a list) or ValueError (bad ``worst_n`` or ``fmt``)."""
+    Returns the text (ending in a newline). Raises TypeError (``rows`` not a list) or ValueError
+    (bad ``worst_n`` or ``fmt``)."""
     from proofs_check.tables import FORMATS
 
     if not isinstance(rows, list):
@@ -141,7 +146,9 @@ def key_numbers(result: dict) -> dict[str, Any]:
       ``"<check>.<entry>.<sub>"``, up to three levels); lists and texts of the evidence are left
       out (they stay in the store).
 
-    Missing numbers are None (JSON null), never NaN."""
+    Missing numbers are None (JSON null), never NaN in a stored result.
+
+    Returns ``{column name: value}`` (empty for a result that is not a dict). Raises nothing."""
     out: dict[str, Any] = {}
     if not isinstance(result, dict):
         return out
@@ -190,7 +197,8 @@ def flat_table(rows: list[dict], caption: str = ""):
     instance parameter, ``verdict``, ``reason``, ``score``, ``seconds`` and one column per key
     number (:func:`key_numbers`). A value an instance does not have is None.
 
-    Raises TypeError when ``rows`` is not a list of row dicts."""
+    Returns the Table (worst first, as the rows). Raises TypeError when ``rows`` is not a list
+    of row dicts."""
     from proofs_check.tables import Table
 
     _check_rows(rows, "flat_table")

@@ -41,8 +41,11 @@ def register_sweepable(name: str, fn: Callable[[dict, int], dict], *, parameters
     ``defaults`` are merged into every instance (and so into its key; numbers, strings, booleans
     or None); ``validate(params)`` raises ``ValueError`` naming the bad parameter; ``version``
     is part of every instance key: bump it when the computation changes so stored results are
-    not reused. Bad arguments raise ``TypeError`` (wrong type) or ``ValueError`` (bad value)
-    naming the argument.
+    not reused.
+
+    Returns the registered :class:`Sweepable`. Raises ``TypeError`` (wrong type) or
+    ``ValueError`` (bad value; a name already registered to another function without
+    ``replace=True``) naming the argument.
     """
     if not isinstance(name, str):
         raise TypeError(f"register_sweepable: name must be a str, got {type(name).__name__}")
@@ -96,6 +99,9 @@ def register_sweepable(name: str, fn: Callable[[dict, int], dict], *, parameters
 
 
 def sweepables() -> dict[str, Sweepable]:
+    """Returns a copy of the registry: ``{name: Sweepable}`` of everything registered so far in
+    this process (call :func:`discover_builtin` first for the families' sweepables). Raises
+    nothing."""
     return dict(_REGISTRY)
 
 
@@ -105,7 +111,9 @@ _DISCOVERED = False
 def discover_builtin() -> None:
     """Import every ``proofs_check.families`` module once, so that families which call
     :func:`register_sweepable` at import (as the CLI loads them) are registered here too
-    (in a worker process, or when the Python API is used without the CLI)."""
+    (in a worker process, or when the Python API is used without the CLI).
+
+    Returns None. Raises whatever a family module raises at import (a defect of that module)."""
     global _DISCOVERED
     if _DISCOVERED:
         return
@@ -116,6 +124,9 @@ def discover_builtin() -> None:
 
 
 def get_sweepable(name: str) -> Sweepable:
+    """Returns the :class:`Sweepable` registered under ``name`` (importing the families first if
+    it is not registered yet). Raises ``TypeError`` when ``name`` is not a str and
+    ``UsageError`` (an InputError) naming the registered ones when it is unknown."""
     if not isinstance(name, str):
         raise TypeError(f"get_sweepable: name must be a str, got {type(name).__name__}")
     if name not in _REGISTRY:
@@ -136,7 +147,12 @@ def _check_score(score) -> float | None:
 
 
 def result_from_checks(checks: list[Check], *, score: float | None = None, **extra) -> dict:
-    """A sweepable result from core Checks: worst verdict, reason of the worst checks, evidence."""
+    """A sweepable result from core Checks: worst verdict, reason of the worst checks, evidence.
+
+    Returns ``{"verdict", "reason", "score", "checks": [Check.to_dict()...], **extra}``. Raises
+    ``ValueError`` for an empty list or an ``extra`` key that the checks set (verdict, reason,
+    score, checks) and ``TypeError`` for entries that are not ``core.Check`` or a non-numeric
+    score."""
     if isinstance(checks, Check):
         checks = [checks]
     if not isinstance(checks, (list, tuple)) or not checks:
@@ -158,7 +174,10 @@ def result_from_checks(checks: list[Check], *, score: float | None = None, **ext
 
 
 def result_from_claim(res: ClaimResult, *, score: float | None = None) -> dict:
-    """A sweepable result from a core ClaimResult."""
+    """A sweepable result from a core ClaimResult.
+
+    Returns ``{"verdict", "reason", "score", "checks"}``. Raises ``TypeError`` when ``res`` is not
+    a ``core.ClaimResult`` or ``score`` is not a number or None."""
     if not isinstance(res, ClaimResult):
         raise TypeError(f"result_from_claim: res must be a core.ClaimResult, got {type(res).__name__}")
     _check_score(score)
