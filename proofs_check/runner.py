@@ -106,14 +106,31 @@ def key_numbers_text(r: ClaimResult) -> str:
     return ", ".join(f"{k.split('.')[-1]}={_short(v)}" for k, v in r.key_numbers().items())
 
 
+def short_source(claim) -> str:
+    """The source as a short citation for the console ("Kini et al., ICLR 2024, Theorem 2"); the
+    full string is in the reports, the BibTeX from `ncproofs cite`."""
+    try:
+        from proofs_check.citations import cite_claim
+
+        cit = cite_claim(claim)
+        papers = [ref for ref in cit.references if ref.entry_type != "misc"]
+        if papers:
+            return papers[0].short() + (f", {cit.locator}" if cit.locator else "")
+        if cit.docs:
+            return f"docs/{cit.docs[0]}.md"
+    except Exception:  # a citation lookup never breaks a run summary
+        pass
+    return claim.source
+
+
 def summary_table(run: RunResult) -> str:
     """Plain-text summary table for the terminal."""
     rows = [("claim", "source", "provenance", "verdict", "checks i+c", "key numbers", "s")]
     for r in run.results:
-        rows.append((r.claim.id, r.claim.source, r.claim.provenance.value, r.verdict.value,
+        rows.append((r.claim.id, short_source(r.claim), r.claim.provenance.value, r.verdict.value,
                      f"{r.independent_checks}+{len(r.checks) - r.independent_checks}",
                      key_numbers_text(r), f"{r.seconds:.2f}"))
-    caps = (38, 34, 13, 14, 10, 60, 8)
+    caps = (38, 40, 13, 14, 10, 60, 8)
     rows = [tuple(str(c)[: w - 1] + "…" if len(str(c)) > w else str(c) for c, w in zip(row, caps)) for row in rows]
     widths = [max(len(row[i]) for row in rows) for i in range(len(caps))]
     lines = ["  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip() for row in rows]
