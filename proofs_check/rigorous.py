@@ -70,7 +70,13 @@ def _scl(out: dict, prec: int):
     return R.scl_from_instance(p, prec=prec)
 
 
-RECIPES = {"ufm-ce": _ufm, "ufm-mse": _ufm, "scl": _scl}
+def _feature_collapse(out: dict, prec: int):
+    from solvers import rigorous as R
+
+    return R.feature_collapse_from_instance(out.get("instance") or {}, prec=prec)
+
+
+RECIPES = {"ufm-ce": _ufm, "ufm-mse": _ufm, "scl": _scl, "feature_collapse": _feature_collapse}
 
 #: Claim ids judged as "the optimum equals the claimed value" (evidence: predicted, tolerance); claims
 #: whose evidence has ``claimed_lower_bound`` (theorem-lower-bound, etf-lower-bound) are judged as
@@ -126,7 +132,7 @@ def _judge_claim(c: dict, lower: float, upper: float | None) -> dict | None:
     ev = c.get("evidence") or {}
     if c.get("verdict") == Verdict.NOT_APPLICABLE.value:
         return None
-    if c.get("id") in VALUE_CLAIMS and "predicted" in ev:
+    if str(c.get("id", "")).startswith(VALUE_CLAIMS) and "predicted" in ev:
         v, why = judge_value(ev.get("predicted"), ev.get("tolerance"), lower, upper)
     elif "claimed_lower_bound" in ev:
         v, why = judge_lower_bound(ev.get("claimed_lower_bound"), ev.get("tolerance"), lower, upper)

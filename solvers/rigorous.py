@@ -646,3 +646,163 @@ def scl_from_instance(params: dict, *, prec: int = PRECISION_BITS) -> RigorousBo
     if not nonneg and (len(set(counts)) != 1 or counts[0] < 2):
         raise Unsupported("imbalanced (or n = 1) SCL-UFM: no closed-form candidate to certify in balls")
     return scl_structured(counts, float(params["tau"]), nonneg, int(params["d"]), prec=prec)
+
+
+# ---------------------------------------------------------------------------------------------------
+# Feature collapse (docs/feature_collapse.md "Certificates"): nuclear-norm bound and the LayerNorm SDP dual
+# ---------------------------------------------------------------------------------------------------
+
+#: Ball evaluations of the exact risk are Python-level: K x sentences x L score terms up to this many.
+FC_MAX_TERMS = 300_000
+
+
+def _fc_ce_balls(Zb, X, y, p_b, K, L, n_w):
+    """CE(Z) = sum_s p_s log sum_j exp(h_j(s) - h_y(s)) and its gradient (K L x n_w) for a ball matrix Z
+    (list of K L rows of n_w balls), h_j(s) = sum_l Z[j L + l][X[s, l]]; returns (CE, G)."""
+    from flint import arb
+
+    S = len(y)
+    ce = arb(0)
+    G = [[arb(0)] * n_w for _ in range(K * L)]
+    for s in range(S):
+        xs = X[s]
+        h = [sum((Zb[j * L + l][int(xs[l])] for l in range(L)), arb(0)) for j in range(K)]
+        ys = int(y[s])
+        r = [h[j] - h[ys] for j in range(K)]
+        m = max(float(x.mid()) for x in r)
+        e = [(x - m).exp() for x in r]
+        off = sum((e[j] for j in range(K) if j != ys), arb(0))
+        tot = off + e[ys]
+        # loss = log(sum_j e^{r_j}) = m + log(tot); stable: log1p(off) when m = 0 (the label is the largest)
+        loss = off.log1p() if m == 0.0 else m + tot.log()
+        ce += p_b[s] * loss
+        for j in range(K):
+            g = (-off / tot) if j == ys else e[j] / tot
+            g = p_b[s] * g
+            for l in range(L):
+                G[j * L + l][int(xs[l])] += g
+    return ce, G
+
+
+def _matmul_balls(A, B):
+    n, m, q = len(A), len(B), len(B[0]) if B else 0
+    from flint import arb
+
+    return [[sum((A[i][t] * B[t][j] for t in range(m)), arb(0)) for j in range(q)] for i in range(n)]
+
+
+def feature_collapse_from_instance(params: dict, *, prec: int = PRECISION_BITS) -> RigorousBound:
+    """Rigorous bracket for a feature-collapse instance (report dict ``instance``) at the claimed
+    configuration (proofs_check.claims.feature_collapse.claimed_configuration builds it from theory):
+
+    - the exact risk is re-enumerated in balls: sentence probabilities p_s = (1/K) prod_l mu(word) from the
+      instance's frequencies taken as exact rationals (uniform: 1/s_c; given doubles: normalised exactly to
+      sum 1), scores, softmax, CE (stable log1p form) and its gradient G;
+    - candidate: W, U (doubles, exact); without LayerNorm E = W, with it E = sqrt(d) (W - mean) / ||.|| in
+      balls; Z = U E^T in balls; feasible value CE(Z) + (lw/2)||W||^2 + (lu/2)||U||^2;
+    - no LayerNorm (nuclear-kkt): LB = CE(Z) - <G, Z> - R max(0, ||G||_2 - lambda), R = log(K)/lambda, with
+      ||G||_2^2 <= s verified by an LDL^T in balls of s I - G^T G (s just above the float estimate);
+    - LayerNorm (sdp-dual): nu_i = <(A E)_i, E_i>/d, A = G^T G/(2 lambda), shifted by a verified lower bound of
+      lambda_min(diag(nu) - A) (LDL^T in balls); LB = CE(Z) - <G, Z> - d sum(nu).
+    """
+    import numpy as np
+    from flint import arb
+
+    from theory import feature_collapse as T
+
+    tm = _Timer()
+    inst = T.FCInstance(params["n_c"], params["L"], params["s_c"], params["d"], params["lambda"], K=params.get("K"),
+                        layernorm=bool(params.get("layernorm", False)), freqs=tuple(params["freqs"]) if
+                        params.get("freqs") else None, latents=params.get("latents", "full"),
+                        seed=int(params.get("seed", 0)))
+    K, L, n_w, s_c, d = inst.K, inst.L, inst.n_w, inst.s_c, inst.d
+    if K * inst.n_sentences * L > FC_MAX_TERMS or n_w > DENSE_MAX:
+        raise Unsupported(f"ball enumeration limited to K x sentences x L <= {FC_MAX_TERMS} and n_w <= {DENSE_MAX} "
+                          f"(got {K * inst.n_sentences * L}, n_w = {n_w})")
+    from proofs_check.claims.feature_collapse import claimed_configuration  # noqa: PLC0415 (see docs/rigorous.md)
+
+    pred = T.predict(inst)
+    cfg, why = claimed_configuration(inst, pred)
+    if cfg is None:
+        raise Unsupported(f"no claimed configuration to certify: {why}")
+    W, U, _E = (np.asarray(a, dtype=float) for a in cfg)
+    X, y, p = T.sentence_distribution(inst)
+    freqs = inst.freqs
+    tm.lap("float candidate and sentences")
+    with _Precision(prec):
+        # the instance's word distribution, exactly: uniform is 1/s_c (the doubles 1/3 do not sum to 1), and
+        # given frequencies are normalised exactly to sum 1 (mu_beta = f_beta / sum f, rationals)
+        if getattr(inst, "uniform", False) or params.get("freqs") is None:
+            fq = [Fraction(1, s_c)] * s_c
+        else:
+            tot = sum(Fraction(float(f)) for f in freqs)
+            fq = [Fraction(float(f)) / tot for f in freqs]
+        fb = [exact(f) for f in fq]
+        p_b = []
+        for s in range(len(y)):
+            v = arb(1)
+            for l in range(L):
+                v *= fb[int(X[s, l]) % s_c]
+            p_b.append(v / K)
+        if abs(float(sum(p_b, arb(0)).mid()) - 1.0) > 1e-9 or max(abs(float(pb.mid()) - ps) for pb, ps in
+                                                                    zip(p_b, p)) > 1e-12:
+            raise NotCertified("sentence probabilities from the frequencies do not match the enumeration")
+        Wb = [[exact(x) for x in row] for row in W]
+        Ub = [[exact(x) for x in row] for row in U]
+        if inst.layernorm:
+            Eb = []
+            sd = arb(d).sqrt()
+            for row in Wb:
+                mean = sum(row, arb(0)) / len(row)
+                v = [x - mean for x in row]
+                nrm = sum((x * x for x in v), arb(0)).sqrt()
+                if not certainly_positive(nrm):
+                    raise NotCertified("LayerNorm undefined at the candidate")
+                Eb.append([sd * x / nrm for x in v])
+        else:
+            Eb = Wb
+        Zb = _matmul_balls(Ub, [list(col) for col in zip(*Eb)])  # U E^T: (K L) x n_w
+        tm.lap("candidate in balls")
+        ce, G = _fc_ce_balls(Zb, X, y, p_b, K, L, n_w)
+        tm.lap("exact risk and gradient in balls")
+        reg = (exact(inst.lw) / 2) * sum((x * x for row in Wb for x in row), arb(0)) + \
+            (exact(inst.lu) / 2) * sum((x * x for row in Ub for x in row), arb(0))
+        upper = ce + reg
+        inner = sum((G[i][j] * Zb[i][j] for i in range(K * L) for j in range(n_w)), arb(0))
+        lam = exact(inst.lam)
+        Gf = np.array([[float(x.mid()) for x in row] for row in G])
+        GtG = _matmul_balls([list(col) for col in zip(*G)], G)  # n_w x n_w
+        details: dict = {}
+        if not inst.layernorm:
+            top = float(np.linalg.eigvalsh(Gf.T @ Gf)[-1]) if Gf.size else 0.0
+            s_ok = None
+            for rel in (1e-14, 1e-12, 1e-10, 1e-8, 1e-6):
+                s_try = top * (1 + rel) + 1e-300
+                T_ = [[(arb(s_try) if i == j else arb(0)) - GtG[i][j] for j in range(n_w)] for i in range(n_w)]
+                if ldl_positive_definite(T_):
+                    s_ok = arb(s_try)
+                    break
+            if s_ok is None:
+                raise NotCertified("could not verify an upper bound on ||G||_2")
+            gnorm = s_ok.sqrt()
+            R_ = arb(K).log() / lam
+            excess = (gnorm - lam).max(arb(0))
+            lower = ce - inner - R_ * excess
+            method = "ball-arithmetic nuclear-kkt (||G||_2 verified by LDL^T of s I - G^T G)"
+            details.update(grad_spectral_norm_upper=upper_float(gnorm), nuclear_radius=upper_float(R_))
+        else:
+            A = [[GtG[i][j] / (2 * lam) for j in range(n_w)] for i in range(n_w)]
+            Af = np.array([[float(x.mid()) for x in row] for row in A])
+            Ef = np.array([[float(x.mid()) for x in row] for row in Eb])
+            nu = np.einsum("ij,ij->i", Af @ Ef, Ef) / d
+            nub = [exact(float(v)) for v in nu]
+            Mm = [[(nub[i] if i == j else arb(0)) - A[i][j] for j in range(n_w)] for i in range(n_w)]
+            Mf = np.diag(nu) - Af
+            lmin = lambda_min_lower(Mm, float(np.linalg.eigvalsh(0.5 * (Mf + Mf.T))[0]))
+            shift = arb(0) if lmin >= 0 else -lmin
+            lower = ce - inner - d * (sum(nub, arb(0)) + n_w * shift)
+            method = "ball-arithmetic sdp-dual (PSD shift verified by LDL^T)"
+            details.update(dual_shift=upper_float(shift) if not shift.is_zero() else 0.0)
+        tm.lap("dual value")
+    details["sentences"] = len(y)
+    return RigorousBound(lower, upper, method, prec, details, tm.steps)
