@@ -43,6 +43,8 @@ def worst(verdicts: Iterable[Verdict | str]) -> Verdict:
 
     NOT_APPLICABLE verdicts are left out; when every verdict is NOT_APPLICABLE the result is
     NOT_APPLICABLE. Empty input is INCONCLUSIVE (nothing checked is never VERIFIED).
+
+    Returns a :class:`Verdict`; raises ``ValueError`` for a string that names no verdict.
     """
     vs = [Verdict(v) for v in verdicts]
     if not vs:
@@ -105,7 +107,10 @@ class Provenance(str, Enum):
 
 
 def clean(obj: Any) -> Any:
-    """Convert to JSON-safe Python: numpy scalars/arrays to lists, NaN/inf to None."""
+    """Convert to JSON-safe Python: numpy scalars/arrays to lists, NaN/inf to None.
+
+    Returns plain dicts/lists/str/int/float/bool/None (objects with ``to_dict`` are converted
+    through it; anything else becomes its ``str``). Never raises for unusual input."""
     if obj is None or isinstance(obj, (bool, str)):
         return obj
     if isinstance(obj, Enum):

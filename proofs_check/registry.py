@@ -36,7 +36,10 @@ def claim_modules() -> list[str]:
 
 
 def all_claims() -> list[Claim]:
-    """Every registered claim, in module order then definition order. Ids are unique."""
+    """Every registered claim, in module order then definition order. Ids are unique.
+
+    Returns a list of :class:`~proofs_check.core.Claim`; raises ``RuntimeError`` on a duplicate id
+    (a defect of the claim modules)."""
     claims: list[Claim] = []
     seen: dict[str, str] = {}
     for name in claim_modules():
@@ -79,7 +82,10 @@ def _claims(claims) -> list[Claim]:
 
 def select(claims: list[Claim], patterns: list[str] | str | None) -> list[Claim]:
     """Claims whose id or family matches any pattern (glob, or substring when no glob chars).
-    ``patterns`` is None or empty (all claims), one string, or a list of strings."""
+    ``patterns`` is None or empty (all claims), one string, or a list of strings.
+
+    Returns the matching claims in their order; raises ``TypeError`` for patterns that are not
+    strings."""
     claims = _claims(claims)
     patterns = _patterns(patterns)
     if not patterns:

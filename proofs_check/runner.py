@@ -80,6 +80,12 @@ class Progress:
 def run_claims(claims: list[Claim], ctx: RunContext | None = None, *, progress: bool = True,
                stream: TextIO | None = None,
                on_result: Callable[[ClaimResult], None] | None = None) -> RunResult:
+    """Run ``claims`` in order under ``ctx`` (default: quick profile, seed 0).
+
+    Returns a :class:`RunResult` (per-claim :class:`ClaimResult`, the overall verdict over the
+    applicable claims, exit status). A claim that crashes gives an ERROR result, it does not raise;
+    ``on_result`` is called after each claim. Raises only what ``RunContext`` raises for bad options.
+    """
     ctx = ctx or RunContext()
     prog = Progress(len(claims), stream, progress)
     t0 = time.perf_counter()
