@@ -69,7 +69,17 @@ def _table_args(p: argparse.ArgumentParser) -> None:
                    help="comma-separated lw = lh values")
 
 
+def _nonempty(option: str, values, what: str = "value") -> list:
+    """A list option of ``table ufm`` must hold at least one entry: '' and ',,,' parse to [] (one line, exit 2)."""
+    if values is not None and len(values) == 0:
+        raise UsageError(f"{option} needs at least one {what} (comma-separated), got none")
+    return values
+
+
 def _table(args: argparse.Namespace) -> Table:
+    _nonempty("--classes", args.classes, "number of classes k")
+    _nonempty("--per-class", args.per_class, "sample count n")
+    _nonempty("--lambda", args.lam, "weight decay")
     rows = []
     for k in args.classes:
         for n in args.per_class:
