@@ -31,7 +31,7 @@ import numpy as np
 
 from theory._validate import InputError
 
-__all__ = ["Loss", "CrossEntropy", "SquaredError", "UserLoss", "make_loss", "check_convexity", "xlogx"]
+__all__ = ["Loss", "SlotLayout", "CrossEntropy", "SquaredError", "UserLoss", "make_loss", "check_convexity", "xlogx"]
 
 
 def xlogx(x: np.ndarray) -> np.ndarray:
@@ -72,8 +72,75 @@ class Loss:
     def closed_form(self, K: int, n: int, lam: float) -> dict | None:
         return None
 
+    def exchangeable_key(self) -> np.ndarray | None:
+        """A key per class such that the loss is equivariant under every permutation of the classes that
+        preserves the keys (loss(P z; P y) = loss(z; y)), or None when no such symmetry is known (user losses:
+        classes are never grouped). Used to group exchangeable classes (docs/ufm_general.md, "Grouping")."""
+        return None
+
+    # ---- slot form: one representative class per group of exchangeable classes --------------------------
+    # A logit vector of a representative of group a that is invariant under the permutations fixing it takes
+    # m + 1 distinct values: slot e < m is the common logit of the members of group e other than the
+    # representative (multiplicity Mu[e, a] = m_e - [e == a]), slot m the representative's own logit
+    # (multiplicity 1). The generic forms below expand to K-vectors and call value_grad / conjugate;
+    # subclasses override them with O(m^2) forms.
+
+    def value_grad_slots(self, Zs: np.ndarray, layout: "SlotLayout") -> tuple[np.ndarray, np.ndarray]:
+        """Per-representative values (m,) and per-ENTRY gradients ((m + 1) x m) of slot logits Zs."""
+        U = layout.expand(Zs)
+        v, G = self.value_grad(U, layout.reps)
+        return v, layout.compress(G)
+
+    def conjugate_slots(self, Vs: np.ndarray, layout: "SlotLayout") -> np.ndarray | None:
+        out = self.conjugate(layout.expand(Vs), layout.reps)
+        return out
+
     def describe(self) -> dict:
         return {"name": self.name}
+
+
+class SlotLayout:
+    """Groups of exchangeable classes: ``labels`` (K,) group of each class, ``reps`` (m,) one representative
+    class per group (its first class), ``sizes`` (m,) the group sizes m_a, ``mult`` ((m + 1) x m) the slot
+    multiplicities (slot e < m: m_e - [e == a]; slot m: the representative itself, 1)."""
+
+    def __init__(self, labels: np.ndarray):
+        labels = np.asarray(labels, dtype=np.int64)
+        m = int(labels.max()) + 1
+        self.labels = labels
+        self.K = labels.size
+        self.m = m
+        self.sizes = np.bincount(labels, minlength=m).astype(np.int64)
+        if np.any(self.sizes == 0):
+            raise ValueError("group labels must be 0..m-1 with every group non-empty")
+        first = np.full(m, -1, dtype=np.int64)
+        for i in range(labels.size - 1, -1, -1):
+            first[labels[i]] = i
+        self.reps = first
+        mult = np.empty((m + 1, m))
+        mult[:m] = self.sizes[:, None].astype(float)
+        mult[np.arange(m), np.arange(m)] -= 1.0
+        mult[m] = 1.0
+        self.mult = mult
+
+    def expand(self, Zs: np.ndarray) -> np.ndarray:
+        """Slot values ((m + 1) x m) -> the K x m logit vectors of the representatives."""
+        U = np.array(Zs[self.labels, :], dtype=float)
+        U[self.reps, np.arange(self.m)] = Zs[self.m, :]
+        return U
+
+    def compress(self, G: np.ndarray) -> np.ndarray:
+        """K x m per-class gradients -> per-entry slot gradients (the mean over each slot's members)."""
+        m = self.m
+        S = np.zeros((m, G.shape[1]))
+        np.add.at(S, self.labels, G)
+        own = G[self.reps, np.arange(m)]
+        S[np.arange(m), np.arange(m)] -= own
+        mu = self.mult[:m]
+        out = np.zeros((m + 1, G.shape[1]))
+        out[:m] = np.where(mu > 0, S / np.maximum(mu, 1.0), 0.0)
+        out[m] = own
+        return out
 
 
 class CrossEntropy(Loss):
@@ -175,6 +242,53 @@ class CrossEntropy(Loss):
         out[bad] = np.inf
         return out
 
+    def exchangeable_key(self):
+        # equivariant under permutations of classes with equal weights (the targets are symmetric)
+        return self.w.copy()
+
+    def value_grad_slots(self, Zs, layout):
+        """Slot form of value_grad (same stable evaluation: max slot, log1p of the rest)."""
+        Zs = np.asarray(Zs, dtype=float)
+        Mu = layout.mult
+        m = layout.m
+        cols = np.arange(m)
+        live = Mu > 0
+        Zl = np.where(live, Zs, -np.inf)
+        am = np.argmax(Zl, axis=0)
+        mx = Zl[am, cols]
+        E = np.where(live, np.exp(np.where(live, Zs, 0.0) - mx), 0.0)
+        P1 = E.copy()  # per-entry exp(z - max)
+        E = E * Mu
+        E[am, cols] -= 1.0  # one entry of the max slot is exactly 1
+        rest = E.sum(axis=0)
+        P = P1 / (1.0 + rest)
+        wy = self.w[layout.reps]
+        own = Zs[m]
+        if self.q_other == 0.0:
+            val = (mx - own) + np.log1p(rest)
+            G = P
+            G[m] = np.where(am == m, -rest / (1.0 + rest), P[m] - 1.0)
+        else:
+            tot = np.sum(np.where(live, Mu * Zs, 0.0), axis=0)  # sum of all K logits
+            val = (self.q_other * (self.K * mx - tot) + (self.q_true - self.q_other) * (mx - own) + np.log1p(rest))
+            G = P - self.q_other
+            G[m] -= self.q_true - self.q_other
+        G = np.where(live, G, 0.0)
+        return wy * val, G * wy
+
+    def conjugate_slots(self, Vs, layout):
+        Vs = np.asarray(Vs, dtype=float)
+        Mu = layout.mult
+        live = Mu > 0
+        wy = self.w[layout.reps]
+        Q = np.full(Vs.shape, self.q_other)
+        Q[layout.m] = self.q_true
+        Pm = np.where(live, Vs / wy + Q, 0.0)
+        out = wy * np.sum(Mu * xlogx(np.clip(Pm, 0.0, None)), axis=0)
+        bad = (np.min(np.where(live, Pm, 0.0), axis=0) < 0.0) | (np.abs(np.sum(Mu * Pm, axis=0) - 1.0) > 1e-12)
+        out[bad] = np.inf
+        return out
+
     def cvxpy(self, U, y):
         import cvxpy as cp
 
@@ -236,6 +350,26 @@ class SquaredError(Loss):
     def conjugate(self, V, y):
         V = np.asarray(V, dtype=float)
         return 0.5 * np.sum(V * V, axis=0) + np.sum(V * self.T[:, np.asarray(y)], axis=0)
+
+    def _one_hot(self) -> bool:
+        return self.T.ndim == 2 and self.T.shape[0] == self.T.shape[1] and np.array_equal(self.T, np.eye(self.T.shape[0]))
+
+    def exchangeable_key(self):
+        # one-hot targets: equivariant under every permutation of the classes; other targets: no symmetry
+        return np.zeros(self.T.shape[0]) if self._one_hot() else None
+
+    def value_grad_slots(self, Zs, layout):
+        if not self._one_hot():
+            return Loss.value_grad_slots(self, Zs, layout)
+        R = np.where(layout.mult > 0, np.asarray(Zs, dtype=float), 0.0)
+        R[layout.m] -= 1.0
+        return 0.5 * np.sum(layout.mult * R * R, axis=0), R
+
+    def conjugate_slots(self, Vs, layout):
+        if not self._one_hot():
+            return Loss.conjugate_slots(self, Vs, layout)
+        V = np.where(layout.mult > 0, np.asarray(Vs, dtype=float), 0.0)
+        return 0.5 * np.sum(layout.mult * V * V, axis=0) + V[layout.m]
 
     def cvxpy(self, U, y):
         import cvxpy as cp

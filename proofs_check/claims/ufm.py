@@ -643,6 +643,15 @@ def _closed_form_point(p: "SG.GeneralUFM", cf: dict):
     return cf["margin"] * J * math.sqrt(n), np.zeros(K)
 
 
+def _closed_form_grouped(p: "SG.GeneralUFM", cf: dict) -> "SG.GroupedPoint":
+    """The balanced closed form as an invariant point of one group: X = beta J (A = 0 on the all-ones
+    direction, beta = c* sqrt(n) for CE-type losses, z for MSE), b = 0 (CE) or 1/K (MSE)."""
+    n = int(p.counts[0])
+    if p.loss.name == "mse":
+        return SG.GroupedPoint(np.zeros((1, 1)), np.array([float(cf["margin"])]), np.array([1.0 / p.K]))
+    return SG.GroupedPoint(np.zeros((1, 1)), np.array([float(cf["margin"]) * math.sqrt(n)]), np.zeros(1))
+
+
 def check_general(p: "SG.GeneralUFM", *, starts: int = 2, seed: int = 0, claimed_value: float | None = None,
                   time_budget: float = 80.0) -> SolveReport:
     """Solve and certify one instance of the general UFM (any loss object, any counts). See docs/ufm_general.md.
@@ -653,22 +662,43 @@ def check_general(p: "SG.GeneralUFM", *, starts: int = 2, seed: int = 0, claimed
     certificate"), ``relaxation-tight`` when d is below the rank of the relaxation's optimum."""
     t0 = time.perf_counter()
     diagnostics: list[str] = []
-    est = SG.estimate(p, starts)
+    layout = SG.class_layout(p)
+    est = SG.estimate(p, starts, layout)
     if est["bytes"] > MEMORY_CAP or est["seconds"] > TIME_LIMIT_S:
         raise InputError(f"instance too large: estimated {est['bytes'] / 1e9:.2f} GB and {est['seconds']:.0f} s "
                          f"(limits {MEMORY_CAP / 1e9:.1f} GB, {TIME_LIMIT_S:.0f} s; docs/ufm_general.md)")
     balanced = bool(np.all(p.counts == p.counts[0])) and p.kind == "classification"
     cf = p.loss.closed_form(p.K, int(p.counts[0]), p.lam) if balanced and p.lb == 0.0 else None
-    # the relaxation (rank up to min(K, G)); from the closed form when there is one, plus random starts
     full_rank = min(p.K, p.G)
-    init = _closed_form_point(p, cf) if cf is not None else None
-    with blas_threads(0):
-        sol = SG.solve_factored(p, rank=full_rank, starts=starts, seed=seed, x_init=init,
-                                time_budget=time_budget)
-    X, b = sol.variables["X"], sol.variables["b"]
-    cert = SG.certificate(p, X, b)
-    geo_full = SG.geometry(p, X, b)
-    rank = geo_full["rank"]
+    pt = None
+    if layout is not None:
+        # exchangeable classes grouped: the solve and the certificate in O(m^2) per evaluation (m groups)
+        init = _closed_form_grouped(p, cf) if cf is not None and layout.m == 1 else None
+        with blas_threads(0):
+            sol = SG.solve_grouped(p, layout, starts=starts, seed=seed, x_init=init, time_budget=time_budget)
+        pt = sol.variables["point"]
+        cert = SG.certificate_grouped(p, pt, layout)
+        rank = pt.rank(layout)
+        if p.K <= SG.EXPAND_MAX:
+            X, b = SG.grouped_full(p, pt, layout)
+            with blas_threads(0):
+                geo_full = SG.geometry(p, X, b)
+        else:
+            X = b = None
+            geo_full = SG.geometry_grouped(p, pt, layout)
+        diagnostics.append(f"{p.K} classes in {layout.m} groups of exchangeable classes (equal counts"
+                           + (" and weights" if getattr(p.loss, "weighted", False) else "")
+                           + "): solved and certified per group (docs/ufm_general.md, 'Grouping exchangeable classes')")
+    else:
+        # the relaxation (rank up to min(K, G)); from the closed form when there is one, plus random starts
+        init = _closed_form_point(p, cf) if cf is not None else None
+        with blas_threads(0):
+            sol = SG.solve_factored(p, rank=full_rank, starts=starts, seed=seed, x_init=init,
+                                    time_budget=time_budget)
+        X, b = sol.variables["X"], sol.variables["b"]
+        cert = SG.certificate(p, X, b)
+        geo_full = SG.geometry(p, X, b)
+        rank = geo_full["rank"]
     lower = cert.lower_bound
     claims: list[Check] = []
     predicted: dict = {"value": None}
@@ -689,7 +719,23 @@ def check_general(p: "SG.GeneralUFM", *, starts: int = 2, seed: int = 0, claimed
                             certificate=cert.method, evidence={"prediction": how, "bound": cert.details.get("bound")})
         claims.append(c)
     else:
-        # d below the rank: the best point in dimension d against the relaxation's bound
+        # d below the rank: the best point in dimension d against the relaxation's bound. The rank-d problem is
+        # not convex, so grouping does not apply to it: it runs on the K x K problem when that fits the budget.
+        full_est = SG.estimate(p, starts)
+        if X is None or full_est["bytes"] > MEMORY_CAP or full_est["seconds"] > TIME_LIMIT_S:
+            ev = {"relaxation_lower_bound": lower, "relaxation_rank": rank, "d": p.d,
+                  "rank_d_search": f"skipped: the K x K rank-d search needs {full_est['bytes'] / 1e9:.2f} GB and "
+                                   f"{full_est['seconds']:.0f} s (limits {MEMORY_CAP / 1e9:.1f} GB, {TIME_LIMIT_S:.0f} s)"}
+            claims.append(Check("relaxation-tight", Verdict.INCONCLUSIVE,
+                                f"d = {p.d} is below the rank {rank} of the convex relaxation's optimum, so the "
+                                f"relaxation is not tight here: the optimum is >= the relaxation's lower bound "
+                                f"{fmt(lower)}; no point in dimension d was searched ({ev['rank_d_search']})", ev))
+            if claimed_value is not None:
+                claims.append(lower_bound_claim_general(claimed_value, lower, None))
+            return SolveReport("ufm", p.to_dict(), {"value": None, "note": "no prediction: d is below the rank of the "
+                               "relaxation's optimum"}, None, cert.to_dict(),
+                               {"relaxation_rank": rank}, claims, {"factored-relaxation": sol.to_dict()}, diagnostics,
+                               seconds=time.perf_counter() - t0)
         with blas_threads(0):
             sd = SG.solve_factored(p, rank=p.d, starts=starts, seed=seed + 1, x_init=(X, b),
                                    time_budget=max(5.0, time_budget - (time.perf_counter() - t0)))
@@ -719,7 +765,11 @@ def check_general(p: "SG.GeneralUFM", *, starts: int = 2, seed: int = 0, claimed
     # geometry and uniqueness
     geo_at = geo_full
     unique_how = None
-    if cf is not None and tight:
+    if X is None:
+        claims.append(Check("minimiser-unique", Verdict.INCONCLUSIVE,
+                            f"no geometry certificate: the uniqueness conditions are evaluated on K x K matrices, not "
+                            f"formed for K = {p.K} > {SG.EXPAND_MAX} classes", {"classes": p.K}))
+    elif cf is not None and tight:
         Xc, bc = _closed_form_point(p, cf)
         cc = SG.certificate(p, Xc, bc)
         uq = SG.uniqueness_conditions(p, Xc, bc)
@@ -737,11 +787,15 @@ def check_general(p: "SG.GeneralUFM", *, starts: int = 2, seed: int = 0, claimed
                             "no geometry certificate: no closed form, the candidate is approximate and no radius is "
                             f"proven (uniqueness conditions at the candidate: {'hold' if uq['valid'] else 'fail'}, "
                             f"delta = {fmt(uq['delta'], 3)})", uq))
-    mc, wc = geo_at.pop("_cosines_full")
+    mc, wc = geo_at.pop("_cosines_full", (None, None))
     geo_full.pop("_cosines_full", None)
     K = p.K
-    gram = np.asarray(mc)
-    if balanced and p.G == K:
+    if balanced and p.G == K and mc is None:
+        expected = predicted.get("geometry", "simplex-etf") if cf is not None else "simplex-etf"
+        claims.append(Check(f"geometry-{expected}", Verdict.INCONCLUSIVE, f"no geometry certificate: the class-mean "
+                            f"Gram is not formed for K = {K} > {SG.EXPAND_MAX} classes", {"classes": K}))
+    elif balanced and p.G == K:
+        gram = np.asarray(mc)
         cls = G.classify_gram(gram if np.linalg.norm(gram) > 0 else np.zeros_like(gram))
         expected = predicted.get("geometry", "simplex-etf") if cf is not None else "simplex-etf"
         chk = geometry_is(f"geometry-{expected}", expected, cls)
