@@ -85,7 +85,7 @@ class _Precision:
 # Exact conversions and outward rounding
 # ---------------------------------------------------------------------------------------------------
 
-def exact(x) -> "flint.arb":  # noqa: F821
+def exact(x):
     """An exact ball (radius 0) for a finite double or an int; a Fraction becomes the tightest ball."""
     from flint import arb, fmpq
 
@@ -447,7 +447,7 @@ def ldl_positive_definite(S) -> bool:
     return True
 
 
-def lambda_min_lower(S, guess: float | None = None) -> "flint.arb":  # noqa: F821
+def lambda_min_lower(S, guess: float | None = None):
     """A ball whose lower end bounds the smallest eigenvalue of every symmetric matrix in the ball matrix S
     from below: sigma such that S - sigma I is verified positive definite by :func:`ldl_positive_definite`,
     with sigma just below the float estimate ``guess`` (tried at increasing distances); falls back to

@@ -290,3 +290,24 @@ def test_cli_without_flint_says_how_to_install_and_exits_2_before_any_work(monke
     assert rc == 2
     assert err.count("\n") == 1 and 'pip install "ncproofs[rigorous]"' in err
     assert F is not None
+
+
+def test_every_solve_subcommand_has_the_flag():
+    from proofs_check.cli import build_parser
+
+    _, smap, _, _ = build_parser()
+    parser = build_parser()[0]
+    sub = next(a for a in parser._actions if a.__class__.__name__ == "_SubParsersAction")
+    ssub = next(a for a in sub.choices["solve"]._actions if a.__class__.__name__ == "_SubParsersAction")
+    assert set(smap) <= set(ssub.choices)
+    for name in smap:
+        opts = {o for a in ssub.choices[name]._actions for o in a.option_strings}
+        assert "--rigorous" in opts, name
+
+
+def test_family_without_recipe_keeps_its_verdict_under_the_flag():
+    rc, out, err = _main(["solve", "scl", "--counts", "2,2", "--tau", "0.5", "--dim", "3", "--batches",
+                          "0,1,2;1,2,3", "--starts", "2", "--json", "--rigorous"])
+    d = json.loads(out)
+    assert d["certificate"]["rigorous"]["status"] == "unsupported" and d["rigorous"] is False
+    assert rc == (1 if d["verdict"] in ("REFUTED", "ERROR") else 0)
