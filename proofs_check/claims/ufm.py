@@ -901,3 +901,72 @@ def _validate_targets(Y) -> np.ndarray:
     if np.max(np.abs(Y)) > 1e12:
         raise InputError("targets must have |entries| <= 1e12")
     return Y
+
+
+# =====================================================================================================
+# One certified value per instance (rows of `ncproofs table ufm`)
+# =====================================================================================================
+
+def estimate_value(p: "SG.GeneralUFM", starts: int = 1) -> float:
+    """Estimated seconds of :func:`certify_value` (0 when a balanced closed form is certified directly)."""
+    balanced = bool(np.all(p.counts == p.counts[0])) and p.kind == "classification"
+    if balanced and p.lb == 0.0 and p.loss.closed_form(p.K, int(p.counts[0]), p.lam) is not None:
+        return 0.0
+    layout = SG.class_layout(p)
+    if layout is None:
+        return SG.estimate(p, starts)["seconds"]
+    m = float(layout.m)
+    return starts * SG.GROUPED_EVALS * (SG.GROUPED_EVAL_OVERHEAD + 10.0 * m ** 3 / SG.FLOPS_PER_SECOND)
+
+
+def certify_value(p: "SG.GeneralUFM", *, starts: int = 1, seed: int = 0, time_budget: float = 60.0) -> dict:
+    """The optimal value of one instance (d >= the rank of the optimum) with its certificate, as numbers:
+    ``value`` (objective at an explicit feasible point: an upper bound), ``lower_bound`` (proven, Fenchel dual;
+    docs/ufm_general.md), ``gap``, ``certified`` (the claim ``optimal-value`` is VERIFIED: gap within
+    GEN_VALUE_RTOL and, where a closed form exists, the closed form inside the bracket), ``closed_form``
+    (value or None), ``margin``, ``phase``, and the minority-collapse measures at the certified point
+    (imbalanced counts; a measurement at the candidate, not a statement about every minimiser).
+
+    Balanced classes with a closed form: the candidate is the closed form's point itself (one group, O(K) work).
+    Otherwise the grouped (or, without exchangeable classes, the class-reduced) solver and its certificate."""
+    balanced = bool(np.all(p.counts == p.counts[0])) and p.kind == "classification"
+    cf = p.loss.closed_form(p.K, int(p.counts[0]), p.lam) if balanced and p.lb == 0.0 else None
+    layout = SG.class_layout(p)
+    pt = None
+    out: dict = {"closed_form": None, "margin": None, "phase": None}
+    if cf is not None and layout is not None and layout.m == 1:
+        pt = _closed_form_grouped(p, cf)
+        cert = SG.certificate_grouped(p, pt, layout)
+        how = "closed form's point"
+    else:
+        est = estimate_value(p, starts)
+        if est > TIME_LIMIT_S:
+            raise InputError(f"instance too large for a certified value: estimated {est:.0f} s (limit "
+                             f"{TIME_LIMIT_S:.0f} s; docs/ufm_general.md)")
+        with blas_threads(0):
+            if layout is not None:
+                sol = SG.solve_grouped(p, layout, starts=starts, seed=seed, time_budget=time_budget)
+                pt = sol.variables["point"]
+                cert = SG.certificate_grouped(p, pt, layout)
+            else:
+                sol = SG.solve_factored(p, rank=min(p.K, p.G), starts=starts, seed=seed, time_budget=time_budget)
+                cert = SG.certificate(p, sol.variables["X"], sol.variables["b"])
+        how = sol.method
+    if cf is not None:
+        out.update(closed_form=cf["value"], margin=cf["margin"], phase="trivial" if cf["trivial"] else "collapse")
+    pred = cf["value"] if cf is not None else cert.upper
+    tol = tolerance(pred, rtol=GEN_VALUE_RTOL, atol=GEN_VALUE_ATOL)
+    chk = optimum_matches("optimal-value", pred, attained=cert.upper, lower_bound=cert.lower_bound, tol=tol,
+                          certificate=cert.method)
+    out.update(value=cert.upper, lower_bound=cert.lower_bound, gap=cert.gap, certified=chk.verdict == Verdict.VERIFIED,
+               verdict=chk.verdict.value if hasattr(chk.verdict, "value") else str(chk.verdict), reason=chk.reason,
+               tolerance=tol, candidate=how, certificate=cert.method)
+    if p.kind == "classification" and np.unique(p.counts).size > 1:
+        if pt is not None:
+            geo = SG.geometry_grouped(p, pt, layout)
+        else:
+            geo = SG.geometry(p, sol.variables["X"], sol.variables["b"])
+        mino = geo.get("minority") or {}
+        out.update(minority_classifier_cosine=mino.get("minority_classifier_cosine"),
+                   classifier_norm_ratio=mino.get("classifier_norm_ratio"))
+    return out

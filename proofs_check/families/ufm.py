@@ -62,11 +62,32 @@ def _run(loss: str):
 
 
 def _table_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--loss", choices=("ce", "mse"), default="ce")
-    p.add_argument("--classes", type=int_list, default=[3, 5, 10], help="comma-separated k values")
-    p.add_argument("--per-class", type=int_list, default=[2], help="comma-separated n values")
-    p.add_argument("--lambda", dest="lam", type=float_list, default=[1e-3, 1e-2, 1e-1],
-                   help="comma-separated lw = lh values")
+    p.add_argument("--loss", choices=("ce", "mse", "ls", "weighted-ce"), default="ce",
+                   help="ce, mse, ls (label smoothing, needs --smoothing) or weighted-ce (needs --class-weights)")
+    p.add_argument("--smoothing", type=float_list, default=None, metavar="EPS,...",
+                   help="label smoothing eps values in [0, 1) (--loss ls)")
+    p.add_argument("--smoothing-convention", choices=("torch", "others"), default="torch",
+                   help="torch: (1-eps) e_y + eps/K (PyTorch label_smoothing, default); others: eps/(K-1) off-label")
+    p.add_argument("--class-weights", type=float_list, default=None, metavar="W1,W2,...",
+                   help="class weights (--loss weighted-ce), one per class")
+    p.add_argument("--classes", type=int_list, default=None,
+                   help="comma-separated k values (balanced, with --per-class; or the K of --profile); "
+                        "default 3,5,10 when neither --counts nor --profile is given")
+    p.add_argument("--per-class", type=int_list, default=None, help="comma-separated n values (default 2)")
+    p.add_argument("--counts", type=int_list, action="append", default=None, metavar="N1,N2,...",
+                   help="class sizes of one imbalanced instance, e.g. 6,6,2,1 (repeatable)")
+    p.add_argument("--profile", choices=("step", "longtail"), default=None,
+                   help="generate counts from an imbalance profile (as `table scl`): step or longtail")
+    p.add_argument("--majority", type=int, default=None, help="profile: majority class size")
+    p.add_argument("--ratio", type=float_list, default=None, metavar="R,...", help="profile: imbalance ratios R >= 1")
+    p.add_argument("--step-fraction", type=float, default=0.5, help="step profile: fraction of majority classes")
+    p.add_argument("--lambda", dest="lam", type=float_list, default=None,
+                   help="comma-separated lw = lh values (default 1e-3,1e-2,1e-1)")
+    p.add_argument("--lambda-w", type=float_list, default=None, metavar="LW,...",
+                   help="comma-separated lw values (with --lambda-h; every pair is a row)")
+    p.add_argument("--lambda-h", type=float_list, default=None, metavar="LH,...", help="comma-separated lh values")
+    p.add_argument("--starts", type=int, default=1, help="random starts of the solver where there is no closed form")
+    p.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
 
 
 def _nonempty(option: str, values, what: str = "value") -> list:
@@ -76,24 +97,180 @@ def _nonempty(option: str, values, what: str = "value") -> list:
     return values
 
 
+def _counts_text(counts) -> str:
+    if len(counts) <= 8:
+        return ",".join(map(str, counts))
+    return f"{max(counts)}..{min(counts)} ({len(set(counts))} distinct)"
+
+
+def _profile_counts(SCLT, profile: str, k: int, majority: int, R: float, rho: float):
+    """Counts of a profile, through theory.scl's generators (the same as `table scl`)."""
+    if profile == "step":
+        return SCLT.step_counts(k, majority, R, rho), f"step R={R:g} rho={rho:g}"
+    return SCLT.longtail_counts(k, majority, R), f"longtail R={R:g}"
+
+
+def _table_instances(args: argparse.Namespace) -> tuple[list[tuple], bool]:
+    """The count vectors of the rows: [(label, counts, n or None)], and whether they are balanced (k x n)."""
+    from theory import scl as SCLT
+
+    for opt, val, what in (("--classes", args.classes, "number of classes k"),
+                           ("--per-class", args.per_class, "sample count n"),
+                           ("--lambda", args.lam, "weight decay"), ("--lambda-w", args.lambda_w, "weight decay"),
+                           ("--lambda-h", args.lambda_h, "weight decay"), ("--ratio", args.ratio, "ratio R"),
+                           ("--smoothing", args.smoothing, "eps"), ("--class-weights", args.class_weights, "weight")):
+        _nonempty(opt, val, what)
+    for c in args.counts or []:
+        _nonempty("--counts", c, "class size")
+    if args.profile is None:
+        for opt in ("majority", "ratio"):
+            if getattr(args, opt) is not None:
+                raise UsageError(f"--{opt} needs --profile step|longtail")
+    if args.counts is not None or args.profile is not None:
+        if args.per_class is not None:
+            raise UsageError("--per-class is for balanced tables: not with --counts or --profile")
+        sets = []
+        for c in args.counts or []:
+            if len(c) < 2:
+                raise UsageError(f"--counts needs at least 2 classes, got {','.join(map(str, c))}")
+            if any(x < 1 for x in c):
+                raise UsageError(f"--counts must all be >= 1, got {','.join(map(str, c))}")
+            sets.append((_counts_text(c), tuple(c), None))
+        if args.profile is not None:
+            missing = [n for n in ("classes", "majority", "ratio") if getattr(args, n) is None]
+            if missing:
+                raise UsageError(f"--profile {args.profile} needs --{' --'.join(m.replace('_', '-') for m in missing)}")
+            for k in args.classes:
+                for R in args.ratio:
+                    try:
+                        c, label = _profile_counts(SCLT, args.profile, k, args.majority, R, args.step_fraction)
+                    except InputError as exc:
+                        raise UsageError(f"--profile {args.profile} (--classes {k} --majority {args.majority} "
+                                         f"--ratio {R:g}): {exc}") from None
+                    sets.append((f"{label}: {_counts_text(c)}", c, None))
+        elif args.classes is not None:
+            raise UsageError("--classes with --counts: the counts already give the classes (or use --profile)")
+        return sets, False
+    classes = args.classes if args.classes is not None else [3, 5, 10]
+    per = args.per_class if args.per_class is not None else [2]
+    for k in classes:
+        if not 2 <= k <= 10_000:
+            raise UsageError(f"--classes: k must be in [2, 10000], got {k}")
+    for n in per:
+        if n < 1:
+            raise UsageError(f"--per-class: n must be >= 1, got {n}")
+    return [(None, (n,) * k, n) for k in classes for n in per], True
+
+
+def _lambda_pairs(args: argparse.Namespace) -> tuple[list[tuple[float, float]], bool]:
+    if args.lam is not None and (args.lambda_w is not None or args.lambda_h is not None):
+        raise UsageError("give --lambda (lw = lh) or --lambda-w with --lambda-h, not both")
+    if (args.lambda_w is None) != (args.lambda_h is None):
+        raise UsageError("--lambda-w and --lambda-h go together (every pair is a row); --lambda sets lw = lh")
+    if args.lambda_w is not None:
+        pairs = [(lw, lh) for lw in args.lambda_w for lh in args.lambda_h]
+        same = False
+    else:
+        pairs = [(x, x) for x in (args.lam if args.lam is not None else [1e-3, 1e-2, 1e-1])]
+        same = True
+    for lw, lh in pairs:
+        for name, v in (("--lambda" if same else "--lambda-w", lw), ("--lambda" if same else "--lambda-h", lh)):
+            if not (v == v and 1e-12 <= v <= 1e12):
+                raise UsageError(f"{name}: weight decays must be in [1e-12, 1e12] (docs/ufm.md), got {v:g}")
+    return pairs, same
+
+
+#: the whole table is refused above this estimated time (seconds, 2-core machine): "every input ends within
+#: 2 minutes" (docs/DEVELOPING.md)
+TABLE_TIME_LIMIT_S = 100.0
+
+
 def _table(args: argparse.Namespace) -> Table:
-    _nonempty("--classes", args.classes, "number of classes k")
-    _nonempty("--per-class", args.per_class, "sample count n")
-    _nonempty("--lambda", args.lam, "weight decay")
+    from proofs_check.claims.ufm import certify_value, estimate_value
+    from solvers import losses as L
+    from solvers import ufm_general as SG
+
+    sets, balanced = _table_instances(args)
+    pairs, same = _lambda_pairs(args)
+    if args.starts < 1 or args.seed < 0:
+        raise UsageError("--starts must be >= 1 and --seed >= 0")
+    if args.loss == "ls" and args.smoothing is None:
+        raise UsageError("--loss ls needs --smoothing EPS[,EPS...]")
+    if args.smoothing is not None and args.loss not in ("ls", "weighted-ce"):
+        raise UsageError("--smoothing applies to --loss ls (or weighted-ce)")
+    if args.class_weights is not None and args.loss != "weighted-ce":
+        raise UsageError("--class-weights applies to --loss weighted-ce")
+    epss = args.smoothing if args.smoothing is not None else [0.0]
+    problems = []
+    for label, counts, n in sets:
+        K = len(counts)
+        if args.class_weights is not None and len(args.class_weights) != K:
+            raise UsageError(f"--class-weights has {len(args.class_weights)} entries, but an instance has {K} classes")
+        for eps in epss:
+            loss = L.make_loss(args.loss, K, smoothing=eps, convention=args.smoothing_convention,
+                               weights=args.class_weights)
+            for lw, lh in pairs:
+                problems.append((label, counts, n, eps, lw, lh, SG.classification(loss, list(counts), K, lw, lh)))
+    total = sum(estimate_value(pr[-1], args.starts) for pr in problems)
+    if total > TABLE_TIME_LIMIT_S:
+        raise UsageError(f"table ufm: too large: the rows without a closed form need an estimated {total:.0f} s "
+                         f"(limit {TABLE_TIME_LIMIT_S:.0f} s on 2 cores); use fewer rows, classes or distinct counts")
+    imbalanced = not balanced
+    ls = args.loss == "ls"
+    cols, latex = (["k", "n"], ["$k$", "$n$"]) if balanced else (["counts", "k", "N"], ["counts $n_c$", "$k$", "$N$"])
+    cols += ["lambda"] if same else ["lambda_w", "lambda_h"]
+    latex += [r"$\lambda$"] if same else [r"$\lambda_W$", r"$\lambda_H$"]
+    if ls:
+        cols.append("eps")
+        latex.append(r"$\varepsilon$")
+    cols += ["f*", "lower_bound", "gap", "certified"]
+    latex += [r"$f^\star$", "lower bound", "gap", "certified"]
+    if balanced:
+        margin = "singular value z" if args.loss == "mse" else "optimal logit margin c*"
+        cols += ["closed_form", margin, "phase"]
+        latex += ["closed form", "$z$" if args.loss == "mse" else r"$c^\star$", "phase"]
+    if imbalanced:
+        cols += ["minority_classifier_cosine", "classifier_norm_ratio"]
+        latex += ["minority $\\cos$", "norm ratio"]
     rows = []
-    for k in args.classes:
-        for n in args.per_class:
-            for lam in args.lam:
-                inst = T.UFMInstance(args.loss, k, n, max(k - 1, 1), lam, lam)
-                p = T.optimum(inst)
-                rows.append([k, n, lam, p.value, p.margin, "trivial" if p.trivial else "collapse"])
-    margin = "optimal logit margin c*" if args.loss == "ce" else "singular value z"
-    cap = (f"UFM-{args.loss.upper()} optimal values (balanced, lw = lh = lambda, d >= k-1; "
-           + ("loss (1/N) sum CE + lw/2||W||^2 + lh/2||H||^2, unregularized bias" if args.loss == "ce" else
-              "loss 1/(2N)||WH + b1^T - Y||^2 + lw/2||W||^2 + lh/2||H||^2, unregularized bias") + ").")
-    return Table(["k", "n", "lambda", "f*", margin, "phase"], rows, cap,
-                 latex_columns=["$k$", "$n$", "$\\lambda$", "$f^\\star$", "$c^\\star$" if args.loss == "ce" else "$z$",
-                                "phase"])
+    for label, counts, n, eps, lw, lh, p in problems:
+        r = certify_value(p, starts=args.starts, seed=args.seed)
+        row = [len(counts), n] if balanced else [label, len(counts), int(sum(counts))]
+        row += [lw] if same else [lw, lh]
+        if ls:
+            row.append(eps)
+        row += [r["value"], r["lower_bound"], r["gap"], bool(r["certified"])]
+        if balanced:
+            row += [r["closed_form"], r["margin"], r["phase"]]
+        if imbalanced:
+            row += [r.get("minority_classifier_cosine"), r.get("classifier_norm_ratio")]
+        rows.append(row)
+    loss_txt = {"ce": "cross-entropy", "mse": "MSE (1/2)||z - e_y||^2", "ls": f"label smoothing ({args.smoothing_convention} "
+                "convention)", "weighted-ce": "class-weighted cross-entropy (1/N mean)"}[args.loss]
+    loss_tex = {"ce": "cross-entropy", "mse": r"MSE $\frac12\|z - e_y\|^2$",
+                "ls": f"label smoothing ({args.smoothing_convention} convention)",
+                "weighted-ce": r"class-weighted cross-entropy ($\frac1N$ mean)"}[args.loss]
+    lam_txt = "lw = lh = lambda" if same else "lw, lh"
+    cap = (f"UFM optimal values, loss {loss_txt}: f = (1/N) sum_i loss(W h_i + b, y_i) + lw/2||W||^2 + lh/2||H||^2, "
+           f"unregularized bias, {lam_txt}, d = k (>= the rank of the optimum). f* is the objective at an explicit "
+           "feasible point (an upper bound); lower_bound is proven by the Fenchel dual certificate "
+           "(docs/ufm_general.md); gap = f* - lower_bound; certified: the gap is within the relative tolerance "
+           "1e-8" + (" and the balanced closed form lies in the bracket" if balanced else "")
+           + (". Imbalanced: mean cosine between the classifiers of the smallest-count classes and the ratio of "
+              "their mean classifier norm to that of the largest-count classes, measured at the certified point "
+              "(not a statement about every minimiser)" if imbalanced else "") + ".")
+    lam_tex = r"$\lambda_W = \lambda_H = \lambda$" if same else r"$\lambda_W, \lambda_H$"
+    latex_cap = (f"UFM optimal values, loss {loss_tex}: $f = \\frac1N\\sum_i \\ell(W h_i + b, y_i) + "
+                 r"\frac{\lambda_W}{2}\|W\|_F^2 + \frac{\lambda_H}{2}\|H\|_F^2$, unregularized bias, " + lam_tex
+                 + r", $d = k$ ($\ge$ the rank of the optimum). $f^\star$: objective at an explicit feasible point (an "
+                 "upper bound); lower bound: proven by the Fenchel dual certificate (docs/ufm\\_general.md); gap $= "
+                 r"f^\star - $ lower bound; certified: gap within the relative tolerance $10^{-8}$"
+                 + (" and the balanced closed form inside the bracket" if balanced else "")
+                 + (". Imbalanced: mean cosine between the classifiers of the smallest-count classes and the ratio of "
+                    "their mean classifier norm to that of the largest-count classes, measured at the certified point "
+                    "(not a statement about every minimiser)" if imbalanced else "") + ".")
+    return Table(cols, rows, cap, latex_columns=latex, latex_caption=latex_cap,
+                 meta={"family": "ufm", "loss": args.loss})
 
 
 def _counts_arg(text: str) -> list[int]:
@@ -207,7 +384,8 @@ COMMANDS = [
                  "(docs/ufm_general.md)", _general_args, _run_general),
     SolveCommand("ufm-regression", "neural regression collapse UFM (Andriopoulos et al. 2024), certified",
                  _regression_args, _run_regression),
-    TableCommand("ufm", "closed-form optimal values of the UFM over a grid", _table_args, _table),
+    TableCommand("ufm", "certified optimal values of the UFM (any loss, balanced or imbalanced counts) over a grid",
+                 _table_args, _table),
 ]
 
 
