@@ -610,3 +610,55 @@ def test_user_geometry_tiny_unique_etf_is_not_zero(scale):
 def test_user_equals_wrong(rel):
     r = _user("equals", lambda p: 1.0 + rel, lambda p: 1.0).check_instance({"k": 2})
     _refuted(r, f"user equals +{rel}")
+
+
+# ============================================================================================
+# Random sweeps (hypothesis, few examples by default; more with the slow marker)
+# ============================================================================================
+
+from hypothesis import HealthCheck, given, settings  # noqa: E402
+
+_TAUS = (1e-4, 1e-3, 0.05, 0.5, 1.0, 10.0)
+_SETTINGS = dict(deadline=None, derandomize=True, suppress_health_check=list(HealthCheck))
+
+
+def _scl_random_case(draw):
+    k = draw(hst.integers(2, 4))
+    counts = tuple(draw(hst.lists(hst.integers(1, 6), min_size=k, max_size=k)))
+    tau = draw(hst.sampled_from(_TAUS))
+    nonneg = draw(hst.booleans())
+    if not nonneg:
+        n = draw(hst.integers(2, 5))
+        counts = (n,) * k
+    d = k if nonneg else k - 1 + draw(hst.integers(0, 1))
+    rel = draw(hst.sampled_from(REL))
+    sign = draw(hst.sampled_from(SIGNS))
+    return counts, tau, d, nonneg, rel, sign
+
+
+@settings(max_examples=12, **_SETTINGS)
+@given(hst.data())
+def test_scl_random_wrong_value_never_verified(data):
+    counts, tau, d, nonneg, rel, sign = _scl_random_case(data.draw)
+    base = _scl_base(counts, tau, nonneg)
+    if base < 1e-3:  # a relative perturbation of a value near 0 is below the round-off: not a false statement test
+        return
+    rep = SC.check_instance(ST.SCLInstance(counts, tau, d, nonneg), starts=2, predicted_value=base * (1 + sign * rel))
+    _never_verified(rep, f"scl random {counts} tau={tau} d={d} nonneg={nonneg} x(1{sign * rel:+g})")
+
+
+@pytest.mark.slow
+@settings(max_examples=150, **_SETTINGS)
+@given(hst.data())
+def test_scl_random_wrong_value_never_verified_slow(data):
+    test_scl_random_wrong_value_never_verified.hypothesis.inner_test(data)
+
+
+@settings(max_examples=12, **_SETTINGS)
+@given(k=hst.integers(2, 6), n=hst.integers(1, 3), dk=hst.integers(-1, 1), lw=hst.floats(-7, 0), lh=hst.floats(-7, 0),
+       loss=hst.sampled_from(["ce", "mse"]), rel=hst.sampled_from(REL), sign=hst.sampled_from(SIGNS))
+def test_ufm_random_wrong_value_never_verified(k, n, dk, lw, lh, loss, rel, sign):
+    inst = UT.UFMInstance(loss, k, n, max(1, k + dk), 10 ** lw, 10 ** lh)
+    base = float(UC.default_predict(inst))
+    rep = UC.check_instance(inst, starts=1, predict=lambda i: base * (1 + sign * rel))
+    _never_verified(rep, f"ufm random {inst} x(1{sign * rel:+g})")

@@ -260,3 +260,53 @@ def test_user_true_geometry_tiny_unique_etf():
     r = _user("geometry", lambda p: "simplex-etf", lambda p: U.ProvenPoint(G, how="exact", unique=True, zero_tol=0.0)
               ).check_instance({"k": 2})
     assert r.verdict is Verdict.VERIFIED, r.reason
+
+
+# ============================================================================================
+# Random sweeps of true statements (hypothesis, few examples by default)
+# ============================================================================================
+
+from hypothesis import HealthCheck, given, settings  # noqa: E402
+
+_SETTINGS = dict(deadline=None, derandomize=True, suppress_health_check=list(HealthCheck))
+
+
+@settings(max_examples=12, **_SETTINGS)
+@given(counts=hst.lists(hst.integers(1, 6), min_size=2, max_size=4),
+       tau=hst.sampled_from((1e-4, 1e-3, 0.05, 0.5, 1.0, 1e8)), dk=hst.integers(-2, 1), nonneg=hst.booleans(),
+       seed=hst.integers(0, 5))
+def test_scl_random_true_never_refuted(counts, tau, dk, nonneg, seed):
+    k = len(counts)
+    d = max(1, k + dk)
+    rep = SC.check_instance(ST.SCLInstance(tuple(counts), tau, d, nonneg), starts=2, seed=seed)
+    _not_refuted(rep, f"scl random {counts} tau={tau} d={d} nonneg={nonneg} seed={seed}")
+
+
+@pytest.mark.slow
+@settings(max_examples=150, **_SETTINGS)
+@given(counts=hst.lists(hst.integers(1, 8), min_size=2, max_size=5),
+       tau=hst.sampled_from((1e-4, 1e-3, 0.01, 0.05, 0.2, 0.5, 1.0, 3.0, 1e8)), dk=hst.integers(-2, 1),
+       nonneg=hst.booleans(), seed=hst.integers(0, 50))
+def test_scl_random_true_never_refuted_slow(counts, tau, dk, nonneg, seed):
+    test_scl_random_true_never_refuted.hypothesis.inner_test(counts, tau, dk, nonneg, seed)
+
+
+@settings(max_examples=12, **_SETTINGS)
+@given(k=hst.integers(2, 6), n=hst.integers(1, 3), dk=hst.integers(-2, 1), lw=hst.floats(-7, 1), lh=hst.floats(-7, 1),
+       loss=hst.sampled_from(["ce", "mse"]), seed=hst.integers(0, 5))
+def test_ufm_random_true_never_refuted(k, n, dk, lw, lh, loss, seed):
+    inst = UT.UFMInstance(loss, k, n, max(1, k + dk), 10 ** lw, 10 ** lh)
+    _not_refuted(UC.check_instance(inst, starts=1, seed=seed), f"ufm random {inst} seed {seed}")
+
+
+@settings(max_examples=10, **_SETTINGS)
+@given(n_c=hst.integers(2, 4), L=hst.integers(1, 3), s_c=hst.integers(1, 3), dk=hst.integers(-2, 1),
+       lam=hst.floats(-7, 0.5), layernorm=hst.booleans())
+def test_fc_random_true_never_refuted(n_c, L, s_c, dk, lam, layernorm):
+    d = max(2 if layernorm else 1, n_c - 1 + dk)
+    try:
+        inst = FCInstance(n_c, L, s_c, d, 10 ** lam, layernorm=layernorm)
+        FS.check_budget(inst, 1)
+    except ValueError:
+        return
+    _not_refuted(FC.check_instance(inst, n_starts=1), f"fc random {inst}")
