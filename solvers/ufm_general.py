@@ -48,6 +48,9 @@ SPECTRAL_TOL = 1e-6
 STRUCTURE_TOL = 1e-8
 #: Size limits (class-reduced K x G matrices; full SVDs are O(K^2 G)). Budget: 2.5 GB, ~2 minutes.
 MAX_ENTRIES = 4_000_000
+#: With grouping (docs/ufm_general.md, "Grouping exchangeable classes") the per-class work is O(K) per
+#: evaluation; at most this many classes.
+MAX_GROUPED_CLASSES = 100_000
 FLOPS_PER_SECOND = 1e10
 
 
@@ -90,9 +93,16 @@ class GeneralUFM:
                 raise InputError(f"{ {'lw': 'lambda_w', 'lh': 'lambda_h', 'lb': 'lambda_b'}[name]} must be in "
                                  f"[{LAMBDA_MIN:g}, {LAMBDA_MAX:g}] (float64 range of the stable formulas; "
                                  f"docs/ufm.md), got {v:g}")
-        if self.K * self.counts.size > MAX_ENTRIES:
+        if self.K * self.counts.size > MAX_ENTRIES and not self._groups_fit():
             raise InputError(f"K x groups = {self.K} x {self.counts.size} exceeds {MAX_ENTRIES} entries (memory and "
                              f"time budget of the class-reduced certificate; docs/ufm_general.md)")
+
+    def _groups_fit(self) -> bool:
+        """Grouping exchangeable classes brings the work to (m + 1) x m slot matrices (m groups)."""
+        if self.K > MAX_GROUPED_CLASSES:
+            return False
+        lay = class_layout(self)
+        return lay is not None and (lay.m + 1) * lay.m <= MAX_ENTRIES
 
     @property
     def N(self) -> int:
@@ -123,22 +133,25 @@ def classification(loss: Loss, counts, d, lw, lh, lb=0.0, meta=None) -> GeneralU
                       dict(meta or {}))
 
 
-#: Grouped solver cost model (measured on the shared 2-core machine): up to GROUPED_EVALS evaluations per
-#: start, each ~GROUPED_EVAL_OVERHEAD s of Python/numpy overhead plus ~10 m^3 flops (m groups).
-GROUPED_EVALS = 20000
+#: Grouped solver cost model (measured on the shared 2-core machine, single-threaded BLAS): GROUPED_EVALS
+#: evaluations per start (measured ~1230 until the certified gap closes, long tail K = 1000 with m = 100 groups
+#: and Zipf K = 10 000 with m = 280; 4x margin), each ~GROUPED_EVAL_OVERHEAD s of Python/numpy overhead plus
+#: ~GROUPED_FLOPS_M3 m^3 flops (three m x m products; measured 6.4 ms per evaluation at m = 280).
+GROUPED_EVALS = 5000
 GROUPED_EVAL_OVERHEAD = 2e-4
+GROUPED_FLOPS_M3 = 4.0
 
 
 def estimate(p: GeneralUFM, starts: int = 1, layout=None) -> dict:
     """Memory (bytes) and time (s) of the class-reduced solve + certificate, from sizes alone: ~40 copies of
     K x G plus the SVDs (O(K G min(K, G))) and 400 evaluations of 4 K G r flops per start (r = min(K, G)).
     Grouped (``layout`` given, m groups): ~40 copies of the (m + 1) x m slot matrices, GROUPED_EVALS
-    evaluations per start, and, when K <= EXPAND_MAX, ~12 K x K matrices and ~30 K^3 flops for the geometry
+    evaluations per start (GROUPED_* constants), and, when K <= EXPAND_MAX, ~12 K x K matrices and ~30 K^3 flops for the geometry
     and the uniqueness conditions of the expanded candidate."""
     if layout is not None:
         m, K = float(layout.m), float(p.K)
         expand = p.K <= EXPAND_MAX
-        secs = starts * GROUPED_EVALS * (GROUPED_EVAL_OVERHEAD + 10.0 * m ** 3 / FLOPS_PER_SECOND)
+        secs = starts * GROUPED_EVALS * (GROUPED_EVAL_OVERHEAD + GROUPED_FLOPS_M3 * m ** 3 / FLOPS_PER_SECOND)
         secs += 30.0 * K ** 3 / FLOPS_PER_SECOND if expand else 0.0
         byts = 8.0 * 40 * (m + 1) * m + (8.0 * 12 * K * K if expand else 8.0 * 4 * K)
         return {"bytes": byts, "seconds": secs}

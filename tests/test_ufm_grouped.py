@@ -153,3 +153,24 @@ def test_k1000_long_tail_certified():
     val = next(c for c in rep["claims"] if c["id"] == "optimal-value")
     assert val["verdict"] == "VERIFIED", val["reason"]
     assert rep["certificate"]["groups"] == 100
+
+
+def test_many_classes_in_few_groups_are_accepted_and_certified_per_group():
+    # K = 3000 (K x K = 9e6 entries > the 4e6 limit of the ungrouped engine), 3 distinct counts
+    counts = [4] * 1000 + [2] * 1000 + [1] * 1000
+    p = SG.classification(L.make_loss("ce", 3000), counts, 3000, 1e-3, 1e-3)
+    rep = check_general(p, starts=1).to_dict()
+    val = next(c for c in rep["claims"] if c["id"] == "optimal-value")
+    assert val["verdict"] == "VERIFIED", val["reason"]
+    assert rep["certificate"]["groups"] == 3
+    uq = next(c for c in rep["claims"] if c["id"] == "minimiser-unique")
+    assert uq["verdict"] == "INCONCLUSIVE"
+    mino = rep["geometry"]["minority"]
+    assert -1.0 <= mino["minority_classifier_cosine"] <= 1.0 and mino["classifier_norm_ratio"] > 0
+
+
+def test_many_distinct_counts_are_still_refused():
+    from theory._validate import InputError
+
+    with pytest.raises(InputError, match="exceeds"):
+        SG.classification(L.make_loss("ce", 2500), list(range(1, 2501)), 2500, 1e-3, 1e-3)

@@ -782,7 +782,8 @@ def check_general(p: "SG.GeneralUFM", *, starts: int = 2, seed: int = 0, claimed
             unique_how = HOW_GENERAL_UNIQUE
             geo_at = SG.geometry(p, Xc, bc)
     else:
-        uq = SG.uniqueness_conditions(p, X, b)
+        with blas_threads(0):  # K x K SVD: single-threaded BLAS is faster on the shared, loaded 2-core machine
+            uq = SG.uniqueness_conditions(p, X, b)
         claims.append(Check("minimiser-unique", Verdict.INCONCLUSIVE,
                             "no geometry certificate: no closed form, the candidate is approximate and no radius is "
                             f"proven (uniqueness conditions at the candidate: {'hold' if uq['valid'] else 'fail'}, "
@@ -916,7 +917,7 @@ def estimate_value(p: "SG.GeneralUFM", starts: int = 1) -> float:
     if layout is None:
         return SG.estimate(p, starts)["seconds"]
     m = float(layout.m)
-    return starts * SG.GROUPED_EVALS * (SG.GROUPED_EVAL_OVERHEAD + 10.0 * m ** 3 / SG.FLOPS_PER_SECOND)
+    return starts * SG.GROUPED_EVALS * (SG.GROUPED_EVAL_OVERHEAD + SG.GROUPED_FLOPS_M3 * m ** 3 / SG.FLOPS_PER_SECOND)
 
 
 def certify_value(p: "SG.GeneralUFM", *, starts: int = 1, seed: int = 0, time_budget: float = 60.0) -> dict:
