@@ -42,6 +42,13 @@ UNIT_ROUNDOFF = 2.0 ** -53
 SPECTRAL_SLACK = 1e-12
 #: Relative rank threshold for singular values of X.
 RANK_RTOL = 1e-7
+#: Singular values of a candidate below RANK_VALUE_RTOL x value / lam are set to exactly 0 before it is
+#: certified (`clean_candidate`): one contributes lam s to the nuclear term and at most ~lam s to the data
+#: term (the data gradient has spectral norm <= lam at an optimum), so removing all of them (at most K) moves
+#: the value by ~2e-12 relative, far below the value tolerance 1e-8; the certificate is then evaluated at
+#: the cleaned point, so nothing rests on this estimate. Without it a zero optimum (e.g. the prior-fitting
+#: bias with Z = 0) showed round-off singular values ~1e-16 and was reported with rank K and noise cosines.
+RANK_VALUE_RTOL = 1e-12
 #: Face tolerances of the uniqueness confirmation (same meaning and values as docs/ufm.md).
 FACE_TOL = 1e-6
 SPECTRAL_TOL = 1e-6
@@ -178,6 +185,26 @@ def convex_value(p: GeneralUFM, X: np.ndarray, b: np.ndarray) -> float:
     val, _, _ = data_term(p, X / sq + b[:, None])
     nuc = float(np.sum(np.linalg.svd(X, compute_uv=False)))
     return val + p.lam * nuc + 0.5 * p.lb * float(b @ b)
+
+
+def clean_candidate(p: "GeneralUFM", X: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """X with its singular values below RANK_VALUE_RTOL x P(X, b) / lam set to exactly 0."""
+    U, s, Vt = np.linalg.svd(X, full_matrices=False)
+    thr = RANK_VALUE_RTOL * abs(convex_value(p, X, b)) / p.lam
+    if not np.any((s > 0) & (s <= thr)):
+        return X
+    s = np.where(s > thr, s, 0.0)
+    return (U * s) @ Vt
+
+
+def clean_grouped(p: "GeneralUFM", pt: "GroupedPoint", layout) -> "GroupedPoint":
+    """The grouped point with the singular values of A and the |beta_a| below RANK_VALUE_RTOL x value / lam set
+    to exactly 0 (see RANK_VALUE_RTOL)."""
+    thr = RANK_VALUE_RTOL * abs(grouped_value(p, pt, layout)) / p.lam
+    U, s, Vt = np.linalg.svd(pt.A)
+    A = pt.A if not np.any((s > 0) & (s <= thr)) else (U * np.where(s > thr, s, 0.0)) @ Vt
+    beta = np.where(np.abs(pt.beta) > thr, pt.beta, 0.0)
+    return GroupedPoint(A, beta, pt.b.copy())
 
 
 def truncate(X: np.ndarray, r: int) -> np.ndarray:
@@ -464,11 +491,15 @@ def geometry(p: GeneralUFM, X: np.ndarray, b: np.ndarray, *, max_cosines: int = 
         cmin, cmax = p.counts.min(), p.counts.max()
         mino = np.flatnonzero(p.counts == cmin)
         majo = np.flatnonzero(p.counts == cmax)
+        w_zero = bool(np.all(wn[mino] <= 1e-6 * max(wn.max(), 1e-300)))
+        m_zero = bool(np.all(mn[mino] <= 1e-6 * max(mn.max(), 1e-300)))
         mc_pairs = [wc[i, j] for i in mino for j in mino if i < j]
         out["minority"] = {
             "minority_classes": mino.tolist()[:100], "majority_classes": majo.tolist()[:100],
-            "minority_classifier_cosine": float(np.mean(mc_pairs)) if mc_pairs else None,
-            "minority_mean_cosine": float(np.mean([mc[i, j] for i in mino for j in mino if i < j])) if mc_pairs else None,
+            # cosines between (numerically) zero vectors do not exist: null
+            "minority_classifier_cosine": float(np.mean(mc_pairs)) if mc_pairs and not w_zero else None,
+            "minority_mean_cosine": (float(np.mean([mc[i, j] for i in mino for j in mino if i < j]))
+                                     if mc_pairs and not m_zero else None),
             "classifier_norm_ratio": float(wn[mino].mean() / wn[majo].mean()) if wn[majo].mean() > 0 else None,
             "mean_norm_ratio": float(mn[mino].mean() / mn[majo].mean()) if mn[majo].mean() > 0 else None,
             "minority_classifiers_zero": bool(np.all(wn[mino] <= 1e-6 * max(wn.max(), 1e-300)))}
@@ -605,7 +636,7 @@ def grouped_value(p: GeneralUFM, pt: GroupedPoint, layout) -> float:
     return float(wts @ vals) + p.lam * pt.nuclear(layout) + 0.5 * p.lb * float(layout.sizes @ (pt.b * pt.b))
 
 
-def _grouped_fun(p: GeneralUFM, layout, r: int):
+def _grouped_fun(p: GeneralUFM, layout, r: int, pinned: np.ndarray | None = None):
     m = layout.m
     sz = layout.sizes.astype(float)
     cnt = _group_counts(p, layout)
@@ -616,6 +647,8 @@ def _grouped_fun(p: GeneralUFM, layout, r: int):
     C = 1.0 / (np.sqrt(np.outer(sz, sz)) * sqn[None, :])
     mm1 = np.maximum(sz - 1.0, 0.0)
     sc = np.where(mm1 > 0, 1.0 / np.maximum(mm1, 1.0), 0.0)  # beta_a = p_a q_a / (m_a - 1)
+    if pinned is not None:
+        sc = np.where(pinned, 0.0, sc)  # beta_a = 0 exactly: identical classifiers and means within group a
     d = np.arange(m)
     nP, nQ = m * r, r * m
 
@@ -656,14 +689,14 @@ TARGET_GAP_RTOL = 1e-11
 
 def solve_grouped(p: GeneralUFM, layout, *, starts: int = 1, seed: int = 0, gtol: float | None = None,
                   time_budget: float = 60.0, x_init: GroupedPoint | None = None,
-                  target_gap_rtol: float = TARGET_GAP_RTOL) -> Solution:
+                  target_gap_rtol: float = TARGET_GAP_RTOL, pinned: np.ndarray | None = None) -> Solution:
     """L-BFGS on the invariant point (A = P Q, beta_a = p_a q_a / (m_a - 1), b), regulariser
     lam (||P||^2 + ||Q||^2 + ||p||^2 + ||q||^2) / 2 (= lam ||X||_* at a balanced factorization), rebalanced by
     an SVD between restarts; bias polished by Newton steps on the m group biases."""
     t0 = time.perf_counter()
     m = layout.m
     r = m
-    fun, unpack, sc = _grouped_fun(p, layout, r)
+    fun, unpack, sc = _grouped_fun(p, layout, r, pinned)
     gtol = gtol if gtol is not None else 1e-11 * max(1e-3, min(1.0, 10 * math.sqrt(p.lam)))
     rng = np.random.default_rng(seed)
     mm1 = np.maximum(layout.sizes - 1.0, 0.0)
@@ -694,7 +727,7 @@ def solve_grouped(p: GeneralUFM, layout, *, starts: int = 1, seed: int = 0, gtol
             if res.message.startswith("converged") or time.perf_counter() - t0 > time_budget:
                 break
             # stop as soon as the duality gap is proven small (the certificate costs O(m^3), ~1 ms at m = 100)
-            c = certificate_grouped(p, cand, layout)
+            c = certificate_grouped(p, cand, layout, pinned=pinned)
             if c.gap <= target_gap_rtol * abs(c.upper):
                 res.message = f"converged: certified gap {c.gap:.2e} <= {target_gap_rtol:g} x value"
                 break
@@ -752,13 +785,18 @@ def polish_bias_grouped(p: GeneralUFM, pt: GroupedPoint, layout, iters: int = 30
     return b
 
 
-def certificate_grouped(p: GeneralUFM, pt: GroupedPoint, layout) -> Certificate:
+def certificate_grouped(p: GeneralUFM, pt: GroupedPoint, layout, *, pinned: np.ndarray | None = None) -> Certificate:
     """The conjugate dual bound of :func:`certificate` at the invariant point, computed per group.
 
     The dual point is the invariant matrix A = t (G - r 1^T) E / N built from the representatives' gradients
     (exactly invariant: equal slot logits give equal gradient entries); ||(G - r 1^T) D^{1/2}||_2 is the
     largest of the singular values of its reduced m x m form and of |beta_G,a| (m_a >= 2), each bounded from
-    above as in :func:`spectral_upper`; the conjugate sum is sum_a m_a n_a loss*(t g_a; rep_a)."""
+    above as in :func:`spectral_upper`; the conjugate sum is sum_a m_a n_a loss*(t g_a; rep_a).
+
+    ``pinned`` (bool per group): a lower bound of the problem restricted to X P_a = 0 = P_a X for those groups
+    (P_a the projector on the sum-zero vectors of group a: identical classifiers and identical class means
+    within the group). For such X, <A, X> = <(I - P) A (I - P), X>, so only the spectral norm of the projected
+    dual point must be <= lam: the |beta_G,a| of pinned groups are left out of sigma."""
     N, lam = p.N, p.lam
     m = layout.m
     sz = layout.sizes.astype(float)
@@ -783,7 +821,8 @@ def certificate_grouped(p: GeneralUFM, pt: GroupedPoint, layout) -> Certificate:
     Rg = np.sqrt(np.outer(sz, sz)) * alpha
     Rg[d, d] += betaG
     s_red = spectral_upper(Rg)
-    s_beta = float(np.max(np.abs(betaG[sz >= 2]), initial=0.0)) * (1.0 + SPECTRAL_SLACK)
+    keep = sz >= 2 if pinned is None else (sz >= 2) & ~np.asarray(pinned, bool)
+    s_beta = float(np.max(np.abs(betaG[keep]), initial=0.0)) * (1.0 + SPECTRAL_SLACK)
     sigma = max(s_red, s_beta) / N
     t = 1.0 if sigma <= lam else lam / sigma
     resid = float(np.max(np.abs(rb + p.lb * pt.b))) if p.lb else float(np.max(np.abs(
@@ -875,9 +914,13 @@ def geometry_grouped(p: GeneralUFM, pt: GroupedPoint, layout) -> dict:
         def mean_norm(nrm, idx):
             return float(np.sum(sz[idx] * nrm[idx]) / np.sum(sz[idx]))
 
+        w_zero = bool(np.all(wn[mino] <= 1e-6 * max(wn.max(), 1e-300)))
+        m_zero = bool(np.all(mn[mino] <= 1e-6 * max(mn.max(), 1e-300)))
         out["minority"] = {
             "minority_groups": mino.tolist()[:100], "majority_groups": majo.tolist()[:100],
-            "minority_classifier_cosine": mean_pair_cos(wc), "minority_mean_cosine": mean_pair_cos(mc),
+            # cosines between (numerically) zero vectors do not exist: null
+            "minority_classifier_cosine": None if w_zero else mean_pair_cos(wc),
+            "minority_mean_cosine": None if m_zero else mean_pair_cos(mc),
             "classifier_norm_ratio": mean_norm(wn, mino) / mean_norm(wn, majo) if mean_norm(wn, majo) > 0 else None,
             "mean_norm_ratio": mean_norm(mn, mino) / mean_norm(mn, majo) if mean_norm(mn, majo) > 0 else None,
             "minority_classifiers_zero": bool(np.all(wn[mino] <= 1e-6 * max(wn.max(), 1e-300)))}

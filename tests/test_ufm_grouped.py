@@ -165,6 +165,17 @@ def test_many_classes_in_few_groups_are_accepted_and_certified_per_group():
     assert rep["certificate"]["groups"] == 3
     uq = next(c for c in rep["claims"] if c["id"] == "minimiser-unique")
     assert uq["verdict"] == "INCONCLUSIVE"
+    # N lam = 7 >= ||grad at Z = 0|| here: the optimum is Z = 0 with the prior-fitting bias (value = entropy of
+    # the class frequencies, computed here independently); zero classifiers have no cosine (null), rank 0
+    freq = np.array(counts, float) / sum(counts)
+    assert abs(rep["solution"]["value"] + float(np.sum(freq * np.log(freq)))) <= 1e-9
+    assert rep["geometry"]["rank"] == 0 and rep["solution"]["rank"] == 0
+    mino = rep["geometry"]["minority"]
+    assert mino["minority_classifier_cosine"] is None and mino["minority_classifiers_zero"] is True
+    # smaller lambda: nonzero classifiers, cosines exist
+    p = SG.classification(L.make_loss("ce", 3000), counts, 3000, 1e-5, 1e-5)
+    rep = check_general(p, starts=1).to_dict()
+    assert next(c for c in rep["claims"] if c["id"] == "optimal-value")["verdict"] == "VERIFIED"
     mino = rep["geometry"]["minority"]
     assert -1.0 <= mino["minority_classifier_cosine"] <= 1.0 and mino["classifier_norm_ratio"] > 0
 

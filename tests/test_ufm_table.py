@@ -104,8 +104,8 @@ def test_certified_column_says_no_when_the_bound_does_not_close(monkeypatch, cap
 
     real = SG.certificate_grouped
 
-    def loose(p, pt, layout):
-        c = real(p, pt, layout)
+    def loose(p, pt, layout, **kw):
+        c = real(p, pt, layout, **kw)
         c.lower_bound -= 1e-6 * abs(c.upper)  # a bound 100 x the tolerance below
         return c
 

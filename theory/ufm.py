@@ -282,3 +282,21 @@ def symbolic_mse_reduction():
         "value": sp.simplify(q.subs(z, zs) - closed),
         "prox": sp.simplify(sp.solve(sp.diff(per, z), z)[0] - zs),
     }
+
+
+def minority_collapse_ratio(count: int, N: int, lw: float, lh: float, *, weight: float = 1.0,
+                            target_gap: float = 1.0) -> float:
+    """theta_a = w_a (q_true - q_other) sqrt(n_a) / (N sqrt(lw lh)) of a group of m_a >= 2 exchangeable classes
+    (equal count n_a, equal weight w_a) in the regularised UFM with a cross-entropy-type loss (CE: target gap
+    q_true - q_other = 1; label smoothing: the gap of its target; MSE with one-hot targets: w = 1, gap 1).
+
+    Derived in this project (docs/ufm_general.md, "Minority collapse threshold"; reconstructed in the spirit
+    of Fang et al., PNAS 2021 and Hong & Ling 2023, not quoted from them): with d >= the rank of the convex
+    optimum, if theta_a < 1 every minimiser has identical classifiers and identical feature means on the
+    classes of the group; if theta_a > 1 no minimiser has identical classifiers (nor identical class means)
+    on them. Returns theta_a."""
+    count = as_int("count", count, minimum=1)
+    N = as_int("N", N, minimum=1)
+    lw = as_float("lambda_w", lw, positive=True)
+    lh = as_float("lambda_h", lh, positive=True)
+    return float(weight) * float(target_gap) * math.sqrt(count) / (N * math.sqrt(lw * lh))

@@ -653,7 +653,7 @@ def _closed_form_grouped(p: "SG.GeneralUFM", cf: dict) -> "SG.GroupedPoint":
 
 
 def check_general(p: "SG.GeneralUFM", *, starts: int = 2, seed: int = 0, claimed_value: float | None = None,
-                  time_budget: float = 80.0) -> SolveReport:
+                  time_budget: float = 80.0, minority_threshold: float | None = 1.0) -> SolveReport:
     """Solve and certify one instance of the general UFM (any loss object, any counts). See docs/ufm_general.md.
 
     Statements: ``optimal-value`` (closed form where the loss has one for balanced classes, else the certified
@@ -676,7 +676,7 @@ def check_general(p: "SG.GeneralUFM", *, starts: int = 2, seed: int = 0, claimed
         init = _closed_form_grouped(p, cf) if cf is not None and layout.m == 1 else None
         with blas_threads(0):
             sol = SG.solve_grouped(p, layout, starts=starts, seed=seed, x_init=init, time_budget=time_budget)
-        pt = sol.variables["point"]
+        pt = SG.clean_grouped(p, sol.variables["point"], layout)
         cert = SG.certificate_grouped(p, pt, layout)
         rank = pt.rank(layout)
         if p.K <= SG.EXPAND_MAX:
@@ -696,6 +696,7 @@ def check_general(p: "SG.GeneralUFM", *, starts: int = 2, seed: int = 0, claimed
             sol = SG.solve_factored(p, rank=full_rank, starts=starts, seed=seed, x_init=init,
                                     time_budget=time_budget)
         X, b = sol.variables["X"], sol.variables["b"]
+        X = SG.clean_candidate(p, X, b)
         cert = SG.certificate(p, X, b)
         geo_full = SG.geometry(p, X, b)
         rank = geo_full["rank"]
@@ -718,6 +719,11 @@ def check_general(p: "SG.GeneralUFM", *, starts: int = 2, seed: int = 0, claimed
         c = optimum_matches("optimal-value", pred, attained=attained, lower_bound=lower, tol=tol,
                             certificate=cert.method, evidence={"prediction": how, "bound": cert.details.get("bound")})
         claims.append(c)
+        if layout is not None and not balanced and minority_threshold is not None:
+            mc = minority_collapse_check(p, layout, cert, threshold=minority_threshold, seed=seed,
+                                         time_budget=max(5.0, time_budget - (time.perf_counter() - t0)))
+            if mc is not None:
+                claims.append(mc)
     else:
         # d below the rank: the best point in dimension d against the relaxation's bound. The rank-d problem is
         # not convex, so grouping does not apply to it: it runs on the K x K problem when that fits the budget.
@@ -815,6 +821,80 @@ def check_general(p: "SG.GeneralUFM", *, starts: int = 2, seed: int = 0, claimed
                 "seconds": sol.seconds, "start_values": sol.diagnostics.get("start_values")}
     return SolveReport("ufm", p.to_dict(), predicted, solution, cert.to_dict(), geometry, claims,
                        {"factored": sol.to_dict()}, diagnostics, seconds=time.perf_counter() - t0)
+
+
+MINORITY_SOURCE = ("derived in this project (docs/ufm_general.md, 'Minority collapse threshold'); reconstructed "
+                   "in the spirit of Fang et al., PNAS 2021 (minority collapse) and Hong & Ling 2023, not quoted")
+
+
+def minority_collapse_check(p: "SG.GeneralUFM", layout, cert, *, threshold: float = 1.0, seed: int = 0,
+                            time_budget: float = 30.0) -> Check | None:
+    """The minority-collapse threshold (docs/ufm_general.md): for the group a of exchangeable classes with the
+    smallest count (m_a >= 2), theta_a = w_a (q_true - q_other) sqrt(n_a) / (N lam) (theory.ufm); the statement
+    is "minority collapse (identical classifiers and identical class means on group a) iff theta_a <= threshold"
+    (the derived theorem has threshold 1; tests pass others). Checked by value: the problem restricted to
+    collapsed points (beta_a = 0) is solved and certified (its own dual bound) and compared with the certified
+    optimum f*:
+    - predicted collapse: VERIFIED when a collapsed point attains f* within the value tolerance (value-level:
+      some collapsed point is optimal within tolerance), REFUTED when the restricted problem's proven lower
+      bound exceeds f*'s feasible value by more than the tolerance (then no minimiser is collapsed);
+    - predicted no collapse: VERIFIED when the restricted lower bound exceeds f*'s feasible value by more than
+      the tolerance (no minimiser is collapsed: averaging a collapsed minimiser over the exchangeable classes
+      would give a collapsed invariant one); otherwise INCONCLUSIVE (a difference below the tolerance is not a
+      witness: near theta_a = 1 the restricted optimum is above f* by a quadratically small amount)."""
+    from solvers.losses import CrossEntropy, SquaredError
+
+    loss = p.loss
+    if isinstance(loss, CrossEntropy):
+        weights, gap = loss.w, loss.q_true - loss.q_other
+    elif isinstance(loss, SquaredError) and loss.exchangeable_key() is not None:
+        weights, gap = np.ones(p.K), 1.0
+    else:
+        return None
+    cnt = p.counts[layout.reps]
+    cand = [a for a in range(layout.m) if layout.sizes[a] >= 2]
+    if not cand:
+        return None
+    a = min(cand, key=lambda g: (cnt[g], g))
+    theta = T.minority_collapse_ratio(int(cnt[a]), p.N, p.lw, p.lh, weight=float(weights[layout.reps[a]]),
+                                      target_gap=gap)
+    predicted_collapse = theta <= threshold
+    pinned = np.zeros(layout.m, dtype=bool)
+    pinned[a] = True
+    with blas_threads(0):
+        sc = SG.solve_grouped(p, layout, starts=1, seed=seed, pinned=pinned, time_budget=time_budget)
+    cc = SG.certificate_grouped(p, sc.variables["point"], layout, pinned=pinned)
+    f_up, f_lo = cert.upper, cert.lower_bound
+    tol = tolerance(f_up, rtol=GEN_VALUE_RTOL, atol=GEN_VALUE_ATOL)
+    d_up = cc.upper - f_lo  # >= min over collapsed points - f*
+    d_lo = cc.lower_bound - f_up  # <= min over collapsed points - f*
+    ev = {"group": int(a), "group_count": int(cnt[a]), "group_size": int(layout.sizes[a]), "theta": theta,
+          "threshold": threshold, "predicted": "collapse" if predicted_collapse else "no collapse",
+          "collapsed_value": cc.upper, "collapsed_lower_bound": cc.lower_bound, "f_star_upper": f_up,
+          "f_star_lower": f_lo, "excess_upper": d_up, "excess_lower": d_lo, "tolerance": tol,
+          "source": MINORITY_SOURCE,
+          "meaning": "collapse: identical classifiers and identical class means on the smallest-count group"}
+    name = "minority-collapse-threshold"
+    what = f"theta = {fmt(theta, 4)} {'<=' if predicted_collapse else '>'} {fmt(threshold, 4)}"
+    if not (is_finite(d_up) and is_finite(d_lo)):
+        return Check(name, Verdict.INCONCLUSIVE, f"{what}: the restricted (collapsed) problem was not certified", ev)
+    if predicted_collapse:
+        if exceeds(d_lo, tol):
+            return Check(name, Verdict.REFUTED, f"{what} predicts collapse, but every collapsed point is above the "
+                         f"optimum by >= {fmt(d_lo, 3)} > tolerance {fmt(tol, 3)} (proven bound of the restricted "
+                         "problem): no minimiser is collapsed", ev)
+        if within(d_up, tol):
+            return Check(name, Verdict.VERIFIED, f"{what}: a point with identical classifiers and class means on the "
+                         f"smallest-count group attains the certified optimum within {fmt(d_up, 3)} <= {fmt(tol, 3)} "
+                         "(value level; the every-minimiser statement is the derived theorem)", ev)
+        return Check(name, Verdict.INCONCLUSIVE, f"{what}: the collapsed problem's gap {fmt(d_up, 3)} exceeds the "
+                     f"tolerance {fmt(tol, 3)}", ev)
+    if exceeds(d_lo, tol):
+        return Check(name, Verdict.VERIFIED, f"{what}: every collapsed point is above the optimum by >= "
+                     f"{fmt(d_lo, 3)} > {fmt(tol, 3)} (proven bound of the restricted problem): no minimiser has "
+                     "identical classifiers or class means on the smallest-count group", ev)
+    return Check(name, Verdict.INCONCLUSIVE, f"{what} predicts no collapse, but the collapsed optimum is within "
+                 f"{fmt(max(d_up, 0.0), 3)} of f* (tolerance {fmt(tol, 3)}): not resolved at this precision", ev)
 
 
 def lower_bound_claim_general(claimed: float, lower: float, best: float) -> Check:
@@ -947,10 +1027,11 @@ def certify_value(p: "SG.GeneralUFM", *, starts: int = 1, seed: int = 0, time_bu
         with blas_threads(0):
             if layout is not None:
                 sol = SG.solve_grouped(p, layout, starts=starts, seed=seed, time_budget=time_budget)
-                pt = sol.variables["point"]
+                pt = SG.clean_grouped(p, sol.variables["point"], layout)
                 cert = SG.certificate_grouped(p, pt, layout)
             else:
                 sol = SG.solve_factored(p, rank=min(p.K, p.G), starts=starts, seed=seed, time_budget=time_budget)
+                sol.variables["X"] = SG.clean_candidate(p, sol.variables["X"], sol.variables["b"])
                 cert = SG.certificate(p, sol.variables["X"], sol.variables["b"])
         how = sol.method
     if cf is not None:
