@@ -64,6 +64,18 @@ SOLVE_BUDGET_S = 60.0
 
 #: cvxpy certificate only when K * (number of pairs) is at most this (exponential cones).
 MAX_CVXPY_WORK = 20_000
+#: Largest PSD block (K L + n_w) of a cvxpy cross-check (nuclear norm / SDP relaxation). Measured
+#: with --cvxpy yes on the shared machine: block 24 (n_c = 3, L = 2, s_c = 2) 1 s; 50 (K = 2, L = 24) 4 s;
+#: 84 (n_c = 3, L = 3, s_c = 1) 49 s and 0.8 GB; 162 and 196 ran past 150 s; K = 10, L = 1000 (block
+#: 10002) ran past 2 minutes inside cvxpy's canonicalisation. Beyond this the cross-check is skipped.
+MAX_CVXPY_PSD_DIM = 60
+
+
+def cvxpy_fits(inst: FCInstance, prob: "FCProblem | None" = None) -> bool:
+    """True when the cvxpy cross-checks are small enough: K * sentences <= MAX_CVXPY_WORK and the PSD
+    block K L + n_w <= MAX_CVXPY_PSD_DIM."""
+    sentences = prob.S if prob is not None else inst.n_sentences
+    return sentences * inst.K <= MAX_CVXPY_WORK and inst.K * inst.L + inst.n_w <= MAX_CVXPY_PSD_DIM
 
 #: L-BFGS stopping: gradient max-norm and relative decrease. Values near machine precision so that
 #: objective values are accurate to ~1e-12 (the claims compare to 1e-6 relative).
@@ -448,9 +460,10 @@ def cvxpy_convex_optimum(inst: FCInstance, prob: FCProblem | None = None) -> dic
     if inst.layernorm:
         raise InstanceError("the convex (nuclear-norm) form exists only without LayerNorm")
     prob = prob or FCProblem(inst)
-    if prob.S * inst.K > MAX_CVXPY_WORK:
+    if not cvxpy_fits(inst, prob):
         raise InstanceError(f"instance too large for the cvxpy certificate: K * sentences = {prob.S * inst.K} "
-                            f"> {MAX_CVXPY_WORK}")
+                            f"(limit {MAX_CVXPY_WORK}), PSD block K L + n_w = {inst.K * inst.L + inst.n_w} "
+                            f"(limit {MAX_CVXPY_PSD_DIM})")
     K, L, n_w = inst.K, inst.L, inst.n_w
     Z = cp.Variable((K * L, n_w))
     obj = _cvx_cross_entropy(Z, prob, L, n_w, K) + inst.lam * cp.normNuc(Z)
@@ -489,9 +502,10 @@ def cvxpy_sdp_relaxation(inst: FCInstance, prob: FCProblem | None = None) -> dic
     if not inst.layernorm:
         raise InstanceError("the SDP relaxation is for the LayerNorm network")
     prob = prob or FCProblem(inst)
-    if prob.S * inst.K > MAX_CVXPY_WORK:
+    if not cvxpy_fits(inst, prob):
         raise InstanceError(f"instance too large for the cvxpy SDP: K * sentences = {prob.S * inst.K} "
-                            f"> {MAX_CVXPY_WORK}")
+                            f"(limit {MAX_CVXPY_WORK}), PSD block K L + n_w = {inst.K * inst.L + inst.n_w} "
+                            f"(limit {MAX_CVXPY_PSD_DIM})")
     K, L, n_w = inst.K, inst.L, inst.n_w
     M = cp.Variable((n_w + K * L, n_w + K * L), PSD=True)
     Z = M[n_w:, :n_w]
@@ -596,7 +610,7 @@ def certificate_at(prob: FCProblem, E: np.ndarray, U: np.ndarray, upper: float, 
         b = sdp_lower_bound(prob, E, U)
         details = {"note": "dual of the SDP relaxation (derived in ncproofs), valid for every d",
                    "dual_shift": b["dual_shift"], "roundoff": b["roundoff"]}
-        if cvxpy and prob.S * inst.K <= MAX_CVXPY_WORK:  # cross-check: the relaxation solved by cvxpy
+        if cvxpy and cvxpy_fits(inst, prob):  # cross-check: the relaxation solved by cvxpy
             c = cvxpy_sdp_relaxation(inst, prob)
             details.update(cvxpy_sdp_value=c["cvxpy_value"], cvxpy_status=c["status"],
                            cvxpy_warnings=c["warnings"], cvxpy_seconds=c["seconds"])
@@ -606,8 +620,9 @@ def certificate_at(prob: FCProblem, E: np.ndarray, U: np.ndarray, upper: float, 
     details = {"grad_spectral_norm": b["grad_spectral_norm"], "lambda": inst.lam, "roundoff": b["roundoff"],
                "note": "nuclear-norm convex form, KKT/dual bound at the candidate (round-off included)"}
     lb, method = b["lower_bound"], "nuclear-kkt"
-    if cvxpy and prob.S * inst.K > MAX_CVXPY_WORK:
-        details["cvxpy_skipped"] = f"K * sentences = {prob.S * inst.K} > {MAX_CVXPY_WORK}"
+    if cvxpy and not cvxpy_fits(inst, prob):
+        details["cvxpy_skipped"] = (f"K * sentences = {prob.S * inst.K} (limit {MAX_CVXPY_WORK}) or PSD block "
+                                    f"K L + n_w = {inst.K * inst.L + inst.n_w} (limit {MAX_CVXPY_PSD_DIM}) too large")
     elif cvxpy:
         c = cvxpy_convex_optimum(inst, prob)
         details.update(cvxpy_value=c["cvxpy_value"], cvxpy_status=c["status"], cvxpy_warnings=c["warnings"],

@@ -197,7 +197,7 @@ def check_instance(inst: FCInstance, *, predict: Callable[[FCInstance], Predicti
     # -- auxiliary route: multi-start L-BFGS -------------------------------------------------
     sol = None
     if solve:
-        small = inst.n_sentences * inst.K <= S.MAX_CVXPY_WORK
+        small = S.cvxpy_fits(inst)
         use_cvx = cvxpy is True or cvxpy == "yes" or (cvxpy == "auto" and small)
         sol = S.solve(inst, n_starts=n_starts, seed=seed, cvxpy=use_cvx)
         routes["lbfgs"] = sol.to_dict()
