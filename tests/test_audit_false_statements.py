@@ -662,3 +662,21 @@ def test_ufm_random_wrong_value_never_verified(k, n, dk, lw, lh, loss, rel, sign
     base = float(UC.default_predict(inst))
     rep = UC.check_instance(inst, starts=1, predict=lambda i: base * (1 + sign * rel))
     _never_verified(rep, f"ufm random {inst} x(1{sign * rel:+g})")
+
+
+def test_scl_lowdim_strict_gap_claimed_where_attained():
+    # (3,2) at d = 2 = k attains the bound: "strict gap at d = 2" (required dim 3) is false
+    r = SC.make_lowdim_claim(required_dim=lambda n: len(n) + 1, strict=[((3, 2), 1.0, 2)], shared=[]).run(CTX)
+    _refuted(r, "lowdim strict gap at d = k")
+
+
+def test_scl_binding_without_binding_never_verified():
+    r = SC.make_binding_claim(binding=lambda counts, batches: [list(b) for b in batches],
+                              cases=[((4, 4), [[0, 1, 4, 5], [2, 3, 6, 7]])]).run(CTX)
+    _never_verified(r, "binding = identity")
+
+
+def test_scl_imbalanced_wrong_geometry_never_verified():
+    r = SC.make_imbalanced_ufm_claim(geometry="simplex-etf", minority_closer=False,
+                                     instances=[((5, 3, 2), 0.5)]).run(CTX)
+    _never_verified(r, "imbalanced UFM claimed ETF")
