@@ -76,7 +76,67 @@ def _feature_collapse(out: dict, prec: int):
     return R.feature_collapse_from_instance(out.get("instance") or {}, prec=prec)
 
 
-RECIPES = {"ufm-ce": _ufm, "ufm-mse": _ufm, "scl": _scl, "feature_collapse": _feature_collapse}
+#: Float candidate for `solve ufm --rigorous`: one start of the family's grouped solver (a choice: only the
+#: tightness of the bound depends on it), with a wall-clock budget (s) inside the CLI's 2-minute limit.
+UFM_GENERAL_STARTS = 1
+UFM_GENERAL_BUDGET_S = 60.0
+
+
+def ufm_general_problem(inst: dict):
+    """Rebuild the ``solvers.ufm_general.GeneralUFM`` of a ``solve ufm`` report from ``report["instance"]``."""
+    from solvers import losses as L
+    from solvers import ufm_general as SG
+
+    if inst.get("kind") != "classification":
+        raise NotSupported(f"no rigorous recipe for kind {inst.get('kind')!r} (classification only)")
+    counts = inst.get("counts")
+    if not isinstance(counts, list):
+        raise NotSupported("the report lists no counts (more than 200 classes): the instance cannot be rebuilt")
+    ld = inst.get("loss") or {}
+    name = ld.get("name")
+    conv = "others" if str(ld.get("smoothing_convention", "torch")).startswith("others") else "torch"
+    weights = ld.get("class_weights")
+    key = {"ce": "ce", "ls": "ls", "weighted-ce": "weighted-ce", "weighted-ls": "ls", "mse": "mse"}.get(name)
+    if key is None:
+        raise NotSupported(f"no rigorous recipe for loss {name!r}")
+    loss = L.make_loss(key, len(counts), smoothing=float(ld.get("smoothing", 0.0) or 0.0), convention=conv,
+                       weights=weights)
+    return SG.classification(loss, counts, inst["d"], inst["lambda_w"], inst["lambda_h"],
+                             inst.get("lambda_b", 0.0) or 0.0)
+
+
+def ufm_general_candidate(p):
+    """(layout, grouped point) of the family's float solver (``solvers.ufm_general.solve_grouped``)."""
+    from solvers import ufm_general as SG
+
+    layout = SG.class_layout(p)
+    if layout is None:
+        raise NotSupported("no exchangeable classes to group (the K x K route has no ball recipe yet)")
+    sol = SG.solve_grouped(p, layout, starts=UFM_GENERAL_STARTS, seed=0, time_budget=UFM_GENERAL_BUDGET_S)
+    return layout, SG.clean_grouped(p, sol.variables["point"], layout)
+
+
+def _ufm_general(out: dict, prec: int):
+    from solvers import rigorous as R
+    from solvers import ufm_general as SG
+
+    p = ufm_general_problem(out.get("instance") or {})
+    layout, pt = ufm_general_candidate(p)
+    Zs = SG.slot_logits(p, pt, layout)
+    rb = R.ufm_general_grouped(p.loss, p.counts, p.lw, p.lh, p.lb, layout, Zs, prec=prec)
+    t0 = time.perf_counter()
+    up, rank = R.ufm_general_feasible(p.loss, p.counts, p.lw, p.lh, layout, pt.A, pt.beta, pt.b, prec=prec)
+    rb.steps["feasible value"] = time.perf_counter() - t0
+    rb.details["candidate_rank_bound"] = rank
+    if p.d >= rank:
+        rb.upper = up
+    else:
+        rb.details["upper_note"] = (f"d = {p.d} < {rank} (rank bound of the candidate): its convex value is not "
+                                    f"proven attained by a factored point; only the lower bound holds")
+    return rb
+
+
+RECIPES = {"ufm-ce": _ufm, "ufm-mse": _ufm, "ufm": _ufm_general, "scl": _scl, "feature_collapse": _feature_collapse}
 
 #: Claim ids judged as "the optimum equals the claimed value" (evidence: predicted, tolerance); claims
 #: whose evidence has ``claimed_lower_bound`` (theorem-lower-bound, etf-lower-bound) are judged as

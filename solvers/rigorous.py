@@ -806,3 +806,210 @@ def feature_collapse_from_instance(params: dict, *, prec: int = PRECISION_BITS) 
         tm.lap("dual value")
     details["sentences"] = len(y)
     return RigorousBound(lower, upper, method, prec, details, tm.steps)
+
+
+# ---------------------------------------------------------------------------------------------------
+# UFM with any loss and any counts, grouped by exchangeable classes (docs/ufm_general.md "Certificate",
+# "Grouping exchangeable classes"; docs/rigorous.md "UFM, any loss, imbalanced counts")
+# ---------------------------------------------------------------------------------------------------
+
+def _spectral_upper_dense(R, guess: float):
+    """A ball s with ||R||_2 <= s for every matrix in the ball matrix R (m x m, m <= DENSE_MAX): s^2 I - R^T R
+    verified positive definite by LDL^T, s^2 just above the float estimate ``guess`` (tried at increasing
+    distances). Raises NotCertified when no tried s is verified."""
+    from flint import arb
+
+    m = len(R)
+    if m > DENSE_MAX:
+        raise Unsupported(f"reduced dual matrix of size {m} > {DENSE_MAX} (dense LDL^T in balls)")
+    RtR = [[sum((R[l][i] * R[l][j] for l in range(m)), arb(0)) for j in range(m)] for i in range(m)]
+    g = max(float(guess), 1e-300)
+    for rel in (1e-12, 1e-9, 1e-6, 1e-3):
+        s = arb(g * (1.0 + rel))
+        s2 = s * s
+        S = [[(s2 if i == j else 0) - RtR[i][j] for j in range(m)] for i in range(m)]
+        if ldl_positive_definite(S):
+            return s
+    raise NotCertified("spectral norm of the reduced dual matrix not verified (LDL^T in balls)")
+
+
+def ufm_general_grouped(loss, counts, lw: float, lh: float, lb: float, layout, Zs, *,
+                        prec: int = PRECISION_BITS) -> RigorousBound:
+    """Rigorous lower bound of the UFM optimum with any counts for the cross-entropy family (CE, label
+    smoothing, class weights) and MSE with one-hot targets, from the grouped dual point of
+    ``solvers.ufm_general.certificate_grouped`` rebuilt in balls.
+
+    ``loss``: a ``solvers.losses.CrossEntropy`` or one-hot ``SquaredError``; ``counts`` (K,) integers;
+    ``layout``: the ``SlotLayout`` of exchangeable classes; ``Zs`` ((m + 1) x m doubles): the slot logits of
+    the float candidate (a choice: only the tightness depends on it).
+
+    Dual point (exact reals, enclosed by balls): g = the per-slot loss gradient at Zs (softmax in balls: the
+    exact softmax columns sum to exactly 1), r = sum_c n_c g_c / N (the bias gradient, exact), a_c = t (g_c - r).
+    Then sum_c n_c a_c = 0 exactly (bias constraint; round-and-project), and for the softmax losses each column
+    of v/w + q = t p + (1 - t) q - t r / w sums to exactly 1 (sum_i r_i = 0 because every column of g sums to 0),
+    its entries are checked > = 0 in balls (else NotCertified). ||A||_2 = t ||(G - r 1^T) D^{1/2}||_2 / N is the
+    largest of the spectral norm of the reduced m x m form (verified by LDL^T on s^2 I - R^T R) and the
+    |beta_a| (m_a >= 2); t is rounded down until t sigma <= lam for every point of the balls.
+    Bound: -(1/N) sum_a m_a n_a loss*(a_a; rep_a) in balls."""
+    import numpy as np
+    from flint import arb
+
+    from solvers import losses as L
+
+    if float(lb) != 0.0:
+        raise Unsupported("a bias penalty (--lambda-b > 0) has no ball recipe yet")
+    softmax = isinstance(loss, L.CrossEntropy)
+    if not softmax and not (isinstance(loss, L.SquaredError) and loss._one_hot()):
+        raise Unsupported(f"loss {getattr(loss, 'name', '?')!r} has no ball recipe (cross-entropy family, "
+                          f"one-hot MSE)")
+    counts = np.asarray(counts, dtype=np.int64)
+    m = int(layout.m)
+    if m > DENSE_MAX:
+        raise Unsupported(f"{m} groups of exchangeable classes > {DENSE_MAX} (dense LDL^T in balls)")
+    Zs = np.asarray(Zs, dtype=float)
+    if Zs.shape != (m + 1, m) or not np.all(np.isfinite(Zs)):
+        raise NotCertified("slot logits must be a finite (m + 1) x m array")
+    timer = _Timer()
+    with _Precision(prec):
+        sz = [int(s) for s in layout.sizes]
+        cnt = [int(counts[int(r)]) for r in layout.reps]
+        N = int(counts.sum())
+        Mu = [[int(layout.mult[e][a]) for a in range(m)] for e in range(m + 1)]
+        zero = arb(0)
+        # per-slot gradients g[e][a] (e = m: own slot) as balls
+        g = [[None] * m for _ in range(m + 1)]
+        if softmax:
+            qt, qo = exact(loss.q_true), exact(loss.q_other)
+            w = [exact(float(loss.w[int(r)])) for r in layout.reps]
+            P = [[None] * m for _ in range(m + 1)]
+            for a in range(m):
+                col = [exact(float(Zs[e, a])) for e in range(m + 1)]
+                mx = max(float(Zs[e, a]) for e in range(m + 1) if e == m or Mu[e][a] > 0)
+                mxb = exact(mx)
+                ex = [(c - mxb).exp() for c in col]
+                S = ex[m] + sum((Mu[e][a] * ex[e] for e in range(m) if Mu[e][a] > 0), zero)
+                for e in range(m + 1):
+                    P[e][a] = ex[e] / S
+                    g[e][a] = w[a] * (P[e][a] - (qt if e == m else qo))
+        else:
+            for a in range(m):
+                for e in range(m + 1):
+                    g[e][a] = exact(float(Zs[e, a])) - (1 if e == m else 0)
+        # bias gradient per class of group e: r_e = (1/N)[sum_a n_a (m_a - [a == e]) g[e][a] + n_e g[m][e]]
+        r = []
+        for e in range(m):
+            acc = cnt[e] * g[m][e]
+            for a in range(m):
+                if Mu[e][a]:
+                    acc += cnt[a] * Mu[e][a] * g[e][a] if a == e else cnt[a] * sz[a] * g[e][a]
+            r.append(acc / N)
+        # centred gradients Gc (slot e < m of column a: g - r_e; own slot of column a: g - r_a)
+        Gc = [[g[e][a] - r[e] for a in range(m)] for e in range(m)] + [[g[m][a] - r[a] for a in range(m)]]
+        timer.lap("gradient")
+        # reduced form of (G - r 1^T) D^{1/2}: R = sqrt(m_e m_a) alpha + diag(beta)
+        sqn = [exact(c).sqrt() for c in cnt]
+        beta = [(Gc[m][a] - Gc[a][a]) * sqn[a] for a in range(m)]
+        R = [[(exact(sz[e] * sz[a]).sqrt() * Gc[e][a] * sqn[a]) + (beta[a] if e == a else 0) for a in range(m)]
+             for e in range(m)]
+        Rf = np.array([[float(x.mid()) for x in row] for row in R])
+        guess = float(np.linalg.svd(Rf, compute_uv=False)[0]) if m else 0.0
+        s_red = _spectral_upper_dense(R, guess)
+        sigma = s_red
+        for a in range(m):
+            if sz[a] >= 2:
+                sigma = max_ball(sigma, abs(beta[a]))
+        sigma = sigma / N
+        lam = (exact(lw) * exact(lh)).sqrt()
+        t = _scale_down(sigma, lam)
+        tb = exact(t)
+        timer.lap("spectral norm")
+        # conjugate sum
+        total = zero
+        for a in range(m):
+            conj = zero
+            for e in range(m + 1):
+                mult = 1 if e == m else Mu[e][a]
+                if not mult:
+                    continue
+                v = tb * Gc[e][a]
+                if softmax:
+                    x = v / w[a] + (qt if e == m else qo)
+                    conj += mult * w[a] * xlogx(x)
+                else:
+                    conj += mult * (v * v / 2 + (v if e == m else 0))
+            total += sz[a] * cnt[a] * conj
+        lower = -total / N
+        timer.lap("dual value")
+    det = {"groups": m, "classes": int(layout.K), "scale_t": t, "spectral_norm_bound": upper_float(sigma),
+           "lam": lower_float(lam), "bias_constraint": "exact (round-and-project: a_c = t (g_c - r), r the exact "
+                                                        "bias gradient)",
+           "loss": getattr(loss, "name", "?")}
+    return RigorousBound(lower, None, "dual (conjugate, grouped) in ball arithmetic", prec, det, timer.steps)
+
+
+def ufm_general_feasible(loss, counts, lw: float, lh: float, layout, A, beta, b, *, prec: int = PRECISION_BITS):
+    """Rigorous upper end of the grouped UFM optimum: the convex objective (1/N) sum_a m_a n_a loss(z_a; rep_a)
+    + lam ||X||_* at an explicit invariant candidate, in balls. The candidate is built from doubles: A ~ P Q with
+    P = U sqrt(S), Q = sqrt(S) V^T from the float SVD of ``A`` (exact doubles; the candidate is the exact product
+    P Q, evaluated in balls), ``beta`` and the group biases ``b`` as given. ||P Q||_* <= (||P||_F^2 +
+    ||Q||_F^2)/2 and ||X||_* = ||A||_* + sum_a (m_a - 1)|beta_a| (docs/ufm_general.md). Returns (ball, rank):
+    ``rank`` bounds rank X from above (columns of P + sum of m_a - 1 over beta_a != 0); the value is that of a
+    factored point only when d >= rank."""
+    import numpy as np
+    from flint import arb
+
+    from solvers import losses as L
+
+    softmax = isinstance(loss, L.CrossEntropy)
+    if not softmax and not (isinstance(loss, L.SquaredError) and loss._one_hot()):
+        raise Unsupported(f"loss {getattr(loss, 'name', '?')!r} has no ball recipe")
+    A = np.asarray(A, dtype=float)
+    m = int(layout.m)
+    U, S, Vt = np.linalg.svd(A)
+    keep = S > 0
+    sq = np.sqrt(S[keep])
+    P = U[:, keep] * sq[None, :]
+    Q = sq[:, None] * Vt[keep, :]
+    beta = np.asarray(beta, dtype=float)
+    b = np.asarray(b, dtype=float)
+    if not (np.all(np.isfinite(P)) and np.all(np.isfinite(Q)) and np.all(np.isfinite(beta)) and np.all(np.isfinite(b))):
+        raise NotCertified("non-finite candidate")
+    r = int(P.shape[1])
+    rank = r + int(sum(int(layout.sizes[a]) - 1 for a in range(m) if beta[a] != 0.0))
+    counts = np.asarray(counts, dtype=np.int64)
+    zero = arb(0)
+    with _Precision(prec):
+        sz = [int(s) for s in layout.sizes]
+        cnt = [int(counts[int(x)]) for x in layout.reps]
+        N = int(counts.sum())
+        Pb = [[exact(float(P[i, j])) for j in range(r)] for i in range(m)]
+        Qb = [[exact(float(Q[i, j])) for j in range(m)] for i in range(r)]
+        Ab = [[sum((Pb[i][l] * Qb[l][j] for l in range(r)), zero) for j in range(m)] for i in range(m)]
+        bb = [exact(float(x)) for x in b]
+        be = [exact(float(x)) for x in beta]
+        nuc = (sum((x * x for row in Pb for x in row), zero) + sum((x * x for row in Qb for x in row), zero)) / 2
+        nuc += sum(((sz[a] - 1) * abs(be[a]) for a in range(m)), zero)
+        data = zero
+        for a in range(m):
+            sqn = exact(cnt[a]).sqrt()
+            z = []
+            for e in range(m):
+                if e == a:
+                    z.append((Ab[a][a] - be[a]) / sz[a] / sqn + bb[a])
+                else:
+                    z.append(Ab[e][a] / exact(sz[e] * sz[a]).sqrt() / sqn + bb[e])
+            z.append((Ab[a][a] / sz[a] + be[a] * (1 - arb(1) / sz[a])) / sqn + bb[a])
+            mult = [int(layout.mult[e][a]) for e in range(m)] + [1]
+            if softmax:
+                mx = max(float(z[e].mid()) for e in range(m + 1) if mult[e])
+                mxb = exact(mx)
+                lse = mxb + sum((mult[e] * (z[e] - mxb).exp() for e in range(m + 1) if mult[e]), zero).log()
+                qz = exact(loss.q_true) * z[m] + exact(loss.q_other) * sum(
+                    (mult[e] * z[e] for e in range(m) if mult[e]), zero)
+                val = exact(float(loss.w[int(layout.reps[a])])) * (lse - qz)
+            else:
+                val = sum((mult[e] * z[e] * z[e] for e in range(m) if mult[e]), zero) / 2 + (z[m] - 1) ** 2 / 2
+            data += sz[a] * cnt[a] * val
+        lam = (exact(lw) * exact(lh)).sqrt()
+        value = data / N + lam * nuc
+    return value, rank
