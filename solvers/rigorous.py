@@ -816,7 +816,7 @@ def feature_collapse_from_instance(params: dict, *, prec: int = PRECISION_BITS) 
 def _spectral_upper_dense(R, guess: float):
     """A ball s with ||R||_2 <= s for every matrix in the ball matrix R (m x m, m <= DENSE_MAX): s^2 I - R^T R
     verified positive definite by LDL^T, s^2 just above the float estimate ``guess`` (tried at increasing
-    distances). Raises NotCertified when no tried s is verified."""
+    distances); when none is verified, the Frobenius norm in balls (a valid, looser bound)."""
     from flint import arb
 
     m = len(R)
@@ -830,10 +830,16 @@ def _spectral_upper_dense(R, guess: float):
         S = [[(s2 if i == j else 0) - RtR[i][j] for j in range(m)] for i in range(m)]
         if ldl_positive_definite(S):
             return s
-    raise NotCertified("spectral norm of the reduced dual matrix not verified (LDL^T in balls)")
+    # fallback (for example a matrix that is 0 up to round-off): ||R||_2 <= ||R||_F, in balls
+    # (entrywise upper ends as exact doubles first: the square of a ball around 0 may contain negatives)
+    fro = sum((arb(upper_float(abs(x))) ** 2 for row in R for x in row), arb(0)).sqrt()
+    if not fro.is_finite():
+        raise NotCertified("spectral norm of the reduced dual matrix not bounded (LDL^T and Frobenius in balls)")
+    return arb(upper_float(fro))
 
 
-def ufm_general_grouped(loss, counts, lw: float, lh: float, lb: float, layout, Zs, *,
+def ufm_general_grouped(loss, counts, lw: float, lh: float, lb: float, layout, Zs, *, dual=None,
+                        project: bool = True, scale: float | None = None,
                         prec: int = PRECISION_BITS) -> RigorousBound:
     """Rigorous lower bound of the UFM optimum with any counts for the cross-entropy family (CE, label
     smoothing, class weights) and MSE with one-hot targets, from the grouped dual point of
@@ -850,7 +856,13 @@ def ufm_general_grouped(loss, counts, lw: float, lh: float, lb: float, layout, Z
     its entries are checked > = 0 in balls (else NotCertified). ||A||_2 = t ||(G - r 1^T) D^{1/2}||_2 / N is the
     largest of the spectral norm of the reduced m x m form (verified by LDL^T on s^2 I - R^T R) and the
     |beta_a| (m_a >= 2); t is rounded down until t sigma <= lam for every point of the balls.
-    Bound: -(1/N) sum_a m_a n_a loss*(a_a; rep_a) in balls."""
+    Bound: -(1/N) sum_a m_a n_a loss*(a_a; rep_a) in balls.
+
+    ``dual`` ((m + 1) x m doubles, optional): a given per-slot gradient g instead of the one at ``Zs`` (for the
+    softmax losses its columns must sum to exactly 0 with the slot multiplicities, checked in balls);
+    ``project=False``: reject a dual point whose bias constraint sum_c n_c g_c = 0 does not hold exactly
+    (instead of subtracting r); ``scale``: a forced t, rejected unless t sigma <= lam for every point of the
+    balls. Every failed condition raises NotCertified."""
     import numpy as np
     from flint import arb
 
@@ -881,6 +893,19 @@ def ufm_general_grouped(loss, counts, lw: float, lh: float, lb: float, layout, Z
         if softmax:
             qt, qo = exact(loss.q_true), exact(loss.q_other)
             w = [exact(float(loss.w[int(r)])) for r in layout.reps]
+        if dual is not None:
+            D = np.asarray(dual, dtype=float)
+            if D.shape != (m + 1, m) or not np.all(np.isfinite(D)):
+                raise NotCertified("dual point must be a finite (m + 1) x m array")
+            for a in range(m):
+                for e in range(m + 1):
+                    g[e][a] = exact(float(D[e, a]))
+                if softmax:
+                    cs = g[m][a] + sum((Mu[e][a] * g[e][a] for e in range(m) if Mu[e][a]), zero)
+                    if not cs.is_zero():
+                        raise NotCertified(f"column {a} of the dual point does not sum to exactly 0 (not on the "
+                                           f"simplex after the shift): {cs}")
+        elif softmax:
             P = [[None] * m for _ in range(m + 1)]
             for a in range(m):
                 col = [exact(float(Zs[e, a])) for e in range(m + 1)]
@@ -903,6 +928,8 @@ def ufm_general_grouped(loss, counts, lw: float, lh: float, lb: float, layout, Z
                 if Mu[e][a]:
                     acc += cnt[a] * Mu[e][a] * g[e][a] if a == e else cnt[a] * sz[a] * g[e][a]
             r.append(acc / N)
+        if not project and not all(x.is_zero() for x in r):
+            raise NotCertified("bias constraint sum_c n_c a_c = 0 does not hold exactly (project=False)")
         # centred gradients Gc (slot e < m of column a: g - r_e; own slot of column a: g - r_a)
         Gc = [[g[e][a] - r[e] for a in range(m)] for e in range(m)] + [[g[m][a] - r[a] for a in range(m)]]
         timer.lap("gradient")
@@ -920,7 +947,13 @@ def ufm_general_grouped(loss, counts, lw: float, lh: float, lb: float, layout, Z
                 sigma = max_ball(sigma, abs(beta[a]))
         sigma = sigma / N
         lam = (exact(lw) * exact(lh)).sqrt()
-        t = _scale_down(sigma, lam)
+        if scale is None:
+            t = _scale_down(sigma, lam)
+        else:
+            t = float(scale)
+            if not (0.0 < t <= 1.0 and certainly_le(exact(t) * sigma, lam)):
+                raise NotCertified(f"forced scale t = {scale!r}: t ||A||_2 <= lam is not certain (spectral bound "
+                                   f"{sigma} x t vs lam {lam})")
         tb = exact(t)
         timer.lap("spectral norm")
         # conjugate sum
