@@ -116,11 +116,19 @@ MAX_CERT_ENTRIES = 30_000_000
 MAX_CERT_NW = 3000
 
 
+#: Peak bytes per factored variable (L-BFGS workspace, gradients, copies), measured on the
+#: largest accepted dimensions (see ``budget``).
+BYTES_PER_FACTOR_VARIABLE = 1100.0
+
+
 def budget(inst: FCInstance, n_starts: int = 1) -> dict:
     """Size, memory and time estimates of solving ``inst`` with ``n_starts`` starts, before any work."""
     S = inst.n_sentences
     work = S * inst.K
     mem = ARRAYS_PER_EVAL * 8.0 * work + 8.0 * S * inst.L * 3
+    # The factored variables (W: K L x d, U: d x n_w) and the solver's workspace grow with d: measured
+    # 0.66 GB at d = 20 000 and 2.55 GB at d = 100 000 for K L + n_w = 24, i.e. ~1000 bytes per variable.
+    mem += BYTES_PER_FACTOR_VARIABLE * inst.d * (inst.K * inst.L + inst.n_w)
     t_eval = SECONDS_PER_ENTRY * work * (inst.L + 4)
     return {"sentences": S, "scores": work, "memory_bytes": mem, "seconds_per_eval": t_eval,
             "seconds_estimate": n_starts * MIN_EVALS * t_eval}
@@ -137,7 +145,7 @@ def check_budget(inst: FCInstance, n_starts: int = 1) -> dict:
             f"reduce K, s_c or L (predictions at any size: `ncproofs table feature-collapse`)")
     if b["memory_bytes"] > MEMORY_BUDGET:
         raise InstanceError(f"instance needs about {b['memory_bytes'] / 1e9:.2f} GB (limit {MEMORY_BUDGET / 1e9:.1f} GB); "
-                            f"reduce K, s_c or L")
+                            f"reduce --dim, K, s_c or L")
     if b["seconds_estimate"] > TIME_BUDGET:
         raise InstanceError(f"instance needs about {b['seconds_estimate']:.0f} s for {n_starts} start(s) "
                             f"(limit {TIME_BUDGET:.0f} s on 2 cores); reduce --starts, K, s_c or L")
