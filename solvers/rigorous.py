@@ -813,6 +813,16 @@ def feature_collapse_from_instance(params: dict, *, prec: int = PRECISION_BITS) 
 # "Grouping exchangeable classes"; docs/rigorous.md "UFM, any loss, imbalanced counts")
 # ---------------------------------------------------------------------------------------------------
 
+#: Working precision of the LDL^T test of s^2 I - R^T R. At an optimum many singular values of the dual matrix
+#: equal lam (one per active direction), so s^2 I - R^T R has a cluster of eigenvalues ~1e-12 s^2 and the radii
+#: of a 128-bit elimination grow past it (measured: long tail k = 200, 84 groups, verified only at s = (1 + 1e-6)
+#: x the float estimate at 128 bits, at 1 + 1e-12 at 256 bits, for ~0.1 s more). The input radii matter as
+#: well, so ``ufm_general_grouped`` builds the whole dual point at (at least) this precision.
+SPECTRAL_LDL_BITS = 256
+#: Relative distances above the float estimate tried for s (each one LDL^T; ~0.05 s at m = 84).
+SPECTRAL_RELS = (1e-13, 1e-12, 3e-12, 1e-11, 1e-10, 1e-9, 1e-7, 1e-5, 1e-3)
+
+
 def _spectral_upper_dense(R, guess: float):
     """A ball s with ||R||_2 <= s for every matrix in the ball matrix R (m x m, m <= DENSE_MAX): s^2 I - R^T R
     verified positive definite by LDL^T, s^2 just above the float estimate ``guess`` (tried at increasing
@@ -822,14 +832,17 @@ def _spectral_upper_dense(R, guess: float):
     m = len(R)
     if m > DENSE_MAX:
         raise Unsupported(f"reduced dual matrix of size {m} > {DENSE_MAX} (dense LDL^T in balls)")
-    RtR = [[sum((R[l][i] * R[l][j] for l in range(m)), arb(0)) for j in range(m)] for i in range(m)]
-    g = max(float(guess), 1e-300)
-    for rel in (1e-12, 1e-9, 1e-6, 1e-3):
-        s = arb(g * (1.0 + rel))
-        s2 = s * s
-        S = [[(s2 if i == j else 0) - RtR[i][j] for j in range(m)] for i in range(m)]
-        if ldl_positive_definite(S):
-            return s
+    import flint
+
+    with _Precision(max(flint.ctx.prec, SPECTRAL_LDL_BITS)):
+        RtR = [[sum((R[l][i] * R[l][j] for l in range(m)), arb(0)) for j in range(m)] for i in range(m)]
+        g = max(float(guess), 1e-300)
+        for rel in SPECTRAL_RELS:
+            s = arb(g * (1.0 + rel))
+            s2 = s * s
+            S = [[(s2 if i == j else 0) - RtR[i][j] for j in range(m)] for i in range(m)]
+            if ldl_positive_definite(S):
+                return s
     # fallback (for example a matrix that is 0 up to round-off): ||R||_2 <= ||R||_F, in balls
     # (entrywise upper ends as exact doubles first: the square of a ball around 0 may contain negatives)
     fro = sum((arb(upper_float(abs(x))) ** 2 for row in R for x in row), arb(0)).sqrt()
@@ -881,6 +894,7 @@ def ufm_general_grouped(loss, counts, lw: float, lh: float, lb: float, layout, Z
     Zs = np.asarray(Zs, dtype=float)
     if Zs.shape != (m + 1, m) or not np.all(np.isfinite(Zs)):
         raise NotCertified("slot logits must be a finite (m + 1) x m array")
+    prec = max(int(prec), SPECTRAL_LDL_BITS)  # the whole dual point at that precision (see SPECTRAL_LDL_BITS)
     timer = _Timer()
     with _Precision(prec):
         sz = [int(s) for s in layout.sizes]
