@@ -2,7 +2,7 @@
 solver on the sphere / sphere intersected with the nonnegative orthant, and convex Gram
 relaxations (doubly nonnegative for UFM+, SDP for UFM) that certify global optima.
 
-Loss convention (spec/scl.md): unit-norm features, logits h.h'/tau, sum over anchors. For a
+Loss convention (docs/scl.md): unit-norm features, logits h.h'/tau, sum over anchors. For a
 batch B and an anchor i whose class has n_{B,y_i} >= 2 members in B,
 
     term_i = LSE_{l in B, l != i}(G_il / tau) - mean_{j in P_B(i)} G_ij / tau,   G = H^T H,

@@ -1,6 +1,6 @@
 """Predicted geometries (simplex ETF, orthogonal frame) and neural-collapse metrics.
 
-Notation follows ``spec/geometry.md``: features are the columns of ``H`` (d x N), labels
+Notation follows ``docs/metrics.md``: features are the columns of ``H`` (d x N), labels
 ``y`` (N,), class means ``mu_c``, global mean ``h_bar`` = unweighted mean of the class means,
 centred means ``M = [mu_c - h_bar]`` (d x k), classifier ``W`` (k x d), ``J_k = I - 11^T/k``.
 
@@ -109,7 +109,7 @@ def simplex_etf(k: int, d: int | None = None, r: float = 1.0) -> np.ndarray:
     """A simplex ETF: k vectors of norm ``r`` in R^d (columns of a d x k matrix).
 
     Gram = r^2 k/(k-1) J_k (pairwise cosine -1/(k-1), zero sum). Exists iff d >= k-1
-    (spec/geometry.md). Default d = k. ``r`` must be > 0.
+    (docs/metrics.md). Default d = k. ``r`` must be > 0.
 
     Returns the d x k float64 matrix whose columns are the vectors. Raises ``InstanceError``
     (a ValueError) when d < k-1, ``InputError`` for k < 2, d < 1, r <= 0 or not finite,
@@ -253,7 +253,7 @@ class GeometryClass:
 def classify_gram(G, tol: float = GEOMETRY_TOL, *, zero_tol: float = ZERO_TOL) -> GeometryClass:
     """Classify a Gram matrix of class means as simplex-etf, orthogonal-frame, other or zero.
 
-    Distances are Frobenius distances between normalised matrices (spec/geometry.md, NC2).
+    Distances are Frobenius distances between normalised matrices (docs/metrics.md, NC2).
     A Gram whose Frobenius norm is at most ``zero_tol`` is "zero" (trivial phase: cosines
     undefined), never an ETF or "other". The result reports that norm (``scale``) and the
     trace, which the normalisation removes from the distances.
@@ -382,7 +382,7 @@ def within_class_max_deviation(H, labels) -> float:
 
 @dataclass
 class NCMetrics:
-    """Neural-collapse metrics of spec/geometry.md; each is 0 at exact collapse, None if undefined."""
+    """Neural-collapse metrics of docs/metrics.md; each is 0 at exact collapse, None if undefined."""
 
     NC1: float | None
     NC1_pinv: float | None
@@ -406,7 +406,7 @@ def _ratio(num: float, den: float, scale: float) -> float | None:
 
 
 def nc_metrics(H, labels, W=None, b=None, *, center_w: bool = False) -> NCMetrics:
-    """All NC metrics of spec/geometry.md.
+    """All NC metrics of docs/metrics.md.
 
     ``H`` is d x N (features in columns: one column per label), ``labels`` (N,) in 0..k-1 with every
     class present, ``W`` k x d (row c = classifier of class c), ``b`` (k,).

@@ -1,6 +1,6 @@
 """Supervised contrastive loss (SCL): lower bounds, predicted geometry, batching conditions.
 
-Spec: ``spec/scl.md``. Sources: Kini, Vakilian, Behnia, Gill, Thrampoulidis, ICLR 2024
+Spec: ``docs/scl.md``. Sources: Kini, Vakilian, Behnia, Gill, Thrampoulidis, ICLR 2024
 (arXiv 2306.07960) for Theorems 1, 2 and the batching corollary; Graf, Hofer, Niethammer,
 Kwitt, ICML 2021 for the balanced ETF value. The statements are *reconstructed* (from the
 abstracts, the authors' code and an independent derivation), not quoted: the papers'
@@ -671,7 +671,7 @@ def sym_tau_limits():
 
 def weighted_centering_cosines(counts: Sequence[int]) -> np.ndarray:
     """Cosines of the OF class means after centring by the *sample-weighted* mean (not an ETF under
-    imbalance; spec/geometry.md gives -0.7715, -0.5244, -0.1373 for (5,3,2))."""
+    imbalance; the geometry reference values give -0.7715, -0.5244, -0.1373 for (5,3,2))."""
     counts = as_int_tuple("counts", counts, minimum=1, min_len=2)
     k = len(counts)
     w = np.asarray(counts, float) / sum(counts)
