@@ -106,12 +106,29 @@ def ufm_general_problem(inst: dict):
 
 
 def ufm_general_candidate(p):
-    """(layout, grouped point) of the family's float solver (``solvers.ufm_general.solve_grouped``)."""
+    """(layout, grouped point) of the family's float solver: ``solvers.ufm_general.solve_grouped`` on the groups
+    of exchangeable classes, or, when there are none (all groups singletons), ``solve_factored`` on the K x K
+    class-reduced problem seen as K singleton groups (``SlotLayout(arange(K))``: beta plays no role)."""
+    import numpy as np
+
+    from solvers import losses as L
+    from solvers import rigorous as R
     from solvers import ufm_general as SG
 
+    if p.lb != 0.0:
+        raise NotSupported("a bias penalty (--lambda-b > 0) has no ball recipe yet")
     layout = SG.class_layout(p)
+    m = layout.m if layout is not None else p.K
+    if m > R.DENSE_MAX:  # checked before the float solve: no work for an instance the recipe refuses
+        raise NotSupported(f"{m} groups of exchangeable classes > {R.DENSE_MAX} (dense LDL^T in balls)")
     if layout is None:
-        raise NotSupported("no exchangeable classes to group (the K x K route has no ball recipe yet)")
+        if p.G != p.K:
+            raise NotSupported("groups other than one per class have no ball recipe")
+        sol = SG.solve_factored(p, rank=min(p.K, p.G), starts=UFM_GENERAL_STARTS, seed=0,
+                                time_budget=UFM_GENERAL_BUDGET_S)
+        X = SG.clean_candidate(p, sol.variables["X"], sol.variables["b"])
+        return L.SlotLayout(np.arange(p.K)), SG.GroupedPoint(np.asarray(X, float), np.zeros(p.K),
+                                                             np.asarray(sol.variables["b"], float))
     sol = SG.solve_grouped(p, layout, starts=UFM_GENERAL_STARTS, seed=0, time_budget=UFM_GENERAL_BUDGET_S)
     return layout, SG.clean_grouped(p, sol.variables["point"], layout)
 

@@ -63,6 +63,8 @@ IMBALANCED = [
     ("ls-others", L.make_loss("ls", 5, smoothing=0.1, convention="others"), (5, 5, 3, 3, 1)),
     ("weighted-ce", L.make_loss("weighted-ce", 4, weights=[1.0, 1.0, 2.0, 3.0]), (6, 6, 2, 1)),
     ("mse", L.make_loss("mse", 4), (6, 6, 2, 1)),
+    ("ce-distinct-counts", L.make_loss("ce", 5), (5, 4, 3, 2, 1)),   # no exchangeable classes: K x K route
+    ("mse-distinct-counts", L.make_loss("mse", 5), (7, 4, 3, 2, 1)),
 ]
 
 
@@ -143,3 +145,7 @@ def test_unsupported_inputs_keep_the_float_verdicts():
     out = PR.apply(rep)
     assert out["certificate"]["rigorous"]["status"] == "unsupported"
     assert out["rigorous"] is False and out["verdict"] == rep["verdict"]
+    rep = _report(L.make_loss("ce", 4), (6, 6, 2, 1), 8, 5e-3, 5e-3)
+    rep["instance"] = dict(rep["instance"], lambda_b=1e-2)
+    out = PR.apply(rep)
+    assert out["certificate"]["rigorous"]["status"] == "unsupported" and out["rigorous"] is False
