@@ -43,6 +43,23 @@ def xlogx(x: np.ndarray) -> np.ndarray:
     return out
 
 
+def max_shifted_softmax(U: np.ndarray):
+    """The stable softmax of the columns of U (K x m), shared by every cross-entropy form.
+
+    Returns ``(am, mx, rest, P)``: the row of each column's largest logit, that logit, the sum of the
+    other entries of exp(U - mx) (the largest is exactly 1, so lse = mx + log1p(rest) keeps every
+    digit when one logit dominates), and the softmax P.
+    """
+    cols = np.arange(U.shape[1])
+    am = np.argmax(U, axis=0)
+    mx = U[am, cols]
+    E = np.exp(U - mx)
+    E[am, cols] = 0.0
+    rest = E.sum(axis=0)
+    E[am, cols] = 1.0
+    return am, mx, rest, E / (1.0 + rest)
+
+
 class Loss:
     """Base class: a convex loss of the logits of one sample, loss(u; y)."""
 
@@ -211,13 +228,7 @@ class CrossEntropy(Loss):
         y = np.asarray(y)
         K, m = U.shape
         cols = np.arange(m)
-        am = np.argmax(U, axis=0)
-        mx = U[am, cols]
-        E = np.exp(U - mx)
-        E[am, cols] = 0.0
-        rest = E.sum(axis=0)
-        E[am, cols] = 1.0
-        P = E / (1.0 + rest)
+        am, mx, rest, P = max_shifted_softmax(U)
         wy = self.w[y]
         if self.q_other == 0.0:
             # plain CE: loss = (m - u_y) + log1p(rest); label entry p_y - 1 without cancellation when y is the max

@@ -21,6 +21,7 @@ import numpy as np
 from scipy.special import softmax
 
 from solvers import lbfgs
+from solvers.losses import max_shifted_softmax
 from solvers.common import Certificate, Solution, blas_all_threads, blas_threads, solve_conic, usable_cores
 from theory.ufm import UFMInstance
 
@@ -67,16 +68,9 @@ def ce_parts(U: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     entry of P - Y is -rest/(1 + rest) there (no cancellation of 1 - p_y). Relative accuracy ~1e-15
     per entry at every scale of the loss (tested at lambda = 1e-7).
     """
-    k, m = U.shape
-    cols = np.arange(m)
-    am = np.argmax(U, axis=0)
-    mx = U[am, cols]
-    E = np.exp(U - mx)
-    E[am, cols] = 0.0
-    rest = E.sum(axis=0)
+    cols = np.arange(U.shape[1])
+    am, mx, rest, P = max_shifted_softmax(U)
     loss = (mx - U[y, cols]) + np.log1p(rest)
-    E[am, cols] = 1.0
-    P = E / (1.0 + rest)
     label_is_max = am == y
     py_minus_1 = np.where(label_is_max, -rest / (1.0 + rest), P[y, cols] - 1.0)
     P[y, cols] = py_minus_1
