@@ -35,6 +35,9 @@ def build_parser() -> tuple[argparse.ArgumentParser, dict, dict, dict]:
     r.add_argument("--report", default="ncproofs-report.md", help="Markdown report path ('' to skip)")
     r.add_argument("--json", dest="json_path", default="ncproofs-report.json", help="JSON report path ('' to skip)")
     r.add_argument("--quiet", action="store_true", help="no progress display")
+    r.add_argument("--rigorous", action="store_true",
+                   help="re-derive each value certificate in ball arithmetic (python-flint) and judge the value "
+                        "statements by the proven bracket (docs/rigorous.md)")
     html_report.add_html_argument(r)
 
     li = sub.add_parser("list", help="list the registered claims with source and provenance")
@@ -192,6 +195,16 @@ def _one_line(exc: BaseException, limit: int = 300) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
+def _flint_available() -> bool:
+    """python-flint importable; otherwise one line saying how to install it (the caller exits 2)."""
+    import importlib.util
+
+    if importlib.util.find_spec("flint") is None:
+        print('ncproofs: error: --rigorous needs python-flint: pip install "ncproofs[rigorous]"', file=sys.stderr)
+        return False
+    return True
+
+
 def _dispatch(parser, args, smap, tmap, emap) -> int:
     from proofs_check import registry
     from theory._validate import InputError
@@ -235,7 +248,9 @@ def _dispatch(parser, args, smap, tmap, emap) -> int:
         claims = registry.select(registry.all_claims(), args.only)
         if not claims:
             raise UsageError(f"--only {args.only}: no claim matches (see `ncproofs list`)")
-        run = run_claims(claims, RunContext(args.profile, args.seed), progress=not args.quiet)
+        if args.rigorous and not _flint_available():  # before any claim runs
+            return 2
+        run = run_claims(claims, RunContext(args.profile, args.seed, args.rigorous), progress=not args.quiet)
         print(summary_table(run))
         write_reports(run, args.report or None, args.json_path or None)
         if args.html:
@@ -248,13 +263,8 @@ def _dispatch(parser, args, smap, tmap, emap) -> int:
         if args.family is None:
             raise UsageError("solve needs a family: " + ", ".join(smap))
         cmd = smap[args.family]
-        if getattr(args, "rigorous", False):
-            import importlib.util
-
-            if importlib.util.find_spec("flint") is None:  # before any work
-                print('ncproofs: error: --rigorous needs python-flint: pip install "ncproofs[rigorous]"',
-                      file=sys.stderr)
-                return 2
+        if getattr(args, "rigorous", False) and not _flint_available():  # before any work
+            return 2
         if getattr(args, "plot", None):
             plots.check_plot_available()  # fail before an expensive solve
             plots.check_plot_path(args.plot)

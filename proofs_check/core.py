@@ -152,13 +152,19 @@ class Check:
     #: enumeration, a symbolic proof, a numeric evaluation of an identity at random points); False
     #: for a consistency check (a restatement that cannot fail independently of the formula).
     independent: bool = True
+    #: Only for value statements judged under ``--rigorous`` (docs/rigorous.md): True when the verdict
+    #: VERIFIED was proven in ball arithmetic, False when the bracket did not prove it; None otherwise.
+    rigorous: bool | None = None
 
     def __post_init__(self):
         self.verdict = Verdict(self.verdict)
 
     def to_dict(self) -> dict:
-        return {"name": self.name, "verdict": self.verdict.value, "reason": self.reason,
-                "independent": bool(self.independent), "evidence": clean(self.evidence)}
+        out = {"name": self.name, "verdict": self.verdict.value, "reason": self.reason,
+               "independent": bool(self.independent), "evidence": clean(self.evidence)}
+        if self.rigorous is not None:
+            out["rigorous"] = bool(self.rigorous)
+        return out
 
 
 @dataclass(frozen=True)
@@ -167,6 +173,9 @@ class RunContext:
 
     profile: str = "quick"
     seed: int = 0
+    #: Re-derive value certificates in ball arithmetic (``run --rigorous``, docs/rigorous.md); needs
+    #: python-flint. Claims apply it through :func:`proofs_check.rigorous.judge_report`.
+    rigorous: bool = False
 
     def __post_init__(self):
         from theory._validate import InputError
@@ -175,6 +184,8 @@ class RunContext:
             raise InputError(f"profile must be 'quick' or 'full', got {self.profile!r}")
         if isinstance(self.seed, bool) or not isinstance(self.seed, (int, np.integer)) or self.seed < 0:
             raise InputError(f"seed must be an integer >= 0, got {self.seed!r}")
+        if not isinstance(self.rigorous, bool):
+            raise InputError(f"rigorous must be True or False, got {self.rigorous!r}")
 
     @property
     def full(self) -> bool:
@@ -246,6 +257,14 @@ class ClaimResult:
     def independent_checks(self) -> int:
         return sum(1 for ch in self.checks if ch.independent)
 
+    @property
+    def rigorous(self) -> bool:
+        """VERIFIED with its value statements proven in ball arithmetic: at least one check judged under
+        ``--rigorous`` and every judged check proven (``Check.rigorous``); statements about points keep
+        their float evidence (docs/rigorous.md)."""
+        judged = [ch.rigorous for ch in self.checks if ch.rigorous is not None]
+        return self.verdict is Verdict.VERIFIED and bool(judged) and all(judged)
+
     def to_dict(self) -> dict:
         c = self.claim
         return {"id": c.id, "family": c.family, "statement": c.statement, "source": c.source,
@@ -253,6 +272,7 @@ class ClaimResult:
                 "independent_checks": self.independent_checks,
                 "consistency_checks": len(self.checks) - self.independent_checks,
                 "seconds": round(self.seconds, 4), "key_numbers": self.key_numbers(),
+                "rigorous": self.rigorous,
                 "checks": [ch.to_dict() for ch in self.checks]}
 
 
@@ -610,7 +630,9 @@ class SolveReport:
                "solution": self.solution, "certificate": self.certificate, "geometry": self.geometry,
                "routes": self.routes, "verdict": v.value, "reason": r,
                "claims": [{"id": c.name, "verdict": c.verdict.value, "reason": c.reason,
-                           "independent": bool(c.independent), "evidence": c.evidence} for c in self.claims],
+                           "independent": bool(c.independent), "evidence": c.evidence,
+                           **({"rigorous": bool(c.rigorous)} if c.rigorous is not None else {})}
+                          for c in self.claims],
                "diagnostics": list(self.diagnostics)}
         if self.seconds is not None:
             out["seconds"] = self.seconds

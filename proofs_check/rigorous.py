@@ -204,10 +204,19 @@ def judge_lower_bound(claimed, tol, lower: float, upper: float | None) -> tuple[
     return Verdict.INCONCLUSIVE, f"rigorous lower bound {fmt(lower, 17)} is below the claimed {fmt(claimed, 17)}"
 
 
+def is_value_claim(c: dict) -> bool:
+    """A claim dict that the rigorous bracket judges: an ``optimal-value*`` statement with a ``predicted``
+    value, or a lower-bound statement (evidence ``claimed_lower_bound``), unless NOT_APPLICABLE."""
+    ev = c.get("evidence") or {}
+    if c.get("verdict") == Verdict.NOT_APPLICABLE.value:
+        return False
+    return (str(c.get("id", "")).startswith(VALUE_CLAIMS) and "predicted" in ev) or "claimed_lower_bound" in ev
+
+
 def _judge_claim(c: dict, lower: float, upper: float | None) -> dict | None:
     """The claim dict updated by the rigorous bracket, or None when it is not a value claim."""
     ev = c.get("evidence") or {}
-    if c.get("verdict") == Verdict.NOT_APPLICABLE.value:
+    if not is_value_claim(c):
         return None
     if str(c.get("id", "")).startswith(VALUE_CLAIMS) and "predicted" in ev:
         v, why = judge_value(ev.get("predicted"), ev.get("tolerance"), lower, upper)
@@ -274,6 +283,10 @@ def apply(out: dict, *, prec: int | None = None) -> dict:
             claims[i] = new
     else:
         diags.append(f"--rigorous: {rig['status']}: {rig['reason']} (the float verdicts stand)")
+        for i, c in enumerate(claims):
+            if is_value_claim(c):
+                claims[i] = {**c, "evidence": {**(c.get("evidence") or {}),
+                                               "rigorous_status": f"{rig['status']}: {rig['reason']}"}}
     for c in claims:
         c.setdefault("rigorous", False)
     if rb is not None and not judged:
@@ -297,3 +310,60 @@ def render_line(out: dict) -> str:
     return (f"rigorous ({rig.get('precision_bits')}-bit balls, {rig.get('method')}): lower bound >= {rig['lower'][0]!r}"
             + (f", feasible value <= {up[1]!r}" if up else ", no feasible value")
             + f"; value statements rigorous: {'yes' if out.get('rigorous') else 'no'}")
+
+
+# ---------------------------------------------------------------------------------------------------
+# `run --rigorous`: the same judgement for the checks a claim builds from its instances
+# ---------------------------------------------------------------------------------------------------
+
+def _to_checks(judged: dict, originals) -> list:
+    """Checks from the claim dicts of :func:`apply`, in order; ``Check.rigorous`` is set on value statements
+    only (True: proven in ball arithmetic; False: judged, not proven), None elsewhere."""
+    from proofs_check.core import Check
+
+    out = []
+    for c, orig in zip(judged["claims"], originals):
+        was_value = is_value_claim({"id": orig["id"], "verdict": orig["verdict"], "evidence": orig["evidence"]})
+        out.append(Check(c["id"], Verdict(c["verdict"]), c.get("reason", ""), dict(c.get("evidence") or {}),
+                         bool(c.get("independent", True)), rigorous=bool(c.get("rigorous")) if was_value else None))
+    return out
+
+
+def judge_report(rep, ctx=None, *, prec: int | None = None):
+    """``rep`` (a :class:`proofs_check.core.SolveReport`) with its value statements judged in ball arithmetic
+    when ``ctx.rigorous`` (``ncproofs run --rigorous``), else ``rep`` unchanged. Returns a new SolveReport:
+    claims as :class:`Check` with ``rigorous`` set on the value statements, ``certificate["rigorous"]`` and the
+    diagnostics of :func:`apply`."""
+    import copy
+
+    if ctx is not None and not getattr(ctx, "rigorous", False):
+        return rep
+    d = rep.to_dict()
+    judged = apply(d, prec=prec)
+    new = copy.copy(rep)
+    new.claims = _to_checks(judged, d["claims"])
+    new.certificate = judged.get("certificate")
+    new.diagnostics = list(judged.get("diagnostics") or [])
+    return new
+
+
+def judge_checks(family: str, instance: dict, checks, ctx=None, *, value_names=(), prec: int | None = None) -> list:
+    """Checks that a claim built for one instance of ``family`` (``instance``: the dict its ``check_instance``
+    report would hold), judged like :func:`judge_report` when ``ctx.rigorous``; unchanged otherwise.
+    ``value_names``: names of checks that state the optimum (evidence ``predicted``/``tolerance``) without
+    being called ``optimal-value``."""
+    from proofs_check.core import SolveReport
+
+    checks = list(checks)
+    if ctx is not None and not getattr(ctx, "rigorous", False):
+        return checks
+    names = [c.name for c in checks]
+    for c in checks:  # judged under the canonical id, renamed back below
+        if c.name in value_names:
+            c.name = "optimal-value"
+    rep = judge_report(SolveReport(family, instance, claims=checks), None, prec=prec)
+    for c, name in zip(rep.claims, names):
+        c.name = name
+        if rep.diagnostics and c.rigorous is False:
+            c.evidence.setdefault("rigorous_diagnostics", list(rep.diagnostics))
+    return rep.claims

@@ -43,6 +43,8 @@ class RunResult:
 
         return clean({
             "tool": "ncproofs", "profile": self.context.profile, "seed": self.context.seed,
+            "rigorous": self.context.rigorous,
+            "rigorous_claims": [r.claim.id for r in self.results if r.rigorous] if self.context.rigorous else None,
             "overall_verdict": self.verdict.value if self.results else None,
             "overall_reason": self.reason if self.results else None,
             "counts": self.counts(), "seconds": round(self.seconds, 3),
@@ -70,7 +72,8 @@ class Progress:
         if not self.enabled:
             return
         elapsed = time.perf_counter() - self.t0
-        line = f"[{i:>3}/{self.total}] {res.verdict.value:<14} {res.claim.id:<40} {res.seconds:7.2f} s  (total {elapsed:6.1f} s)"
+        verdict = res.verdict.value + ("*" if res.rigorous else "")
+        line = f"[{i:>3}/{self.total}] {verdict:<14} {res.claim.id:<40} {res.seconds:7.2f} s  (total {elapsed:6.1f} s)"
         if res.verdict is not Verdict.VERIFIED:
             line += "\n        " + shorten(res.reason)
         self.stream.write(("\r\033[K" if self.tty else "") + line + "\n")
@@ -133,7 +136,8 @@ def summary_table(run: RunResult) -> str:
     """Plain-text summary table for the terminal."""
     rows = [("claim", "source", "provenance", "verdict", "checks i+c", "key numbers", "s")]
     for r in run.results:
-        rows.append((r.claim.id, short_source(r.claim), r.claim.provenance.value, r.verdict.value,
+        rows.append((r.claim.id, short_source(r.claim), r.claim.provenance.value,
+                     r.verdict.value + ("*" if r.rigorous else ""),
                      f"{r.independent_checks}+{len(r.checks) - r.independent_checks}",
                      key_numbers_text(r), f"{r.seconds:.2f}"))
     caps = (38, 40, 13, 14, 10, 60, 8)
@@ -151,9 +155,14 @@ def summary_table(run: RunResult) -> str:
         for r in sorted(others, key=lambda r: order.get(r.verdict, 9)):
             lines.append(f"  {r.verdict.value:<14} {r.claim.id}: {shorten(r.reason, 120)}")
     lines.append("(checks i+c: independent + consistency checks of each claim)")
+    if run.context.rigorous:
+        rig = [r for r in run.results if r.rigorous]
+        lines.append(f"(VERIFIED*: value statements proven in ball arithmetic, docs/rigorous.md; {len(rig)} of "
+                     f"{len(run.results)} claims; statements about minimisers keep their float evidence)")
     lines.append("")
     lines.append(f"overall: {run.verdict.value}  ({', '.join(f'{v} {k}' for k, v in counts.items() if v)})"
-                 f"  in {run.seconds:.1f} s, profile {run.context.profile}")
+                 f"  in {run.seconds:.1f} s, profile {run.context.profile}"
+                 + (", rigorous" if run.context.rigorous else ""))
     if run.verdict is not Verdict.VERIFIED and run.results:
         lines.append("why: " + shorten(run.reason))
     return "\n".join(lines)
@@ -169,6 +178,10 @@ def markdown_report(run: RunResult) -> str:
            f"Overall verdict: **{d['overall_verdict']}**, profile `{run.context.profile}`, seed {run.context.seed}, "
            f"{run.seconds:.1f} s.", "",
            "Counts: " + ", ".join(f"{k} {v}" for k, v in d["counts"].items() if v), ""]
+    if run.context.rigorous:
+        out += [f"Run with `--rigorous`: {len(d['rigorous_claims'])} claims have their value statements proven in "
+                "ball arithmetic (marked *rigorous*; docs/rigorous.md); statements about minimisers keep their float "
+                "evidence.", ""]
     others = [r for r in run.results if r.verdict is not Verdict.VERIFIED]
     if others:
         out += ["Not VERIFIED:", ""] + [f"- `{r.claim.id}` **{r.verdict.value}**: {_md_escape(shorten(r.reason, 300))}"
@@ -177,7 +190,8 @@ def markdown_report(run: RunResult) -> str:
            "| claim | source | provenance | verdict | key numbers | seconds |", "|---|---|---|---|---|---|"]
     for r in run.results:
         out.append(f"| `{r.claim.id}` | {_md_escape(r.claim.source)} | {r.claim.provenance.value} | "
-                   f"**{r.verdict.value}** | {_md_escape(key_numbers_text(r))} | {r.seconds:.2f} |")
+                   f"**{r.verdict.value}**{' (rigorous)' if r.rigorous else ''} | {_md_escape(key_numbers_text(r))} | "
+                   f"{r.seconds:.2f} |")
     out.append("")
     for r in run.results:
         out += [f"## `{r.claim.id}`: {r.verdict.value}", "",
@@ -187,6 +201,8 @@ def markdown_report(run: RunResult) -> str:
                 "| check | kind | verdict | reason |", "|---|---|---|---|"]
         for c in r.checks:
             kind = "independent" if c.independent else "consistency"
+            if c.rigorous is not None:
+                kind += ", ball arithmetic" if c.rigorous else ", not proven in balls"
             out.append(f"| {_md_escape(c.name)} | {kind} | {c.verdict.value} | {_md_escape(c.reason)} |")
         out.append("")
     return "\n".join(out)

@@ -326,8 +326,13 @@ def _report(inst, pred, predicted, sol, cert, certified_cfg, claims, routes, dia
 
 
 def _statements(inst: FCInstance, ctx: RunContext, predict=None, n_starts: int = 2, cvxpy: bool = False) -> list[Check]:
-    return check_instance(inst, predict=predict, n_starts=n_starts, seed=ctx.seed, cvxpy=cvxpy,
-                          label=_instance_label(inst)).claims
+    from proofs_check.rigorous import judge_report
+
+    lab = _instance_label(inst)
+    rep = judge_report(check_instance(inst, predict=predict, n_starts=n_starts, seed=ctx.seed, cvxpy=cvxpy), ctx)
+    for c in rep.claims:  # labelled after judging: the rigorous layer reads the canonical statement ids
+        c.name = f"{lab}: {c.name}"
+    return rep.claims
 
 
 # ---------------------------------------------------------------------------------------------

@@ -484,9 +484,16 @@ def theorem1_symbolic() -> list[Check]:
     ]
 
 
+def _judged(inst, parts, ctx) -> list[Check]:
+    """The instance's checks, with the value statements judged in ball arithmetic under ``run --rigorous``."""
+    from proofs_check.rigorous import judge_checks
+
+    return judge_checks(FAMILY, inst.to_dict(), parts["checks"], ctx)
+
+
 def _instance_claim_checks(inst, ctx, lab, **kw):
     parts = instance_checks(inst, starts=_starts(ctx), seed=ctx.seed, hops=20, **kw)
-    yield from _relabel(parts["checks"], lab)
+    yield from _relabel(_judged(inst, parts, ctx), lab)
 
 
 def make_theorem1_claim(bound: Callable[[Sequence[int], float], float] = T.theorem1_bound,
@@ -556,11 +563,14 @@ def make_lowdim_claim(required_dim: Callable[[Sequence[int]], int] = T.required_
             name = f"bound attained iff d >= claimed dimension [{lab}]"
             if d >= need:  # claimed: attained
                 if exact is not None:
-                    yield optimum_matches(name, bound, attained=exact, lower_bound=exact, tol=tol, certificate=how,
+                    chk = optimum_matches(name, bound, attained=exact, lower_bound=exact, tol=tol, certificate=how,
                                           evidence=ev)
                 else:
-                    yield optimum_matches(name, bound, attained=att, lower_bound=bounds.value, tol=tol,
+                    chk = optimum_matches(name, bound, attained=att, lower_bound=bounds.value, tol=tol,
                                           certificate=bounds.route or "", evidence=ev)
+                from proofs_check.rigorous import judge_checks
+
+                yield from judge_checks(FAMILY, inst.to_dict(), [chk], ctx, value_names=(name,))
                 continue
             # claimed: strict gap at d
             if att is not None and within(att - bound, tol):
@@ -616,7 +626,8 @@ def make_theorem2_claim(bound: Callable = T.theorem2_bound, cases=None,
             inst = T.SCLInstance(counts, tau, k, True, batches)
             parts = instance_checks(inst, starts=_starts(ctx), seed=ctx.seed, predicted_value=pred)
             # the value statements only (geometry is the corollary's business)
-            yield from _relabel([c for c in parts["checks"] if c.name in ("theorem-lower-bound", "optimal-value")], lab)
+            yield from _relabel([c for c in _judged(inst, parts, ctx) if c.name in ("theorem-lower-bound", "optimal-value")],
+                                lab)
 
     return Claim(claim_id, FAMILY,
                  "Mini-batches, UFM+, d >= k: L(H) >= sum_B sum_{c: n_{B,c} >= 2} n_{B,c} log(n_{B,c} - 1 + "

@@ -22,6 +22,7 @@ import numpy as np
 from proofs_check.core import (Check, Claim, Provenance, RunContext, SolveReport, Verdict, at_certified_point,
                                exceeds, fmt, geometry_is, hypothesis_fails, is_finite, optimum_matches, point_statement,
                                symbolic_zero, tolerance, within)
+from proofs_check.rigorous import judge_checks, judge_report
 from solvers import ufm as S
 from solvers.common import blas_threads
 from theory import geometry as G
@@ -452,17 +453,18 @@ def value_claim(loss: str, *, predict: Predictor = default_predict, claim_id: st
     def check(ctx: RunContext):
         for phase in ("collapse", "trivial"):
             for inst in _instances(loss, ctx, phase):
-                rep = check_instance(inst, method="auto", starts=2, seed=ctx.seed, predict=predict)
+                rep = judge_report(check_instance(inst, method="auto", starts=2, seed=ctx.seed, predict=predict), ctx)
                 c = next(ch for ch in rep.claims if ch.name == "optimal-value")
-                yield Check(_tag(inst), c.verdict, c.reason, c.evidence, c.independent)
+                yield Check(_tag(inst), c.verdict, c.reason, c.evidence, c.independent, c.rigorous)
         # the certificate route alone at a larger k (cheap: class-reduced)
         big = T.UFMInstance(loss, 40 if not ctx.full else 200, 5, 40 if not ctx.full else 200, 1e-3, 1e-3)
         W, Mu, b = T.optimal_class_point(big)
         cert = S.closed_form_certificate(big)
         p = predict(big)
-        yield optimum_matches(f"k={big.k} n={big.n} (closed form + KKT certificate only)", p,
-                              attained=S.collapsed_objective(big, W, Mu, b), lower_bound=cert.lower_bound,
-                              tol=tolerance(p, rtol=VALUE_RTOL, atol=VALUE_ATOL), certificate="kkt-dual")
+        name = f"k={big.k} n={big.n} (closed form + KKT certificate only)"
+        yield from judge_checks(fam, big.to_dict(), [optimum_matches(
+            name, p, attained=S.collapsed_objective(big, W, Mu, b), lower_bound=cert.lower_bound,
+            tol=tolerance(p, rtol=VALUE_RTOL, atol=VALUE_ATOL), certificate="kkt-dual")], ctx, value_names=(name,))
 
     if loss == "ce":
         st = statement or ("For balanced UFM with CE and weight decay (d >= k-1), the optimal value is "
@@ -483,10 +485,10 @@ def geometry_claim(loss: str, *, expected: str = "simplex-etf", claim_id: str | 
 
     def check(ctx: RunContext):
         for inst in _instances(loss, ctx, "collapse"):
-            rep = check_instance(inst, method="factored", starts=3 if ctx.full else 2, seed=ctx.seed,
-                                 expected_geometry=expected)
+            rep = judge_report(check_instance(inst, method="factored", starts=3 if ctx.full else 2, seed=ctx.seed,
+                                              expected_geometry=expected), ctx)
             for c in rep.claims:
-                yield Check(f"{_tag(inst)}: {c.name}", c.verdict, c.reason, c.evidence, c.independent)
+                yield Check(f"{_tag(inst)}: {c.name}", c.verdict, c.reason, c.evidence, c.independent, c.rigorous)
 
     if loss == "ce":
         st = ("Every global minimizer of the CE UFM with weight decay (d >= k-1, s < 1/k) has within-class collapse, "
@@ -591,12 +593,12 @@ def bias_penalty_claim() -> Claim:
     def check(ctx: RunContext):
         for lb in (0.0, 1e-2, 1.0):
             inst = T.UFMInstance("ce", 4, 2, 4, 5e-3, 1e-2, lb)
-            rep = check_instance(inst, method="factored", starts=1, seed=ctx.seed)
+            rep = judge_report(check_instance(inst, method="factored", starts=1, seed=ctx.seed), ctx)
             c = next(ch for ch in rep.claims if ch.name == "optimal-value")
             # the statement: the unregularized closed form is the optimum with a bias penalty too,
             # certified by the factored value and the dual bound (with its bias term)
             yield Check(f"lb={lb:g}: optimum = unregularized closed form", c.verdict, c.reason,
-                        {**c.evidence, "bias_mean": rep.geometry.get("bias_mean")}, c.independent)
+                        {**c.evidence, "bias_mean": rep.geometry.get("bias_mean")}, c.independent, c.rigorous)
 
     return Claim("ufm-ce-bias-penalty-invariance", "ufm-ce",
                  "A bias penalty (lb/2)||b||^2 does not change the optimal CE UFM value (the optimal bias is then 0).",
