@@ -1032,7 +1032,7 @@ register_sweepable("test.workercrash", f, parameters=("i",))
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
-def test_a_worker_that_dies_ends_the_sweep_as_interrupted_with_one_line(tmp_path, capsys):
+def test_an_instance_that_kills_its_worker_is_stored_as_error_and_the_sweep_finishes(tmp_path, capsys):
     _write(tmp_path / "workercrashmod.py", CRASH_MODULE)
     cfg = _write(tmp_path / "c.toml", """
         [sweep]
@@ -1042,14 +1042,16 @@ def test_a_worker_that_dies_ends_the_sweep_as_interrupted_with_one_line(tmp_path
         i = {min = 0, max = 7, integer = true}
         """)
     rc, _, err = _run_cli(["sweep", str(cfg), "--workers", "2", "--quiet"], capsys)
-    assert rc == 1
-    assert err.count("\n") == 1 and "Traceback" not in err
-    key3 = _key("test.workercrash", "1", {"i": 3}, 0)
-    assert err.startswith(f"ncproofs: error: a worker process died (exit status 3) while computing instance {key3} "
-                          "(i=3, seed=0); the run is recorded as interrupted")
+    assert rc == 1  # an ERROR instance
+    assert "Traceback" not in err
     con = sqlite3.connect(tmp_path / "c.sqlite")
     (status, computed), = con.execute("SELECT status, computed FROM runs").fetchall()
-    assert status == "interrupted" and computed == con.execute("SELECT count(*) FROM results").fetchone()[0]
+    assert status == "finished" and computed == 8
+    rows = {json.loads(p)["i"]: (v, r) for p, v, r in con.execute(
+        "SELECT params, verdict, json_extract(result, '$.reason') FROM results")}
+    assert sorted(rows) == list(range(8))
+    assert rows[3][0] == "ERROR" and "worker process died (exit status 3) while computing this instance" in rows[3][1]
+    assert all(rows[i][0] == "VERIFIED" for i in range(8) if i != 3)
     assert con.execute("SELECT count(*) FROM leases").fetchone()[0] == 0
     con.close()
     workers_left = []
@@ -1059,4 +1061,39 @@ def test_a_worker_that_dies_ends_the_sweep_as_interrupted_with_one_line(tmp_path
                 workers_left.append(pid)
         except OSError:
             pass
-    assert not workers_left  # the surviving worker was stopped and reaped (no zombie either)
+    assert not workers_left  # the replacement and the surviving worker were stopped and reaped
+
+
+ALWAYS_CRASH_MODULE = """
+import os
+from proofs_check.sweep import register_sweepable
+
+def f(params, seed):
+    os._exit(5)
+
+register_sweepable("test.alwayscrash", f, parameters=("i",))
+"""
+
+
+def test_workers_that_always_die_end_the_sweep_as_interrupted_with_one_line(tmp_path, capsys):
+    from proofs_check.sweep import localpool
+
+    _write(tmp_path / "alwayscrashmod.py", ALWAYS_CRASH_MODULE)
+    cfg = _write(tmp_path / "c.toml", """
+        [sweep]
+        family = "test.alwayscrash"
+        modules = ["alwayscrashmod"]
+        [parameters]
+        i = {min = 0, max = 39, integer = true}
+        """)
+    rc, _, err = _run_cli(["sweep", str(cfg), "--workers", "2", "--quiet"], capsys)
+    assert rc == 1 and err.count("\n") == 1 and "Traceback" not in err
+    assert err.startswith("ncproofs: error: a worker process died (exit status 5) while computing instance ")
+    assert f"{localpool.MAX_DEATHS_IN_A_ROW} deaths in a row without a result" in err
+    con = sqlite3.connect(tmp_path / "c.sqlite")
+    (status, computed), = con.execute("SELECT status, computed FROM runs").fetchall()
+    assert status == "interrupted"
+    errors = con.execute("SELECT count(*) FROM results WHERE verdict = 'ERROR'").fetchone()[0]
+    assert errors == computed == localpool.MAX_DEATHS_IN_A_ROW - 1
+    assert con.execute("SELECT count(*) FROM leases").fetchone()[0] == 0
+    con.close()

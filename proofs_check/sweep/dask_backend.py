@@ -150,7 +150,14 @@ def _dask_window(client) -> int:
 def _run_dask(client, sw: Sweepable, modules: list[str], claims: _Claims, on_result, address: str) -> None:
     """Feed leased instances to the cluster, a window at a time, storing each result as it
     arrives. When the scheduler connection is lost, Dask cancels every future at once: that is
-    reported as a lost scheduler (RuntimeError; the run stays "interrupted")."""
+    reported as a lost scheduler (RuntimeError; the run stays "interrupted"). An instance whose
+    task killed its Dask workers (``KilledWorker``) is stored as ERROR and the sweep goes on.
+    Dask's own logging stays quiet meanwhile: the sweep reports what went wrong in one line."""
+    with _QuietDask():
+        _run_dask_loud(client, sw, modules, claims, on_result, address)
+
+
+def _run_dask_loud(client, sw: Sweepable, modules: list[str], claims: _Claims, on_result, address: str) -> None:
     import asyncio
     import uuid
 
@@ -191,6 +198,11 @@ def _run_dask(client, sw: Sweepable, modules: list[str], claims: _Claims, on_res
             try:
                 payload = fut.result()
             except (Exception, asyncio.CancelledError) as exc:
+                if type(exc).__name__ == "KilledWorker" and client.status == "running":
+                    why = " ".join(str(exc).split())[:300]
+                    on_result(inst, ({"verdict": "ERROR", "reason": f"the instance killed the Dask workers that ran "
+                                      f"it (KilledWorker: {why})"}, 0.0, "dask"))
+                    continue
                 if fut.status == "cancelled" or client.status != "running":
                     raise lost("the connection was lost and Dask cancelled the tasks" if fut.status == "cancelled"
                                else f"{type(exc).__name__}: {exc}") from None

@@ -131,59 +131,106 @@ class _Worker:
         self.eof = False
 
 
+#: A sweep replaces a worker that died (a segfault, the OOM killer, os._exit in user code) and stores its
+#: instance as ERROR; it gives up (WorkerDied, the run recorded as interrupted) only after this many deaths
+#: in a row without a single result in between (workers that cannot even start).
+MAX_DEATHS_IN_A_ROW = 8
+
+
 class _LocalPool:
-    """A fixed set of worker processes fed through pipes (see the comment above)."""
+    """A fixed number of worker processes fed through pipes (see the comment above). A worker that dies is
+    replaced: the instance it was computing comes back from :meth:`poll` as an ERROR result, the instances
+    queued behind it go to the replacement."""
 
     def __init__(self, n: int):
-        import subprocess
-
         self.workers: list[_Worker] = []
         self._next = 0
-        env = dict(os.environ)
-        env["NCPROOFS_SWEEP_SYSPATH"] = json.dumps([p for p in sys.path if isinstance(p, str)])
+        self._task: tuple[str, list[str]] | None = None  # (sweepable name, modules) of the run
+        self._deaths_in_a_row = 0
+        self._env = dict(os.environ)
+        self._env["NCPROOFS_SWEEP_SYSPATH"] = json.dumps([p for p in sys.path if isinstance(p, str)])
         try:
             for _ in range(n):
-                task_r, task_w = os.pipe()
-                result_r, result_w = os.pipe()
-                try:
-                    proc = subprocess.Popen(
-                        [sys.executable, "-c", _WORKER_CODE, _WORKER_FLAG, str(task_r), str(result_w),
-                         str(os.getpid())],
-                        pass_fds=(task_r, result_w), stdin=subprocess.DEVNULL, env=env, close_fds=True)
-                finally:
-                    os.close(task_r)
-                    os.close(result_w)
-                self.workers.append(_Worker(proc, task_w, result_r))
+                self.workers.append(self._spawn())
         except BaseException:
             self.close()
             raise
+
+    def _spawn(self) -> _Worker:
+        import subprocess
+
+        task_r, task_w = os.pipe()
+        result_r, result_w = os.pipe()
+        try:
+            proc = subprocess.Popen(
+                [sys.executable, "-c", _WORKER_CODE, _WORKER_FLAG, str(task_r), str(result_w), str(os.getpid())],
+                pass_fds=(task_r, result_w), stdin=subprocess.DEVNULL, env=self._env, close_fds=True)
+        except BaseException:
+            os.close(task_w)
+            os.close(result_r)
+            raise
+        finally:
+            os.close(task_r)
+            os.close(result_w)
+        return _Worker(proc, task_w, result_r)
 
     @property
     def inflight(self) -> int:
         return sum(len(w.inflight) for w in self.workers)
 
     def submit(self, w: _Worker, sw_name: str, modules: list[str], inst: Instance) -> None:
+        self._task = (sw_name, list(modules))
         self._next += 1
         w.inflight[self._next] = inst
         try:
             _write_all(w.task_w, _frame((self._next, sw_name, modules, inst.params, inst.seed)))
-        except OSError:
-            raise self._died(w) from None
+        except OSError:  # the worker is gone: poll() sees its end of file and replaces it
+            pass
 
-    def _died(self, w: _Worker) -> WorkerDied:
+    def _exit_text(self, w: _Worker) -> str:
         try:
             rc = w.proc.wait(timeout=2)
         except Exception:
             rc = None
-        how = f"killed by signal {-rc}" if rc is not None and rc < 0 else f"exit status {rc}"
+        return f"killed by signal {-rc}" if rc is not None and rc < 0 else f"exit status {rc}"
+
+    def _died(self, w: _Worker, how: str) -> WorkerDied:
         if w.inflight:  # a worker computes its tasks in order: the oldest is the one it was running
             inst = w.inflight[min(w.inflight)]
             shown = ", ".join(f"{k}={v!r}" for k, v in inst.params.items())
             doing = f"while computing instance {inst.key} ({shown}, seed={inst.seed})"
         else:
             doing = "while idle"
-        return WorkerDied(f"a worker process died ({how}) {doing}; the run is recorded as interrupted, finished "
-                          "instances are stored: rerun to resume")
+        return WorkerDied(f"a worker process died ({how}) {doing}, {self._deaths_in_a_row} deaths in a row without "
+                          "a result; the run is recorded as interrupted, finished instances are stored: rerun to "
+                          "resume")
+
+    def _replace(self, w: _Worker) -> list[tuple[Instance, tuple]]:
+        """Replace the dead worker ``w``: its running instance becomes an ERROR result (returned), the ones queued
+        behind it are sent to the new worker. Raises WorkerDied after MAX_DEATHS_IN_A_ROW deaths in a row."""
+        how = self._exit_text(w)
+        self._deaths_in_a_row += 1
+        if self._deaths_in_a_row >= MAX_DEATHS_IN_A_ROW:
+            raise self._died(w, how)
+        out = []
+        queued = []
+        if w.inflight:
+            first = min(w.inflight)
+            inst = w.inflight.pop(first)
+            reason = (f"the worker process died ({how}) while computing this instance (a crash in native code, "
+                      "the out-of-memory killer, or os._exit in the sweepable); the sweep replaced the worker")
+            out.append((inst, ({"verdict": "ERROR", "reason": reason}, 0.0, f"pid {w.proc.pid}")))
+            queued = [w.inflight[i] for i in sorted(w.inflight)]
+            w.inflight.clear()
+        for fd in (w.task_w, w.result_r):
+            if fd >= 0:
+                os.close(fd)
+        w.task_w = w.result_r = -1
+        new = self._spawn()
+        self.workers[self.workers.index(w)] = new
+        for inst in queued:
+            self.submit(new, *self._task, inst)
+        return out
 
     def poll(self, timeout: float | None) -> list[tuple[Instance, tuple]]:
         """Results that arrived within ``timeout`` seconds (all that are complete)."""
@@ -203,7 +250,9 @@ class _LocalPool:
             chunk = os.read(w.result_r, 1 << 20)
             if not chunk:
                 w.eof = True
-                raise self._died(w)
+                out.extend(self._replace(w))
+                continue
+            self._deaths_in_a_row = 0
             w.buf += chunk
             while len(w.buf) >= _FRAME.size:
                 (n,) = _FRAME.unpack_from(w.buf)
