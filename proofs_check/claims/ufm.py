@@ -908,18 +908,28 @@ def lower_bound_claim_general(claimed: float, lower: float, best: float) -> Chec
 
 
 def check_regression(Y: np.ndarray, d: int, lw: float, lh: float, *, claimed_value: float | None = None,
-                     factored: bool = True, seed: int = 0) -> SolveReport:
+                     factored: bool = True, seed: int = 0, targets_path: str | None = None) -> SolveReport:
     """Neural regression collapse (Andriopoulos et al. 2024; docs/ufm_general.md, "Regression"): the closed
     form by singular-value soft thresholding of the centred targets, certified by the dual bound (squared
-    error conjugate) at the closed form, an independent factored solve, and the predicted geometry."""
+    error conjugate) at the closed form, an independent factored solve, and the predicted geometry.
+
+    The instance records the targets so that `--rigorous` can rebuild them (docs/rigorous.md, "Regression"):
+    ``targets_sha256`` (float64 little-endian, C order) always, the targets themselves when N m <=
+    ``solvers.rigorous_regression.INLINE_TARGETS_MAX``, and ``targets_path`` (the file they were read from, as
+    given by the caller) when known."""
     from solvers.losses import SquaredError
+    from solvers.rigorous_regression import INLINE_TARGETS_MAX, targets_sha256
 
     t0 = time.perf_counter()
     Y = _validate_targets(Y)
     N, m = Y.shape
     loss = SquaredError(Y.T, "squared-error (regression)")
-    p = SG.GeneralUFM(loss, m, np.ones(N, dtype=np.int64), np.arange(N), d, lw, lh, 0.0, "regression",
-                      {"targets_shape": [N, m]})
+    meta = {"targets_shape": [N, m], "targets_sha256": targets_sha256(Y)}
+    if targets_path is not None:
+        meta["targets_path"] = str(targets_path)
+    if N * m <= INLINE_TARGETS_MAX:
+        meta["targets"] = Y.tolist()
+    p = SG.GeneralUFM(loss, m, np.ones(N, dtype=np.int64), np.arange(N), d, lw, lh, 0.0, "regression", meta)
     cf = SG.regression_closed_form(Y, p.lw, p.lh)
     claims: list[Check] = []
     diagnostics: list[str] = []

@@ -377,8 +377,12 @@ def load_targets(path: str):
 def _run_regression(args: argparse.Namespace) -> dict:
     from proofs_check.claims.ufm import check_regression
 
+    import os
+
+    # the absolute path and (inside check_regression) the sha256 let `--rigorous` re-read the targets
     return check_regression(load_targets(args.targets), args.dim, args.lambda_w, args.lambda_h,
-                            claimed_value=args.claim_value, seed=args.seed).to_dict()
+                            claimed_value=args.claim_value, seed=args.seed,
+                            targets_path=os.path.abspath(args.targets)).to_dict()
 
 
 COMMANDS = [
