@@ -1136,38 +1136,66 @@ def _spectral_upper_dense(R, guess: float):
     return arb(upper_float(fro))
 
 
+#: Dual variants of ``ufm_general_grouped`` with a bias penalty lb > 0 (docs/rigorous.md "UFM, any loss"):
+#: "penalty": a_c = t g_c, the bias left free, the term -||t r||^2 / (2 lb) (tight at an optimum, where
+#: r = -lb b); "projected": a_c = t (g_c - r), no penalty term (the bound of the lb = 0 problem, whose optimum is
+#: <= the penalised one because (lb/2)||b||^2 >= 0). "best" computes both and keeps the larger lower bound.
+UFM_GENERAL_VARIANTS = ("best", "penalty", "projected")
+
+
 def ufm_general_grouped(loss, counts, lw: float, lh: float, lb: float, layout, Zs, *, dual=None,
-                        project: bool = True, scale: float | None = None,
+                        project: bool = True, scale: float | None = None, variant: str = "best",
                         prec: int = PRECISION_BITS) -> RigorousBound:
     """Rigorous lower bound of the UFM optimum with any counts for the cross-entropy family (CE, label
     smoothing, class weights) and MSE with one-hot targets, from the grouped dual point of
     ``solvers.ufm_general.certificate_grouped`` rebuilt in balls.
 
     ``loss``: a ``solvers.losses.CrossEntropy`` or one-hot ``SquaredError``; ``counts`` (K,) integers;
-    ``layout``: the ``SlotLayout`` of exchangeable classes; ``Zs`` ((m + 1) x m doubles): the slot logits of
-    the float candidate (a choice: only the tightness depends on it).
+    ``lb`` >= 0: the bias penalty (lb/2)||b||^2; ``layout``: the ``SlotLayout`` of exchangeable classes; ``Zs``
+    ((m + 1) x m doubles): the slot logits of the float candidate (a choice: only the tightness depends on it).
 
     Dual point (exact reals, enclosed by balls): g = the per-slot loss gradient at Zs (softmax in balls: the
-    exact softmax columns sum to exactly 1), r = sum_c n_c g_c / N (the bias gradient, exact), a_c = t (g_c - r).
-    Then sum_c n_c a_c = 0 exactly (bias constraint; round-and-project), and for the softmax losses each column
-    of v/w + q = t p + (1 - t) q - t r / w sums to exactly 1 (sum_i r_i = 0 because every column of g sums to 0),
-    its entries are checked > = 0 in balls (else NotCertified). ||A||_2 = t ||(G - r 1^T) D^{1/2}||_2 / N is the
-    largest of the spectral norm of the reduced m x m form (verified by LDL^T on s^2 I - R^T R) and the
-    |beta_a| (m_a >= 2); t is rounded down until t sigma <= lam for every point of the balls.
-    Bound: -(1/N) sum_a m_a n_a loss*(a_a; rep_a) in balls.
+    exact softmax columns sum to exactly 1), r = sum_c n_c g_c / N (the bias gradient, exact).
+    - "projected" (the only variant when lb = 0): a_c = t (g_c - r). Then sum_c n_c a_c = 0 exactly (bias
+      constraint; round-and-project), and for the softmax losses each column of v/w + q = t p + (1 - t) q -
+      t r / w sums to exactly 1 (sum_i r_i = 0 because every column of g sums to 0); its entries are checked
+      >= 0 in balls (else NotCertified). Bound: -(1/N) sum_a m_a n_a loss*(a_a; rep_a).
+    - "penalty" (lb > 0): a_c = t g_c, the bias is free: inf_b t <r, b> + (lb/2)||b||^2 = -||t r||^2 / (2 lb)
+      with ||r||^2 = sum over groups of m_e r_e^2 (the per-class value times the group size). Bound:
+      -(1/N) sum_a m_a n_a loss*(a_a; rep_a) - ||t r||^2 / (2 lb). Columns of v/w + q = t p + (1 - t) q sum to
+      exactly 1.
+    With lb > 0 the projected bound is valid as well (it bounds the lb = 0 optimum, which is <= the penalised
+    one); ``variant="best"`` (default) computes both and keeps the larger lower bound (``details["variant"]``,
+    ``details["variants"]``); "penalty" / "projected" compute only that one.
+    ||A||_2 = t ||(G - r 1^T) D^{1/2}||_2 / N (projected; G D^{1/2} for penalty) is the largest of the spectral
+    norm of the reduced m x m form (verified by LDL^T on s^2 I - R^T R) and the |beta_a| (m_a >= 2); t is
+    rounded down until t sigma <= lam for every point of the balls.
 
     ``dual`` ((m + 1) x m doubles, optional): a given per-slot gradient g instead of the one at ``Zs`` (for the
     softmax losses its columns must sum to exactly 0 with the slot multiplicities, checked in balls);
     ``project=False``: reject a dual point whose bias constraint sum_c n_c g_c = 0 does not hold exactly
-    (instead of subtracting r); ``scale``: a forced t, rejected unless t sigma <= lam for every point of the
-    balls. Every failed condition raises NotCertified."""
+    (instead of subtracting r; with lb > 0 only the penalty variant, which needs no bias constraint, is then
+    computed); ``scale``: a forced t, rejected unless t sigma <= lam for every point of the balls. Every failed
+    condition raises NotCertified (with "best": when no variant is certified)."""
     import numpy as np
     from flint import arb
 
     from solvers import losses as L
 
-    if float(lb) != 0.0:
-        raise Unsupported("a bias penalty (--lambda-b > 0) has no ball recipe yet")
+    lbf = float(lb)
+    if not (math.isfinite(lbf) and lbf >= 0.0):
+        raise NotCertified(f"bias penalty lb must be a finite number >= 0, got {lb!r}")
+    if variant not in UFM_GENERAL_VARIANTS:
+        raise ValueError(f"variant must be one of {UFM_GENERAL_VARIANTS}, got {variant!r}")
+    if lbf == 0.0:
+        if variant == "penalty":
+            raise NotCertified("the penalty variant needs a bias penalty lb > 0 (with lb = 0 the bias constraint "
+                               "sum_c n_c a_c = 0 is required: variant 'projected')")
+        variants = ["projected"]
+    elif variant == "best":
+        variants = ["penalty", "projected"] if project else ["penalty"]
+    else:
+        variants = [variant]
     softmax = isinstance(loss, L.CrossEntropy)
     if not softmax and not (isinstance(loss, L.SquaredError) and loss._one_hot()):
         raise Unsupported(f"loss {getattr(loss, 'name', '?')!r} has no ball recipe (cross-entropy family, "
@@ -1227,64 +1255,100 @@ def ufm_general_grouped(loss, counts, lw: float, lh: float, lb: float, layout, Z
                 if Mu[e][a]:
                     acc += cnt[a] * Mu[e][a] * g[e][a] if a == e else cnt[a] * sz[a] * g[e][a]
             r.append(acc / N)
-        if not project and not all(x.is_zero() for x in r):
+        if not project and "projected" in variants and not all(x.is_zero() for x in r):
             raise NotCertified("bias constraint sum_c n_c a_c = 0 does not hold exactly (project=False)")
-        # centred gradients Gc (slot e < m of column a: g - r_e; own slot of column a: g - r_a)
-        Gc = [[g[e][a] - r[e] for a in range(m)] for e in range(m)] + [[g[m][a] - r[a] for a in range(m)]]
         timer.lap("gradient")
-        # reduced form of (G - r 1^T) D^{1/2}: R = sqrt(m_e m_a) alpha + diag(beta)
-        sqn = [exact(c).sqrt() for c in cnt]
-        beta = [(Gc[m][a] - Gc[a][a]) * sqn[a] for a in range(m)]
-        R = [[(exact(sz[e] * sz[a]).sqrt() * Gc[e][a] * sqn[a]) + (beta[a] if e == a else 0) for a in range(m)]
-             for e in range(m)]
-        Rf = np.array([[float(x.mid()) for x in row] for row in R])
-        guess = float(np.linalg.svd(Rf, compute_uv=False)[0]) if m else 0.0
-        s_red = _spectral_upper_dense(R, guess)
-        sigma = s_red
-        for a in range(m):
-            if sz[a] >= 2:
-                sigma = max_ball(sigma, abs(beta[a]))
-        sigma = sigma / N
         lam = (exact(lw) * exact(lh)).sqrt()
-        if scale is None:
-            t = _scale_down(sigma, lam)
-        else:
-            t = float(scale)
-            if not (0.0 < t <= 1.0 and certainly_le(exact(t) * sigma, lam)):
-                raise NotCertified(f"forced scale t = {scale!r}: t ||A||_2 <= lam is not certain (spectral bound "
-                                   f"{sigma} x t vs lam {lam})")
-        tb = exact(t)
-        timer.lap("spectral norm")
-        # conjugate sum
-        total = zero
-        for a in range(m):
-            conj = zero
-            for e in range(m + 1):
-                mult = 1 if e == m else Mu[e][a]
-                if not mult:
-                    continue
-                v = tb * Gc[e][a]
-                if softmax:
-                    x = v / w[a] + (qt if e == m else qo)
-                    conj += mult * w[a] * xlogx(x)
-                else:
-                    conj += mult * (v * v / 2 + (v if e == m else 0))
-            total += sz[a] * cnt[a] * conj
-        lower = -total / N
-        timer.lap("dual value")
+        sqn = [exact(c).sqrt() for c in cnt]
+
+        def bound_of(name):
+            """(lower ball, t, sigma ball, penalty ball or None) of one variant; NotCertified on failure."""
+            if name == "projected":
+                # centred gradients (slot e < m of column a: g - r_e; own slot of column a: g - r_a)
+                Gc = [[g[e][a] - r[e] for a in range(m)] for e in range(m)] + [[g[m][a] - r[a] for a in range(m)]]
+            else:
+                Gc = g
+            # reduced form of Gc D^{1/2}: R = sqrt(m_e m_a) alpha + diag(beta)
+            beta = [(Gc[m][a] - Gc[a][a]) * sqn[a] for a in range(m)]
+            R = [[(exact(sz[e] * sz[a]).sqrt() * Gc[e][a] * sqn[a]) + (beta[a] if e == a else 0)
+                  for a in range(m)] for e in range(m)]
+            Rf = np.array([[float(x.mid()) for x in row] for row in R])
+            guess = float(np.linalg.svd(Rf, compute_uv=False)[0]) if m else 0.0
+            sigma = _spectral_upper_dense(R, guess)
+            for a in range(m):
+                if sz[a] >= 2:
+                    sigma = max_ball(sigma, abs(beta[a]))
+            sigma = sigma / N
+            if scale is None:
+                t = _scale_down(sigma, lam)
+            else:
+                t = float(scale)
+                if not (0.0 < t <= 1.0 and certainly_le(exact(t) * sigma, lam)):
+                    raise NotCertified(f"forced scale t = {scale!r}: t ||A||_2 <= lam is not certain ({name} "
+                                       f"variant: spectral bound {sigma} x t vs lam {lam})")
+            tb = exact(t)
+            # conjugate sum
+            total = zero
+            for a in range(m):
+                conj = zero
+                for e in range(m + 1):
+                    mult = 1 if e == m else Mu[e][a]
+                    if not mult:
+                        continue
+                    v = tb * Gc[e][a]
+                    if softmax:
+                        x = v / w[a] + (qt if e == m else qo)
+                        conj += mult * w[a] * xlogx(x)
+                    else:
+                        conj += mult * (v * v / 2 + (v if e == m else 0))
+                total += sz[a] * cnt[a] * conj
+            low = -total / N
+            pen = None
+            if name == "penalty":
+                # inf_b <t r, b> + (lb/2)||b||^2 = -||t r||^2 / (2 lb), ||r||^2 = sum_e m_e r_e^2 (per class)
+                pen = sum((sz[e] * (tb * r[e]) ** 2 for e in range(m)), zero) / (2 * exact(lbf))
+                low = low - pen
+            if not low.is_finite():
+                raise NotCertified(f"{name} variant: dual value not finite in balls")
+            return low, t, sigma, pen
+
+        results, failures = {}, {}
+        for name in variants:
+            try:
+                results[name] = bound_of(name)
+            except NotCertified as exc:
+                if len(variants) == 1:
+                    raise
+                failures[name] = str(exc)
+            timer.lap(f"dual value ({name})" if len(variants) > 1 else "dual value")
+        if not results:
+            raise NotCertified("no dual variant certified: " + "; ".join(f"{k}: {v}" for k, v in failures.items()))
+        best = max(results, key=lambda k: lower_float(results[k][0]))
+        lower, t, sigma, pen = results[best]
+    if best == "projected":
+        how = "exact (round-and-project: a_c = t (g_c - r), r the exact bias gradient)"
+    else:
+        how = "free (bias penalty: a_c = t g_c, term -||t r||^2 / (2 lb))"
     det = {"groups": m, "classes": int(layout.K), "scale_t": t, "spectral_norm_bound": upper_float(sigma),
-           "lam": lower_float(lam), "bias_constraint": "exact (round-and-project: a_c = t (g_c - r), r the exact "
-                                                        "bias gradient)",
-           "loss": getattr(loss, "name", "?")}
+           "lam": lower_float(lam), "bias_constraint": how, "loss": getattr(loss, "name", "?"), "lb": lbf,
+           "variant": best}
+    if pen is not None:
+        det["bias_penalty_term"] = upper_float(pen)
+    if len(variants) > 1:
+        det["variants"] = {k: {"lower": lower_float(v[0]), "scale_t": v[1]} for k, v in results.items()}
+        det["variants"].update({k: {"not_certified": v} for k, v in failures.items()})
     return RigorousBound(lower, None, "dual (conjugate, grouped) in ball arithmetic", prec, det, timer.steps)
 
 
-def ufm_general_feasible(loss, counts, lw: float, lh: float, layout, A, beta, b, *, prec: int = PRECISION_BITS):
+def ufm_general_feasible(loss, counts, lw: float, lh: float, layout, A, beta, b, *, lb: float = 0.0,
+                        prec: int = PRECISION_BITS):
     """Rigorous upper end of the grouped UFM optimum: the convex objective (1/N) sum_a m_a n_a loss(z_a; rep_a)
     + lam ||X||_* at an explicit invariant candidate, in balls. The candidate is built from doubles: A ~ P Q with
     P = U sqrt(S), Q = sqrt(S) V^T from the float SVD of ``A`` (exact doubles; the candidate is the exact product
     P Q, evaluated in balls), ``beta`` and the group biases ``b`` as given. ||P Q||_* <= (||P||_F^2 +
-    ||Q||_F^2)/2 and ||X||_* = ||A||_* + sum_a (m_a - 1)|beta_a| (docs/ufm_general.md). Returns (ball, rank):
+    ||Q||_F^2)/2 and ||X||_* = ||A||_* + sum_a (m_a - 1)|beta_a| (docs/ufm_general.md). ``lb`` > 0 (the bias
+    penalty of the instance; the caller must pass it, the default 0 is the unpenalised problem): the value
+    includes (lb/2) ||b||^2 = (lb/2) sum_a m_a b_a^2 (sum over classes), in balls. Returns (ball, rank):
     ``rank`` bounds rank X from above (columns of P + sum of m_a - 1 over beta_a != 0); the value is that of a
     factored point only when d >= rank."""
     import numpy as np
@@ -1292,6 +1356,9 @@ def ufm_general_feasible(loss, counts, lw: float, lh: float, layout, A, beta, b,
 
     from solvers import losses as L
 
+    lbf = float(lb)
+    if not (math.isfinite(lbf) and lbf >= 0.0):
+        raise NotCertified(f"bias penalty lb must be a finite number >= 0, got {lb!r}")
     softmax = isinstance(loss, L.CrossEntropy)
     if not softmax and not (isinstance(loss, L.SquaredError) and loss._one_hot()):
         raise Unsupported(f"loss {getattr(loss, 'name', '?')!r} has no ball recipe")
@@ -1344,4 +1411,6 @@ def ufm_general_feasible(loss, counts, lw: float, lh: float, layout, A, beta, b,
             data += sz[a] * cnt[a] * val
         lam = (exact(lw) * exact(lh)).sqrt()
         value = data / N + lam * nuc
+        if lbf != 0.0:
+            value += exact(lbf) / 2 * sum((sz[a] * bb[a] * bb[a] for a in range(m)), zero)
     return value, rank

@@ -4,7 +4,10 @@ imbalanced counts").
 Independent references: the balanced closed form of docs/ufm_general.md ("Balanced closed form for label
 smoothing"), evaluated here with mpmath at 50 digits and checked against the 8-digit reference values of the
 spec; for imbalanced counts (no closed form) the float pipeline's own certificate (a separate computation in
-float64 with its round-off allowance): the rigorous bracket must be consistent with it.
+float64 with its round-off allowance): the rigorous bracket must be consistent with it. With a bias penalty
+(lb > 0): the convex reformulation P(X, b) = (1/N) sum_g n_g loss(x_g / sqrt(n_g) + b) + lam ||X||_* +
+(lb/2)||b||^2 written directly in cvxpy here (K x K, solved by Clarabel with tight settings) and evaluated in
+numpy at Clarabel's point.
 """
 
 import numpy as np
@@ -32,8 +35,8 @@ def _closed_form_mp(K, n, lw, lh, q_y, w=1):
         return w * (-mpmath.log(1 - a) + a * c)
 
 
-def _report(loss, counts, d, lw, lh, claimed=None):
-    p = SG.classification(loss, list(counts), d, lw, lh)
+def _report(loss, counts, d, lw, lh, claimed=None, lb=0.0):
+    p = SG.classification(loss, list(counts), d, lw, lh, lb)
     return C.check_general(p, starts=1, claimed_value=claimed).to_dict()
 
 
@@ -145,7 +148,146 @@ def test_unsupported_inputs_keep_the_float_verdicts():
     out = PR.apply(rep)
     assert out["certificate"]["rigorous"]["status"] == "unsupported"
     assert out["rigorous"] is False and out["verdict"] == rep["verdict"]
-    rep = _report(L.make_loss("ce", 4), (6, 6, 2, 1), 8, 5e-3, 5e-3)
-    rep["instance"] = dict(rep["instance"], lambda_b=1e-2)
-    out = PR.apply(rep)
-    assert out["certificate"]["rigorous"]["status"] == "unsupported" and out["rigorous"] is False
+
+
+# ---------------------------------------------------------------------------------------------------
+# Bias penalty lb > 0 (docs/rigorous.md "UFM, any loss, imbalanced counts"): independent reference in cvxpy
+# ---------------------------------------------------------------------------------------------------
+
+#: Accuracy allowed to the cvxpy reference (Clarabel, tol_gap 1e-12: measured within 2e-14 absolute of the
+#: rigorous upper end on these instances); only its upper side (the reference is a feasible value) is used.
+REF_RTOL = 1e-9
+#: Width of the rigorous bracket required (measured 4e-11 .. 9e-10 relative on these instances).
+WIDTH_RTOL = 1e-8
+
+
+def _cvx_reference(kind, counts, lw, lh, lb, eps=0.0):
+    """P(X, b) minimised over the K x K matrix X and the bias b, written from the definitions (not from the
+    code under test): CE with torch label smoothing q = (1 - eps) e_y + eps/K, or MSE (1/2)||z - e_y||^2.
+    Returns the objective evaluated in numpy at Clarabel's point (a feasible value: >= the optimum)."""
+    cp = pytest.importorskip("cvxpy")
+    from solvers.common import solve_conic
+
+    K = len(counts)
+    n = np.asarray(counts, dtype=float)
+    N, lam = float(n.sum()), float(np.sqrt(lw * lh))
+    X, b = cp.Variable((K, K)), cp.Variable(K)
+    Dm = np.diag(1.0 / np.sqrt(n))
+    Z = X @ Dm + cp.reshape(b, (K, 1), order="F") @ np.ones((1, K))
+    if kind == "ce":
+        Q = (eps / K) * np.ones((K, K)) + (1.0 - eps) * np.eye(K)
+        per = cp.log_sum_exp(Z, axis=0) - cp.sum(cp.multiply(Q, Z), axis=0)
+    else:
+        per = 0.5 * cp.sum(cp.square(Z - np.eye(K)), axis=0)
+    prob = cp.Problem(cp.Minimize((n @ per) / N + lam * cp.normNuc(X) + lb / 2 * cp.sum_squares(b)))
+    info = solve_conic(prob, solver="CLARABEL")
+    assert X.value is not None, info
+    Xv, bv = np.asarray(X.value), np.asarray(b.value)
+    Zv = Xv @ Dm + bv[:, None]
+    if kind == "ce":
+        mx = Zv.max(axis=0)
+        lse = mx + np.log(np.exp(Zv - mx).sum(axis=0))
+        perv = lse - (Q * Zv).sum(axis=0)
+    else:
+        perv = 0.5 * ((Zv - np.eye(K)) ** 2).sum(axis=0)
+    return float(n @ perv / N + lam * np.linalg.svd(Xv, compute_uv=False).sum() + lb / 2 * bv @ bv)
+
+
+PENALISED = [(kind, counts, lb, 0.0) for kind, counts in (("ce", (3, 3, 3, 3)), ("ce", (6, 6, 2, 1)),
+                                                            ("mse", (6, 6, 2, 1)))
+             for lb in (1e-3, 1e-1, 1.0)]
+PENALISED += [("ls", (6, 6, 2, 1), 1e-1, 0.1),            # label smoothing (torch convention)
+              ("ce", (5, 4, 3, 2, 1), 1e-1, 0.0),         # all counts distinct: K singleton groups
+              ("mse", (7, 7, 7, 1), 1.0, 0.0)]
+
+
+@pytest.mark.parametrize("kind,counts,lb,eps", PENALISED,
+                         ids=[f"{k}-{'-'.join(map(str, c))}-lb{lb:g}" for k, c, lb, _ in PENALISED])
+def test_bias_penalty_bracket_contains_the_cvxpy_optimum(kind, counts, lb, eps):
+    lw = lh = 5e-3
+    loss = L.make_loss(kind, len(counts), smoothing=eps) if eps else L.make_loss(kind, len(counts))
+    if eps:
+        assert loss.q_true == 1.0 - eps + eps / len(counts)   # the reference's convention is the loss's
+    out = PR.apply(_report(loss, counts, 8, lw, lh, lb=lb))
+    rig = out["certificate"]["rigorous"]
+    assert rig["lower"] is not None and rig["upper"] is not None, rig
+    lo, up = rig["lower"][0], rig["upper"][1]
+    ref = _cvx_reference("mse" if kind == "mse" else "ce", counts, lw, lh, lb, eps)
+    assert lo <= ref + 1e-15 * abs(ref)                   # the proven lower bound is below a feasible value
+    assert ref <= up + REF_RTOL * abs(ref)                # the tight reference does not beat the upper end
+    assert up - lo <= WIDTH_RTOL * abs(ref)
+    det = rig["details"]
+    assert det["lb"] == lb and det["variant"] in ("penalty", "projected")
+    assert det["variants"][det["variant"]]["lower"] == max(v["lower"] for v in det["variants"].values())
+    c = _claim(out)
+    assert c["verdict"] == "VERIFIED" and c["rigorous"] is True
+
+
+def test_bias_penalty_reference_discriminates_a_missing_penalty_term():
+    """Control: the feasible value without (lb/2)||b||^2, or the penalty variant without its dual term, is off
+    the reference by far more than the tolerances above (so the containment test can fail)."""
+    lw = lh = 5e-3
+    lb = 1e-1
+    p = SG.classification(L.make_loss("ce", 4), [6, 6, 2, 1], 8, lw, lh, lb)
+    layout, pt = PR.ufm_general_candidate(p)
+    ref = _cvx_reference("ce", (6, 6, 2, 1), lw, lh, lb)
+    up_ok, _ = R.ufm_general_feasible(p.loss, p.counts, lw, lh, layout, pt.A, pt.beta, pt.b, lb=lb)
+    up_bad, _ = R.ufm_general_feasible(p.loss, p.counts, lw, lh, layout, pt.A, pt.beta, pt.b)
+    assert ref <= R.upper_float(up_ok) + REF_RTOL * abs(ref)
+    assert R.upper_float(up_bad) < ref - 1e3 * REF_RTOL * abs(ref)
+    Zs = SG.slot_logits(p, pt, layout)
+    pen = R.ufm_general_grouped(p.loss, p.counts, lw, lh, lb, layout, Zs, variant="penalty")
+    assert pen.lower_bound <= ref
+    assert pen.lower_bound + pen.details["bias_penalty_term"] > ref + 1e3 * REF_RTOL * abs(ref)
+    proj = R.ufm_general_grouped(p.loss, p.counts, lw, lh, lb, layout, Zs, variant="projected")
+    assert proj.lower_bound <= ref and proj.details["variant"] == "projected"
+
+
+@pytest.mark.parametrize("factor", [1 + 1e-6, 1 - 1e-6])
+def test_bias_penalty_false_claimed_value_is_refuted(factor):
+    loss, counts, lb = L.make_loss("ce", 4), (6, 6, 2, 1), 1e-1
+    ref = _cvx_reference("ce", counts, 5e-3, 5e-3, lb)
+    out = PR.apply(_report(loss, counts, 8, 5e-3, 5e-3, claimed=ref * factor, lb=lb))
+    c = _claim(out)
+    assert c["verdict"] == "REFUTED", c
+    assert out["verdict"] == "REFUTED"
+    control = PR.apply(_report(loss, counts, 8, 5e-3, 5e-3, claimed=ref, lb=lb))
+    assert _claim(control)["verdict"] == "VERIFIED" and _claim(control)["rigorous"] is True
+
+
+def test_bias_penalty_cli_json_rigorous():
+    import json
+    import subprocess
+    import sys
+
+    ref = _cvx_reference("ce", (6, 6, 2, 1), 5e-3, 5e-3, 0.1)
+    cmd = [sys.executable, "-m", "proofs_check", "solve", "ufm", "--counts", "6,6,2,1", "-d", "8", "--lambda-w",
+           "5e-3", "--lambda-h", "5e-3", "--lambda-b", "0.1", "--starts", "1", "--rigorous", "--json",
+           "--claim-value", repr(ref * (1 + 1e-6))]
+    res = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+    out = json.loads(res.stdout)
+    rig = out["certificate"]["rigorous"]
+    assert rig["lower"][0] <= ref <= rig["upper"][1] + REF_RTOL * ref
+    assert _claim(out)["verdict"] == "REFUTED"
+
+
+def test_bias_penalty_dual_points_are_checked():
+    p0, layout, Zs, D = _setup()
+    p = SG.classification(p0.loss, list(p0.counts), 8, p0.lw, p0.lh, 0.1)
+    ok = _bound(p, layout, Zs, dual=D)              # control: accepted (both variants)
+    assert set(ok.details["variants"]) == {"penalty", "projected"}
+    with pytest.raises(R.NotCertified):             # forced scale t = 1 with ||A||_2 ~ 10 lam: both variants fail
+        _bound(p, layout, Zs, dual=10 * D, scale=1.0)
+    with pytest.raises(R.NotCertified):
+        _bound(p, layout, Zs, dual=10 * D, scale=1.0, variant="penalty")
+    bad = D.copy()
+    bad[1, 0] += 2.0 ** -30                         # a column no longer sums to 0: off the simplex
+    with pytest.raises(R.NotCertified):
+        _bound(p, layout, Zs, dual=bad)
+    # the penalty variant needs no bias constraint: accepted with project=False, where lb = 0 rejects it
+    free = _bound(p, layout, Zs, dual=D, project=False)
+    assert free.details["variant"] == "penalty" and "variants" not in free.details
+    with pytest.raises(R.NotCertified):
+        _bound(p0, layout, Zs, dual=D, project=False)
+    with pytest.raises(R.NotCertified):             # no penalty variant without a penalty
+        _bound(p0, layout, Zs, variant="penalty")
