@@ -645,7 +645,9 @@ def scl_from_instance(params: dict, *, prec: int = PRECISION_BITS) -> RigorousBo
     counts = [int(c) for c in params["counts"]]
     nonneg = bool(params.get("nonneg", True))
     if not nonneg and (len(set(counts)) != 1 or counts[0] < 2):
-        raise Unsupported("imbalanced (or n = 1) SCL-UFM: no closed-form candidate to certify in balls")
+        # imbalanced (or n = 1) full-batch SCL-UFM: no closed form; the dense Gram recipe of the mini-batch
+        # case with the full batch as the one batch (N <= DENSE_MAX)
+        return scl_minibatch({**params, "batches": None}, prec=prec)
     return scl_structured(counts, float(params["tau"]), nonneg, int(params["d"]), prec=prec)
 
 
@@ -894,9 +896,11 @@ def scl_minibatch(params: dict, *, prec: int = PRECISION_BITS) -> RigorousBound:
 
     counts = [int(c) for c in params["counts"]]
     tau, d, nonneg = float(params["tau"]), int(params["d"]), bool(params.get("nonneg", True))
-    batches = [list(b) for b in params["batches"]]
+    batches = [list(b) for b in params["batches"]] if params.get("batches") else None  # None: the full batch
     inst = TS.SCLInstance(tuple(counts), tau, d, nonneg, batches)
     if nonneg:
+        if batches is None:
+            raise Unsupported("full-batch SCL with ReLU goes through scl_structured, not the mini-batch recipe")
         return scl_minibatch_of(counts, batches, tau, d, prec=prec)
     if inst.N > DENSE_MAX:
         raise Unsupported(f"mini-batch SCL-UFM with N = {inst.N} samples > {DENSE_MAX}: no closed-form candidate, "

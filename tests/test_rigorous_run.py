@@ -118,3 +118,71 @@ def test_run_rigorous_without_flint_exits_2_before_work(tmp_path, monkeypatch, c
 def test_run_context_rigorous_must_be_bool(bad):
     with pytest.raises(InputError, match="rigorous"):
         RunContext(rigorous=bad)
+
+
+def test_judge_below_decides_only_with_a_proof():
+    # "min < reference - tol" with min in [lower, upper]
+    assert PR.judge_below(2.0, 1e-9, 1.0, 1.0 + 1e-12)[0] is Verdict.VERIFIED
+    assert PR.judge_below(1.0, 1e-9, 1.0, 1.0 + 1e-12)[0] is Verdict.REFUTED  # proven min >= reference
+    assert PR.judge_below(1.0 + 1e-10, 1e-9, 1.0, 1.0 + 1e-12)[0] is Verdict.INCONCLUSIVE  # within the tolerance
+    assert PR.judge_below(2.0, 1e-9, 1.0, None)[0] is Verdict.INCONCLUSIVE  # no proven feasible value
+    assert PR.judge_below(float("nan"), 1e-9, 1.0, 1.0)[0] is Verdict.INCONCLUSIVE
+
+
+def test_minibatch_ufm_statements_are_judged_in_balls():
+    """Mini-batch SCL without ReLU: "the ETF is not the minimiser" (a feasible value below the ETF's) and the
+    certified optimum are decided by the rigorous bracket; a reference below the proven lower bound is refuted."""
+    inst = TS.SCLInstance((3, 3, 3), 0.5, 3, False, [[0, 1, 3, 4], [1, 2, 6, 7], [4, 5, 6, 8], [0, 2, 5, 8]])
+    rep = CS.check_instance(inst, starts=2)
+    out = PR.apply(rep.to_dict())
+    rig = out["certificate"]["rigorous"]
+    assert rig.get("lower"), rig
+    by = {c["id"]: c for c in out["claims"]}
+    assert by["etf-not-minimiser"]["verdict"] == "VERIFIED" and by["etf-not-minimiser"]["rigorous"] is True
+    assert by["certified-optimum"]["rigorous"] is True
+    assert out["rigorous"] is True
+    # the false statement "min < lower bound - 1e-9 relative" is refuted by the proven lower bound
+    d = rep.to_dict()
+    lo = rig["lower"][0]
+    for c in d["claims"]:
+        if c["id"] == "etf-not-minimiser":
+            c["evidence"] = {**c["evidence"], "reference": lo * (1 - 1e-9)}
+    bad = PR.apply(d)
+    assert next(c for c in bad["claims"] if c["id"] == "etf-not-minimiser")["verdict"] == "REFUTED"
+
+
+def test_imbalanced_full_batch_scl_ufm_has_a_rigorous_bracket():
+    """Imbalanced full-batch SCL without ReLU (no closed form): the dense Gram recipe with the full batch as the
+    one batch; the bracket is tight, lies below the ETF configuration's value (evaluated independently by the
+    theory module's closed form) and contains the float solver's certified value within its gap."""
+    inst = TS.SCLInstance((5, 3, 2), 0.5, 3, False)
+    rep = CS.check_instance(inst, starts=2)
+    out = PR.apply(rep.to_dict())
+    rig = out["certificate"]["rigorous"]
+    lo, up = rig["lower"][0], rig["upper"][1]
+    assert 0 <= up - lo <= 1e-8 * abs(up)
+    assert up < TS.etf_value((5, 3, 2), 0.5)
+    cert = rep.to_dict()["certificate"]
+    assert lo <= rep.to_dict()["solution"]["value"] and cert["lower_bound"] <= up
+    by = {c["id"]: c for c in out["claims"]}
+    assert by["optimum-below-etf-value"]["rigorous"] is True and by["certified-optimum"]["rigorous"] is True
+
+
+def test_solve_ufm_regression_rigorous_is_registered(tmp_path, capsys):
+    """`solve ufm-regression --rigorous` goes through solvers.rigorous_regression (tests/test_rigorous_regression.py
+    holds the bracket's own tests); a claimed value off by 1e-6 relative is refuted in balls."""
+    import numpy as np
+
+    Y = np.random.default_rng(3).normal(size=(12, 3))
+    path = tmp_path / "Y.npy"
+    np.save(path, Y)
+    args = ["solve", "ufm-regression", "--targets", str(path), "--dim", "3", "--lambda-w", "1e-2", "--lambda-h",
+            "2e-2", "--json", "--rigorous"]
+    assert cli.main(args) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["rigorous"] is True and out["certificate"]["rigorous"]["lower"]
+    f = out["certificate"]["rigorous"]["upper"][1]
+    assert cli.main(args + ["--claim-value", repr(f * (1 + 1e-6))]) == 1
+    bad = json.loads(capsys.readouterr().out)
+    val = next(c for c in bad["claims"] if c["id"] == "optimal-value")
+    assert val["verdict"] == "REFUTED" and "ball arithmetic" in val["reason"]

@@ -131,10 +131,12 @@ def test_false_lower_bound_claim_is_refuted_by_the_feasible_value():
     assert _value_claim(out, "theorem-lower-bound")["verdict"] == "REFUTED"
 
 
-def test_imbalanced_full_batch_ufm_is_unsupported_and_keeps_float_verdicts():
-    out = PR.apply(_report(counts=(5, 3, 2), d=3, nonneg=False))
-    assert out["certificate"]["rigorous"]["status"] == "unsupported"
-    assert out["rigorous"] is False
+def test_full_batch_ufm_above_the_dense_limit_is_unsupported_and_keeps_float_verdicts():
+    """Imbalanced full-batch SCL-UFM goes through the dense Gram recipe (tests/test_rigorous_run.py); above
+    DENSE_MAX samples it is unsupported, before any solve, and the float verdicts stand."""
+    params = {"counts": [R.DENSE_MAX, 1], "tau": 0.5, "d": 2, "nonneg": False, "batches": None}
+    with pytest.raises(R.Unsupported, match="samples"):
+        R.scl_from_instance(params)
 
 
 # ---------------------------------------------------------------------------------------------------
