@@ -800,8 +800,8 @@ def make_imbalanced_ufm_claim(geometry: str = "other", minority_closer: bool = T
             lab = _inst_label(counts, tau, k)
             inst = T.SCLInstance(counts, tau, k, False)
             parts = instance_checks(inst, starts=_starts(ctx), seed=ctx.seed)
-            yield from _relabel([c for c in parts["checks"] if c.name in ("certified-optimum", "optimum-below-etf-value")],
-                                lab)
+            yield from _relabel([c for c in _judged(inst, parts, ctx)
+                                 if c.name in ("certified-optimum", "optimum-below-etf-value")], lab)
             H = parts["sol"].variables["H"]
             y = inst.labels
             cos = np.array(cosine_matrix(class_means(H, y)), dtype=float)
@@ -841,7 +841,8 @@ def make_minibatch_ufm_claim(etf_optimal: bool = False, claim_id: str = "scl.ufm
                 yield optimum_matches(f"ETF is optimal [{lab}]", etf_conf, attained=parts["sol"].value, lower_bound=b.value,
                                       tol=_tol(etf_conf, b.allowance, inst), certificate=b.route or "")
                 continue
-            yield from _relabel([c for c in parts["checks"] if c.name in ("certified-optimum", "etf-not-minimiser")], lab)
+            yield from _relabel([c for c in _judged(inst, parts, ctx) if c.name in ("certified-optimum", "etf-not-minimiser")],
+                                lab)
 
     return Claim(claim_id, FAMILY,
                  "Mini-batches without nonnegativity (UFM): no single geometry is optimal for every batch, so the "
