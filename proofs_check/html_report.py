@@ -173,6 +173,14 @@ def _references_html(refs: Iterable) -> str:
             "<code>ncproofs cite --only PATTERN</code>).</p><ul class='small'>" + "".join(items) + "</ul>")
 
 
+def _rigorous_mark(c: dict) -> str:
+    """A mark after the verdict badge of a claim whose value statements are proven in ball arithmetic."""
+    if c.get("rigorous") is True and c.get("verdict") == "VERIFIED":
+        return (' <span class="small" title="value statements proven in ball arithmetic (docs/rigorous.md)">'
+                'rigorous</span>')
+    return ""
+
+
 def verdict_chart_svg(claims: list[dict]) -> str:
     """Inline SVG: one stacked bar per family, segments per verdict (counts)."""
     fams: dict[str, dict[str, int]] = {}
@@ -225,6 +233,8 @@ def _checks_html(checks: list[dict], limits) -> str:
     rows = []
     for ch in checks:
         kind = "independent" if ch.get("independent", True) else "consistency"
+        if ch.get("rigorous") is not None:
+            kind += ", ball arithmetic" if ch.get("rigorous") else ", not proven in balls"
         ev = ch.get("evidence")
         evh = f"<details><summary>evidence</summary><pre>{_e(_pretty(truncate(ev, *limits)))}</pre></details>" \
             if ev not in (None, {}, []) else '<span class="muted">none</span>'
@@ -286,7 +296,7 @@ def run_report_html(data: dict, limits=EVIDENCE_LIMITS[0]) -> str:
             f"<tbody class='claim' data-family='{_e(c.get('family'))}' data-verdict='{_e(c.get('verdict'))}' "
             f"data-provenance='{_e(c.get('provenance'))}' data-search='{_e(search)}'>"
             f"<tr class='head'><td><code>{_e(c.get('id'))}</code></td><td>{_e(c.get('family'))}</td>"
-            f"<td>{_badge(c.get('verdict'))}</td><td>{_e(c.get('provenance'))}</td>"
+            f"<td>{_badge(c.get('verdict'))}{_rigorous_mark(c)}</td><td>{_e(c.get('provenance'))}</td>"
             f"<td class='num'>{_e(c.get('independent_checks'))}+{_e(c.get('consistency_checks'))}</td>"
             f"<td class='small'>{_e(truncate(kn_text, 20, 300))}</td><td class='num'>{_e(_num(c.get('seconds')))}</td></tr>"
             "<tr class='detail'><td colspan='7'><details><summary>statement, reason, checks</summary>"
@@ -367,8 +377,8 @@ def solve_report_html(out: dict, limits=EVIDENCE_LIMITS[0], *, figure: bool = Tr
         body.append(
             f"<tbody class='claim' data-family='{_e(fam)}' data-verdict='{_e(c.get('verdict'))}' "
             f"data-provenance='{kind}' data-search='{_e(search)}'>"
-            f"<tr class='head'><td><code>{_e(c.get('id'))}</code></td><td>{kind}</td><td>{_badge(c.get('verdict'))}</td>"
-            f"<td>{_e(truncate(c.get('reason') or '', *limits))}</td></tr>"
+            f"<tr class='head'><td><code>{_e(c.get('id'))}</code></td><td>{kind}</td><td>{_badge(c.get('verdict'))}"
+            f"{_rigorous_mark(c)}</td><td>{_e(truncate(c.get('reason') or '', *limits))}</td></tr>"
             f"<tr class='detail'><td colspan='4'><details><summary>evidence</summary>"
             f"<pre>{_e(_pretty(truncate(ev, *limits)))}</pre></details></td></tr></tbody>")
     body.append("</table>")

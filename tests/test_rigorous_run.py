@@ -186,3 +186,15 @@ def test_solve_ufm_regression_rigorous_is_registered(tmp_path, capsys):
     bad = json.loads(capsys.readouterr().out)
     val = next(c for c in bad["claims"] if c["id"] == "optimal-value")
     assert val["verdict"] == "REFUTED" and "ball arithmetic" in val["reason"]
+
+
+def test_html_report_marks_rigorous_claims(tmp_path):
+    html = tmp_path / "r.html"
+    code = cli.main(["run", "--quiet", "--only", "ufm-ce-optimal-value", "--only", "ufm-ce-trivial-phase",
+                     "--rigorous", "--report", "", "--json", "", "--html", str(html)])
+    text = html.read_text()
+    assert code == 0
+    head_rows = [t for t in text.split("<tbody class='claim'")[1:]]
+    by_id = {("ufm-ce-optimal-value" if "ufm-ce-optimal-value" in t else "trivial"): t for t in head_rows}
+    assert ">rigorous</span>" in by_id["ufm-ce-optimal-value"] and "ball arithmetic" in by_id["ufm-ce-optimal-value"]
+    assert ">rigorous</span>" not in by_id["trivial"]  # no value statement: nothing proven in balls
