@@ -925,3 +925,62 @@ def geometry_grouped(p: GeneralUFM, pt: GroupedPoint, layout) -> dict:
             "mean_norm_ratio": mean_norm(mn, mino) / mean_norm(mn, majo) if mean_norm(mn, majo) > 0 else None,
             "minority_classifiers_zero": bool(np.all(wn[mino] <= 1e-6 * max(wn.max(), 1e-300)))}
     return out
+
+
+# ---------------------------------------------------------------------------------------------------
+# Dual margin on one group's sum-zero eigenspace (docs/ufm_general.md, "Minority collapse threshold")
+# ---------------------------------------------------------------------------------------------------
+
+def collapse_margin(p: GeneralUFM, pt: GroupedPoint, layout, group: int, *, cert: Certificate | None = None) -> dict:
+    """The margin of the grouped dual point of :func:`certificate_grouped` (unpinned) on the sum-zero
+    eigenspace of ``group`` (m_a >= 2 classes).
+
+    The dual point in class coordinates is Y = fl(t Gc) D^{1/2} / N (K x K, invariant); on the sum-zero vectors
+    P_a of group a it acts as y_a Id with y_a = (own - same) sqrt(n_a) / N, own/same the representative's
+    centred, scaled gradient entries (its own logit, another class of its group). Returned: ``y_upper`` >= |y_a|
+    (the float subtraction and products bounded with 4u allowances), ``delta`` = lam - y_upper lowered by 4u lam
+    (a proven lower bound of the margin lam - |y_a|; <= 0 means no margin), ``lower_bound`` = the certificate's
+    proven dual value D(y) (valid for the unrestricted problem) and ``upper`` = P(pt) as computed. With the
+    margin, every (Z, b) satisfies F(Z, b) - D(y) >= delta dev_a(Z) (see :func:`minority_deviation`)."""
+    a = int(group)
+    if layout.sizes[a] < 2:
+        raise InputError(f"group {a} has {int(layout.sizes[a])} class: no sum-zero eigenspace")
+    cert = certificate_grouped(p, pt, layout) if cert is None else cert
+    N, lam, m = p.N, p.lam, layout.m
+    out = {"group": a, "lam": lam, "lower_bound": cert.lower_bound, "upper": cert.upper, "method": cert.method,
+           "scale_t": cert.details.get("scale_t"), "y_upper": None, "delta": None}
+    if not (math.isfinite(cert.lower_bound) and cert.method != "none"):
+        out["why"] = "no dual bound at this point: no margin"
+        return out
+    # the same float operations as certificate_grouped (so the same dual point t * Gc)
+    sz = layout.sizes.astype(float)
+    cnt = _group_counts(p, layout)
+    wts = sz * cnt / N
+    Mu = layout.mult
+    _, Gs = p.loss.value_grad_slots(slot_logits(p, pt, layout), layout)
+    rb = ((wts[None, :] * Mu[:m] * Gs[:m]).sum(axis=1) + wts * Gs[m]) / sz
+    Gc = Gs.copy()
+    if p.lb == 0.0:
+        Gc[:m] -= rb[:, None]
+        Gc[m] -= rb
+    Gt = float(cert.details["scale_t"]) * Gc
+    own, same = float(Gt[m, a]), float(Gt[a, a])
+    u = UNIT_ROUNDOFF
+    y_up = (abs(own - same) + 4 * u * (abs(own) + abs(same))) * math.sqrt(float(cnt[a])) * (1 + 4 * u) / N
+    out.update(y_upper=y_up, delta=(lam - y_up) - 4 * u * lam, margin_ratio=y_up / lam)
+    return out
+
+
+def minority_deviation(X: np.ndarray, labels: np.ndarray, group: int) -> float:
+    """dev_a(X) = (tr(P_a (X X^T)^{1/2}) + tr(P_a (X^T X)^{1/2})) / 2 for a K x K class-coordinate X (P_a: the
+    projector on the sum-zero vectors of group a). At a balanced factorization (W W^T = sqrt(lh/lw) (X X^T)^{1/2},
+    class means M with n_a M^T M = sqrt(lw/lh) (X^T X)^{1/2} on group a) it is
+    (sqrt(lw/lh) sum_{c in a} ||w_c - wbar_a||^2 + sqrt(lh/lw) n_a sum_{c in a} ||mu_c - mubar_a||^2) / 2, zero
+    iff the classifiers and the class means of the group are identical; for an invariant X it is (m_a - 1)|beta_a|."""
+    idx = np.flatnonzero(np.asarray(labels) == group)
+    # from the SVD X = U S V^T: tr(P (X X^T)^{1/2}) = sum_i s_i ||P u_i||^2 (no square roots of round-off
+    # eigenvalues of X X^T, which would be ~1e-8 ||X|| at an exactly collapsed X)
+    U, s, Vt = np.linalg.svd(X)
+    Uc = U[idx] - U[idx].mean(axis=0)
+    Vc = Vt[:, idx] - Vt[:, idx].mean(axis=1, keepdims=True)
+    return 0.5 * (float(s @ np.sum(Uc * Uc, axis=0)) + float(s @ np.sum(Vc * Vc, axis=1)))
