@@ -940,7 +940,7 @@ def minority_collapse_check(p: "SG.GeneralUFM", layout, cert, *, threshold: floa
                      "dev_a = (sqrt(lw/lh) sum ||w_c - wbar||^2 + sqrt(lh/lw) n_a sum ||mu_c - mubar||^2) / 2 "
                      "over the group's classes"}
     name = "minority-collapse-threshold"
-    what = f"theta = {fmt(theta, 4)} {'<=' if predicted_collapse else '>'} {fmt(threshold, 4)}"
+    what = f"theta = {fmt(theta, 6)} {'<=' if predicted_collapse else '>'} {fmt(threshold, 6)}"
     if not (is_finite(d_up) and is_finite(d_lo)):
         return Check(name, Verdict.INCONCLUSIVE, f"{what}: the restricted (collapsed) problem was not certified", ev)
     ps = point_statement(name, 0.0, tau, radius=rad["radius"], how=HOW_MINORITY_RADIUS,
