@@ -119,8 +119,9 @@ def ufm_general_candidate(p):
 
     layout = SG.class_layout(p)
     m = layout.m if layout is not None else p.K
-    if m > R.DENSE_MAX:  # checked before the float solve: no work for an instance the recipe refuses
-        raise NotSupported(f"{m} groups of exchangeable classes > {R.DENSE_MAX} (dense LDL^T in balls)")
+    if m > R.VERIFIED_MAX:  # checked before the float solve: no work for an instance the recipe refuses
+        raise NotSupported(f"{m} groups of exchangeable classes > {R.VERIFIED_MAX} (verified floating-point "
+                           f"Cholesky of the reduced m x m form)")
     if layout is None:
         if p.G != p.K:
             raise NotSupported("groups other than one per class have no ball recipe")
@@ -170,6 +171,141 @@ RECIPES = {"ufm-ce": _ufm, "ufm-mse": _ufm, "ufm": _ufm_general, "ufm-regression
 #: whose evidence has ``claimed_lower_bound`` (theorem-lower-bound, etf-lower-bound) are judged as
 #: "min >= claimed".
 VALUE_CLAIMS = ("optimal-value",)
+
+
+# ---------------------------------------------------------------------------------------------------
+# Statements about every minimiser (uniqueness, geometry): docs/rigorous.md "Uniqueness and geometry (UFM)"
+# ---------------------------------------------------------------------------------------------------
+
+#: Statement ids about every minimiser, per family with a geometry recipe (a trailing "-" is a prefix). After
+#: the value bracket they carry ``"rigorous"``: True only when the float verdict is VERIFIED and every
+#: ingredient of its proof is proven in ball arithmetic (verdicts are never changed by this).
+POINT_STATEMENTS = {
+    "ufm-ce": ("minimiser-unique", "geometry-", "collapse", "self-duality", "constant-bias"),
+    "ufm-mse": ("minimiser-unique", "geometry-", "collapse", "bias-one-over-k"),
+    "ufm": ("minimiser-unique", "geometry-", "minority-geometry"),
+}
+
+HOW_BALLS_UNIQUE = ("unique minimiser proven in ball arithmetic: the closed form's dual certificate is strictly "
+                    "complementary with an injective face (docs/ufm.md 'Uniqueness'; docs/rigorous.md)")
+
+
+def _is_point(family: str, c: dict) -> bool:
+    if c.get("verdict") == Verdict.NOT_APPLICABLE.value:
+        return False
+    cid = str(c.get("id", ""))
+    return any(cid.startswith(p) if p.endswith("-") else cid == p for p in POINT_STATEMENTS.get(family, ()))
+
+
+def _balanced_statements(out: dict, u: dict) -> dict:
+    """{statement id: (proven, detail)} for the statements of ``out`` about every minimiser, given the proof
+    ``u`` of :func:`solvers.rigorous.ufm_balanced_uniqueness` (the closed form is the unique minimiser)."""
+    geo = u["geometry"]
+    short = {"phase": u["phase"], "margin": u["margin"], "delta": u["delta"], "delta_lower": u["delta_lower"],
+             "precision_bits": u["precision_bits"]}
+    res = {"minimiser-unique": (True, {**short, "how": HOW_BALLS_UNIQUE, "uniqueness": u})}
+    facts = {
+        f"geometry-{geo}": ("every minimiser has Z = Z* (unique), whose class-mean Gram is proportional to (Z*^T Z*)^(1/2)"
+                            " = m sqrt(n) J_K: a simplex ETF exactly" if geo == "simplex-etf" else
+                            "every minimiser has Z = 0, hence W = 0 and H = 0 (lam ||W H||_* = (lw ||W||^2 + lh "
+                            "||H||^2)/2 at a minimiser)"),
+        "collapse": "Z* = m J_K E is class-constant and unique: h_i = mu_{y_i} at every minimiser",
+        "self-duality": "Z* is symmetric PSD in class coordinates (m >= 0), so every balanced factorization has "
+                        "mu_c = sqrt(lw/(n lh)) w_c",
+        "constant-bias": f"every minimiser's bias is b* + c 1 with b* = 0 ({u['bias']})",
+        "bias-one-over-k": "every minimiser's bias is b* = 1/K (MSE: equal gradients give equal logits)",
+    }
+    for c in out.get("claims") or []:
+        cid = str(c.get("id", ""))
+        if cid in facts:
+            res[cid] = (True, {**short, "how": facts[cid]})
+        elif cid.startswith("geometry-") and cid not in res:
+            res[cid] = (False, {**short, "reason": f"ball arithmetic: the unique minimiser's class means are {geo}, "
+                                                  f"not {cid[len('geometry-'):]}"})
+    return res
+
+
+def _phase_matches(u: dict, collapse_in_report) -> None:
+    if collapse_in_report is None:
+        raise NotSupported("the report states no phase of its closed form")
+    if bool(collapse_in_report) != (u["phase"] == "collapse"):
+        raise NotSupported(f"the report's closed form is in the {'collapse' if collapse_in_report else 'zero'} phase, "
+                           f"the exact instance in the {u['phase']} phase (rationals): the statements are not about "
+                           "the exact minimiser")
+
+
+def _geo_ufm(out: dict, prec: int) -> dict:
+    """``solve ufm-ce`` / ``ufm-mse``: the balanced closed form, proven the unique minimiser in balls."""
+    from solvers import rigorous as R
+
+    p = out.get("instance") or {}
+    u = R.ufm_balanced_uniqueness(p["loss"], p["k"], p["n"], p["lw"], p["lh"], p.get("lb", 0.0) or 0.0, p["d"],
+                                  prec=prec)
+    trivial = (out.get("predicted") or {}).get("trivial")
+    _phase_matches(u, None if trivial is None else not trivial)
+    return _balanced_statements(out, u)
+
+
+#: Why imbalanced counts (or unequal weights) have no ball-arithmetic uniqueness proof.
+NO_EXACT_MINIMISER = ("no exact minimiser is known (imbalanced counts or unequal class weights): the uniqueness "
+                      "theorem needs the dual certificate at an exact minimiser, and at the float candidate its "
+                      "conditions hold only up to the solver's accuracy (face singular values 1 - O(gap)); without a "
+                      "proven radius in the collapse phase (docs/ufm.md 'Radius') evaluating them in balls proves "
+                      "nothing, so these statements keep their float evidence")
+
+
+def _geo_ufm_general(out: dict, prec: int) -> dict:
+    """``solve ufm``: balanced counts, equal weights, a softmax loss or MSE, no bias penalty (the report's
+    statements are then at the closed form); otherwise NotSupported with the reason."""
+    from solvers import rigorous as R
+
+    inst = out.get("instance") or {}
+    if inst.get("kind") != "classification":
+        raise NotSupported(f"no uniqueness recipe for kind {inst.get('kind')!r}")
+    counts = inst.get("counts")
+    if not isinstance(counts, list) or not counts:
+        raise NotSupported("the report lists no counts: the instance cannot be rebuilt")
+    ld = inst.get("loss") or {}
+    weights = ld.get("class_weights")
+    if len(set(int(c) for c in counts)) != 1 or (weights and len(set(float(w) for w in weights)) != 1):
+        raise NotSupported(NO_EXACT_MINIMISER)
+    if inst.get("groups", len(counts)) != len(counts):
+        raise NotSupported("groups other than one per class")
+    if float(inst.get("lambda_b", 0.0) or 0.0) != 0.0:
+        raise NotSupported("a bias penalty: the report's statements are not at a closed form")
+    name = ld.get("name")
+    if name not in R.BALANCED_SOFTMAX_LOSSES + ("mse",):
+        raise NotSupported(f"no uniqueness recipe for loss {name!r}")
+    conv = "others" if str(ld.get("smoothing_convention", "torch")).startswith("others") else "torch"
+    u = R.ufm_balanced_uniqueness(name, len(counts), int(counts[0]), inst["lambda_w"], inst["lambda_h"], 0.0,
+                                  inst["d"], smoothing=float(ld.get("smoothing", 0.0) or 0.0), convention=conv,
+                                  weight=float(weights[0]) if weights else 1.0, prec=prec)
+    geo = (out.get("predicted") or {}).get("geometry")
+    _phase_matches(u, None if geo is None else geo == "simplex-etf")
+    return _balanced_statements(out, u)
+
+
+GEOMETRY_RECIPES = {"ufm-ce": _geo_ufm, "ufm-mse": _geo_ufm, "ufm": _geo_ufm_general}
+
+
+def _judge_point(c: dict, results: dict, why: str | None) -> dict:
+    """The claim dict with ``"rigorous"`` and ``evidence["rigorous_geometry"]``; the verdict is unchanged."""
+    cid = str(c.get("id", ""))
+    if why is not None:
+        proven, detail = False, {"reason": why}
+    else:
+        proven, detail = results.get(cid, (False, {"reason": f"no ball-arithmetic proof of {cid!r}"}))
+    ok = bool(proven) and c.get("verdict") == Verdict.VERIFIED.value
+    info = {**detail, "proven": ok}
+    if proven and not ok:
+        info["reason"] = (f"provable in ball arithmetic, but the float verdict {c.get('verdict')} is not upgraded "
+                          "(docs/rigorous.md)")
+    new = dict(c)
+    new["evidence"] = {**(c.get("evidence") or {}), "rigorous_geometry": info}
+    new["rigorous"] = ok
+    if ok:
+        new["reason"] = f"{c.get('reason', '')} [proven in ball arithmetic: margin delta >= {detail.get('delta_lower')!r}]"
+    return new
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -342,6 +478,34 @@ def apply(out: dict, *, prec: int | None = None) -> dict:
         c.setdefault("rigorous", False)
     if rb is not None and not judged:
         diags.append("--rigorous: no applicable value claim to judge (the bracket is reported in the certificate)")
+    # statements about every minimiser: only after a rigorously VERIFIED optimum (uniqueness needs it)
+    grecipe = GEOMETRY_RECIPES.get(res.get("family"))
+    pidx = [i for i, c in enumerate(claims) if grecipe is not None and _is_point(res["family"], c)]
+    if pidx:
+        value_ok = (rb is not None and judged > 0 and all_rigorous
+                    and any(_kind(c) == "value" and c.get("rigorous") for c in claims))
+        gres, why = {}, None
+        t1 = time.perf_counter()
+        if not value_ok:
+            why = "the optimal value is not rigorously VERIFIED: the uniqueness proof needs the proven optimum"
+        else:
+            try:
+                gres = grecipe(res, prec)
+            except NotSupported as exc:
+                why = f"unsupported: {exc}"
+            except R.Unsupported as exc:
+                why = f"unsupported: {exc}"
+            except R.NotCertified as exc:
+                why = f"not certified: {exc}"
+        for i in pidx:
+            claims[i] = _judge_point(claims[i], gres, why)
+            judged += 1
+            all_rigorous = all_rigorous and bool(claims[i]["rigorous"])
+        rig["geometry"] = {"judged": [claims[i]["id"] for i in pidx],
+                           "proven": [claims[i]["id"] for i in pidx if claims[i]["rigorous"]],
+                           "reason": why, "seconds": round(time.perf_counter() - t1, 6)}
+        if why is not None:
+            diags.append(f"--rigorous: statements about the minimiser not proven in balls: {why} (float verdicts stand)")
     res["claims"] = claims
     items = [_Item(c.get("id", "?"), Verdict(c["verdict"]), c.get("reason", ""), bool(c.get("independent", True)))
              for c in claims]
@@ -368,15 +532,20 @@ def render_line(out: dict) -> str:
 # ---------------------------------------------------------------------------------------------------
 
 def _to_checks(judged: dict, originals) -> list:
-    """Checks from the claim dicts of :func:`apply`, in order; ``Check.rigorous`` is set on value statements
-    only (True: proven in ball arithmetic; False: judged, not proven), None elsewhere."""
+    """Checks from the claim dicts of :func:`apply`, in order; ``Check.rigorous`` is set on value statements and
+    on the statements about every minimiser that a geometry recipe judged (True: proven in ball arithmetic;
+    False: judged, not proven), None elsewhere."""
     from proofs_check.core import Check
 
     out = []
     for c, orig in zip(judged["claims"], originals):
         was_value = is_value_claim({"id": orig["id"], "verdict": orig["verdict"], "evidence": orig["evidence"]})
+        # a statement about every minimiser judged by a geometry recipe (evidence "rigorous_geometry" added)
+        was_point = ("rigorous_geometry" in (c.get("evidence") or {})
+                     and "rigorous_geometry" not in (orig.get("evidence") or {}))
         out.append(Check(c["id"], Verdict(c["verdict"]), c.get("reason", ""), dict(c.get("evidence") or {}),
-                         bool(c.get("independent", True)), rigorous=bool(c.get("rigorous")) if was_value else None))
+                         bool(c.get("independent", True)),
+                         rigorous=bool(c.get("rigorous")) if (was_value or was_point) else None))
     return out
 
 

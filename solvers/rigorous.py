@@ -1140,6 +1140,43 @@ def _spectral_upper_dense(R, guess: float):
     return arb(upper_float(fro))
 
 
+#: Largest number of groups of exchangeable classes for ``ufm_general_grouped``. Up to DENSE_MAX the spectral norm
+#: of the reduced m x m form is verified by LDL^T in balls; above, by the verified floating-point Cholesky of
+#: ``solvers.verified_linalg`` (docs/rigorous.md "Large m: verified floating point"): O(m^3) BLAS/LAPACK work,
+#: ~3 s at m = 2000 (the O(m^2) ball loops of the dual point and of the feasible value cost more).
+VERIFIED_MAX = 2500
+
+
+def ball_matrix_float_enclosure(B):
+    """(Mid, Rad) float64 arrays with |x - Mid| <= Rad for every point x of every ball of the ball matrix B (list
+    of lists of arb): Mid = the ball midpoints rounded to doubles, Rad = the ball radius (rounded up) + the
+    rounding of the midpoint (< 2^-52 |Mid|, or < 2^-1022 in the subnormal range), evaluated upward."""
+    import numpy as np
+
+    Mid = np.array([[float(x) for x in row] for row in B], dtype=float)
+    Rr = np.array([[float(x.rad()) for x in row] for row in B], dtype=float)
+    if not (np.all(np.isfinite(Mid)) and np.all(np.isfinite(Rr))):
+        raise NotCertified("a ball of the matrix is not finite (or outside the double range)")
+    Rad = (Rr * (1.0 + 2.0 ** -50) + np.abs(Mid) * 2.0 ** -51) * (1.0 + 2.0 ** -50) + 2.0 ** -1021
+    return Mid, Rad
+
+
+def _spectral_upper_verified(R):
+    """A ball (exact double) s with ||R||_2 <= s for every matrix in the ball matrix R of any size up to
+    VERIFIED_MAX: ``solvers.verified_linalg.spectral_norm_upper`` on the float enclosure (Mid, Rad) of R (the
+    verified floating-point Cholesky of s^2 I - Mid^T Mid after Rump 2006, plus ||Rad||_2). Returns (s, details)."""
+    from solvers import verified_linalg as VL
+
+    Mid, Rad = ball_matrix_float_enclosure(R)
+    try:
+        s, det = VL.spectral_norm_upper(Mid, Rad, return_details=True)
+    except (ValueError, OverflowError) as exc:
+        raise NotCertified(f"spectral norm of the reduced dual matrix not bounded: {exc}") from exc
+    if not math.isfinite(s):
+        raise NotCertified("spectral norm of the reduced dual matrix not bounded (verified floating point)")
+    return exact(s), det
+
+
 #: Dual variants of ``ufm_general_grouped`` with a bias penalty lb > 0 (docs/rigorous.md "UFM, any loss"):
 #: "penalty": a_c = t g_c, the bias left free, the term -||t r||^2 / (2 lb) (tight at an optimum, where
 #: r = -lb b); "projected": a_c = t (g_c - r), no penalty term (the bound of the lb = 0 problem, whose optimum is
@@ -1206,12 +1243,17 @@ def ufm_general_grouped(loss, counts, lw: float, lh: float, lb: float, layout, Z
                           f"one-hot MSE)")
     counts = np.asarray(counts, dtype=np.int64)
     m = int(layout.m)
-    if m > DENSE_MAX:
-        raise Unsupported(f"{m} groups of exchangeable classes > {DENSE_MAX} (dense LDL^T in balls)")
+    if m > VERIFIED_MAX:
+        raise Unsupported(f"{m} groups of exchangeable classes > {VERIFIED_MAX} (verified floating-point Cholesky "
+                          f"of the reduced m x m form)")
     Zs = np.asarray(Zs, dtype=float)
     if Zs.shape != (m + 1, m) or not np.all(np.isfinite(Zs)):
         raise NotCertified("slot logits must be a finite (m + 1) x m array")
-    prec = max(int(prec), SPECTRAL_LDL_BITS)  # the whole dual point at that precision (see SPECTRAL_LDL_BITS)
+    if m <= DENSE_MAX:
+        prec = max(int(prec), SPECTRAL_LDL_BITS)  # the whole dual point at that precision (see SPECTRAL_LDL_BITS)
+    # m > DENSE_MAX: the spectral norm is proven in floating point (resolution ~ m^2 u relative), so the balls'
+    # radii at the given precision (128 bits: ~1e-38 relative) are negligible
+    spectral_how = {}
     timer = _Timer()
     with _Precision(prec):
         sz = [int(s) for s in layout.sizes]
@@ -1264,6 +1306,14 @@ def ufm_general_grouped(loss, counts, lw: float, lh: float, lb: float, layout, Z
         timer.lap("gradient")
         lam = (exact(lw) * exact(lh)).sqrt()
         sqn = [exact(c).sqrt() for c in cnt]
+        sqrt_cache = {}
+
+        def sqrt_int(v):
+            """sqrt(v) for an integer v, as the ball exact(v).sqrt() (computed once per value)."""
+            b = sqrt_cache.get(v)
+            if b is None:
+                b = sqrt_cache[v] = exact(v).sqrt()
+            return b
 
         def bound_of(name):
             """(lower ball, t, sigma ball, penalty ball or None) of one variant; NotCertified on failure."""
@@ -1274,11 +1324,14 @@ def ufm_general_grouped(loss, counts, lw: float, lh: float, lb: float, layout, Z
                 Gc = g
             # reduced form of Gc D^{1/2}: R = sqrt(m_e m_a) alpha + diag(beta)
             beta = [(Gc[m][a] - Gc[a][a]) * sqn[a] for a in range(m)]
-            R = [[(exact(sz[e] * sz[a]).sqrt() * Gc[e][a] * sqn[a]) + (beta[a] if e == a else 0)
+            R = [[(sqrt_int(sz[e] * sz[a]) * Gc[e][a] * sqn[a]) + (beta[a] if e == a else 0)
                   for a in range(m)] for e in range(m)]
-            Rf = np.array([[float(x.mid()) for x in row] for row in R])
-            guess = float(np.linalg.svd(Rf, compute_uv=False)[0]) if m else 0.0
-            sigma = _spectral_upper_dense(R, guess)
+            if m > DENSE_MAX:
+                sigma, spectral_how[name] = _spectral_upper_verified(R)
+            else:
+                Rf = np.array([[float(x.mid()) for x in row] for row in R])
+                guess = float(np.linalg.svd(Rf, compute_uv=False)[0]) if m else 0.0
+                sigma = _spectral_upper_dense(R, guess)
             for a in range(m):
                 if sz[a] >= 2:
                     sigma = max_ball(sigma, abs(beta[a]))
@@ -1338,6 +1391,12 @@ def ufm_general_grouped(loss, counts, lw: float, lh: float, lb: float, layout, Z
            "variant": best}
     if pen is not None:
         det["bias_penalty_term"] = upper_float(pen)
+    if best in spectral_how:
+        sh = spectral_how[best]
+        det["spectral_method"] = sh.get("method")
+        det["spectral_relative_excess"] = sh.get("relative_excess")
+    else:
+        det["spectral_method"] = "LDL^T in balls"
     if len(variants) > 1:
         det["variants"] = {k: {"lower": lower_float(v[0]), "scale_t": v[1]} for k, v in results.items()}
         det["variants"].update({k: {"not_certified": v} for k, v in failures.items()})
@@ -1387,7 +1446,17 @@ def ufm_general_feasible(loss, counts, lw: float, lh: float, layout, A, beta, b,
         N = int(counts.sum())
         Pb = [[exact(float(P[i, j])) for j in range(r)] for i in range(m)]
         Qb = [[exact(float(Q[i, j])) for j in range(m)] for i in range(r)]
-        Ab = [[sum((Pb[i][l] * Qb[l][j] for l in range(r)), zero) for j in range(m)] for i in range(m)]
+        if m > DENSE_MAX and r > 0:
+            # the exact product of exact doubles enclosed by FLINT's arb_mat product (C level; the Python loop
+            # below is O(m^2 r) ball operations: ~1e9 at m = 1000)
+            from flint import arb_mat
+
+            Pm = arb_mat(P.tolist())
+            Qm = arb_mat(Q.tolist())
+            Am = Pm * Qm
+            Ab = [[Am[i, j] for j in range(m)] for i in range(m)]
+        else:
+            Ab = [[sum((Pb[i][l] * Qb[l][j] for l in range(r)), zero) for j in range(m)] for i in range(m)]
         bb = [exact(float(x)) for x in b]
         be = [exact(float(x)) for x in beta]
         nuc = (sum((x * x for row in Pb for x in row), zero) + sum((x * x for row in Qb for x in row), zero)) / 2
@@ -1418,3 +1487,199 @@ def ufm_general_feasible(loss, counts, lw: float, lh: float, layout, A, beta, b,
         if lbf != 0.0:
             value += exact(lbf) / 2 * sum((sz[a] * bb[a] * bb[a] for a in range(m)), zero)
     return value, rank
+
+
+# ---------------------------------------------------------------------------------------------------
+# Uniqueness and geometry of the balanced closed form (UFM): docs/ufm.md "Uniqueness", docs/rigorous.md
+# "Uniqueness and geometry (UFM)"
+# ---------------------------------------------------------------------------------------------------
+
+#: Losses of the balanced uniqueness recipe: the softmax family (CE, label smoothing, equal class weights:
+#: w (lse(z) - <q, z>) with targets q_y = q_true, q_c = q_other) and MSE (one-hot targets).
+BALANCED_SOFTMAX_LOSSES = ("ce", "ls", "weighted-ce", "weighted-ls")
+
+
+def balanced_targets(K: int, smoothing: float = 0.0, convention: str = "torch") -> tuple[Fraction, Fraction]:
+    """(q_true, q_other) as exact rationals of the smoothing double eps: torch q_other = eps/K, others
+    eps/(K - 1); q_true = 1 - (K - 1) q_other, so every target column sums to exactly 1 (the loss is then
+    invariant under constant shifts of the logits, which the free bias needs)."""
+    K = int(K)
+    eps = Fraction(float(smoothing))
+    if not (0 <= eps < 1):
+        raise NotCertified(f"smoothing {smoothing!r} is not in [0, 1)")
+    q_other = eps / K if convention == "torch" else eps / (K - 1)
+    return 1 - (K - 1) * q_other, q_other
+
+
+def balanced_phase(K: int, n: int, lw: float, lh: float, *, weight=1.0, kappa=Fraction(1)) -> tuple[str, Fraction]:
+    """The phase of the balanced UFM decided in exact rationals. rho0 = w kappa / (K s) (s = sqrt(n lw lh),
+    kappa = q_true - q_other; CE and MSE: w = kappa = 1, rho0 = 1/(K s)) is ||grad L(0, b0)||_2 / lam, the
+    largest singular value of the dual at Z = 0; rho0^2 = (w kappa)^2 / (K^2 n lw lh) is a rational of the
+    doubles. Returns ("collapse" | "threshold" | "zero", rho0^2): rho0 > 1, = 1, < 1."""
+    w, kap = Fraction(float(weight)) if not isinstance(weight, Fraction) else weight, Fraction(kappa)
+    den = Fraction(int(K) ** 2 * int(n)) * Fraction(float(lw)) * Fraction(float(lh))
+    if not den > 0:
+        raise NotCertified("lambda_w lambda_h must be > 0")
+    r2 = (w * kap) ** 2 / den
+    return ("collapse" if r2 > 1 else "threshold" if r2 == 1 else "zero"), r2
+
+
+def class_sym_strict_complementarity(V: ClassSym, n: int, lam, *, face: str, margin=None) -> dict:
+    """The conditions of the uniqueness theorem (docs/ufm.md) for the dual G = -(V E) / (N lam), V = a I + b 11^T
+    (balls; E = I_k kron 1_n^T, E E^T = n I), evaluated in balls. Exact spectrum (no matrix is formed): G has
+    the singular value sigma_perp = |a| sqrt(n) / (N lam) on 1^perp (multiplicity k - 1; left vectors u in 1^perp,
+    right vectors E^T u / sqrt(n)), sigma_one = |a + k b| sqrt(n) / (N lam) on 1_k (right vector 1_N / sqrt(N)),
+    and 0 on the N - k directions orthogonal to the class indicators.
+
+    ``face="perp"``: the face is 1^perp (the caller proves sigma_perp = 1 exactly, by an identity or in
+    rationals; here its ball must contain 1, else NotCertified). Off the face the largest singular value is
+    max(sigma_one, 0), and delta = 1 - that must be certainly > 0 (strict complementarity, condition 2). The
+    candidate Z = m J_k E = (m sqrt(n)) U1 V1^T with U1 V1^T = J_k E / sqrt(n) lies in the face with M = m sqrt(n)
+    I, PSD iff m >= 0 (``margin`` m: a ball certainly >= 0) and G = sigma_perp U1 V1^T needs -a > 0 when m > 0
+    (G aligned with Z: <G, Z> = ||Z||_*). Injectivity (condition 4): U1^T 1_k = 0 and V1^T 1_N = U1^T (E 1_N) /
+    sqrt(n) = sqrt(n) U1^T 1_k = 0, exact.
+    ``face="empty"``: every singular value certainly < 1 (then Z* = 0 is the unique minimiser); ``margin`` unused.
+
+    Returns the balls (outward float pairs) and raises NotCertified when a condition is not proven."""
+    from flint import arb
+
+    k = V.k
+    N = k * int(n)
+    sqn = arb(int(n)).sqrt()
+    s_perp = abs(V.a) * sqn / (N * lam)
+    s_one = abs(V.row_sum) * sqn / (N * lam)
+    one = arb(1)
+    out = {"sigma_perp": outward(s_perp), "sigma_one": outward(s_one)}
+    if face == "perp":
+        if not s_perp.contains(one):
+            raise NotCertified(f"the singular value on the face 1^perp is {s_perp}, not 1: G is not the dual "
+                               "certificate of the candidate")
+        off = max_ball(s_one, arb(0))
+        delta = one - off
+        if not certainly_positive(delta):
+            raise NotCertified(f"strict complementarity fails: the largest singular value off the face is {off}, "
+                               f"not certainly < 1 (delta = {delta})")
+        if margin is not None:
+            if not certainly_ge(margin, arb(0)):
+                raise NotCertified(f"the candidate's margin {margin} may be negative: M = m sqrt(n) I is not PSD")
+            if not margin.is_zero() and not certainly_positive(-V.a):
+                raise NotCertified(f"G is not aligned with the candidate (diagonal part a = {V.a} is not certainly "
+                                   "< 0): <G, Z> != ||Z||_*")
+        out.update(face="1^perp (left) x E^T 1^perp / sqrt(n) (right)", face_dimension=k - 1,
+                   face_singular_value=outward(s_perp), largest_off_face=outward(off))
+    elif face == "empty":
+        top = max_ball(s_perp, s_one)
+        delta = one - top
+        if not certainly_positive(delta):
+            raise NotCertified(f"the largest singular value {top} of G is not certainly < 1: the face is not empty")
+        out.update(face="empty", face_dimension=0, face_singular_value=None, largest_off_face=outward(top))
+    else:
+        raise ValueError(f"face must be 'perp' or 'empty', got {face!r}")
+    out["delta"] = outward(delta)
+    out["delta_lower"] = lower_float(delta)
+    return out
+
+
+def ufm_balanced_uniqueness(loss: str, K: int, n: int, lw: float, lh: float, lb: float = 0.0, d: int | None = None,
+                            *, smoothing: float = 0.0, convention: str = "torch", weight: float = 1.0,
+                            dual: tuple[float, float] | None = None, prec: int = PRECISION_BITS) -> dict:
+    """Ball-arithmetic proof that the balanced closed form is the unique minimiser (docs/ufm.md "Uniqueness";
+    docs/rigorous.md "Uniqueness and geometry (UFM)"), and the exact geometry every minimiser then has.
+
+    ``loss``: "ce" (any of the softmax family: label smoothing ``smoothing``/``convention``, equal class weight
+    ``weight``) or "mse" (lb must be 0). The phase is decided in exact rationals (:func:`balanced_phase`).
+    - collapse (rho0 > 1): candidate Z* = m J_K E with the exact margin m = c* = log((1 - a)(K - 1)/a), a =
+      (1 - q_true) + (K - 1) s / w (CE: c* = log(1/s - (K - 1))), b* = 0; MSE m = 1 - K s, b* = 1/K. The dual is
+      the loss gradient at Z* in balls (softmax at c*: x = 1/(e^c + K - 1) off the label, label minus 1 =
+      -(K - 1) x; MSE: (m - 1) J_K), class-symmetric V = w (P - Q). The singular value on the face equals 1
+      exactly by the stationarity identity (x - q_other = s / w, so a = -K s); its ball must contain 1. The
+      off-face value |row sum| (exactly 0: softmax and targets sum to 1) must be certainly < 1. m > 0 follows
+      from rho0 > 1 (exact), d >= K - 1 is needed for the factored problem.
+    - zero (rho0 < 1): Z* = 0, b0 = 0 (softmax; uniform p) or 1/K (MSE), dual V = -w kappa J_K exactly
+      (rationals): every singular value rho0 < 1; delta >= (1 - rho0^2)/2 (exact) and the ball 1 - rho0.
+    - threshold (rho0 = 1 exactly): Z* = 0 in the face 1^perp (M = 0), delta = 1 off it: Z* = 0 unique.
+    ``dual``: (diagonal, off-diagonal) doubles replacing the gradient (tests: a perturbed dual must be
+    rejected). Raises NotCertified (a condition fails) or Unsupported (no recipe for the instance).
+    Returns {"phase", "proven", "unique": "...", "geometry", "bias", "self_dual", ...balls as float pairs}."""
+    tm = _Timer()
+    loss = str(loss)
+    K, n = int(K), int(n)
+    softmax = loss in BALANCED_SOFTMAX_LOSSES
+    if not softmax and loss != "mse":
+        raise Unsupported(f"no uniqueness recipe for loss {loss!r} (softmax family or mse)")
+    if K < 2 or n < 1:
+        raise Unsupported("needs K >= 2 classes and n >= 1 samples per class")
+    if loss == "mse" and float(lb) != 0.0:
+        raise Unsupported("MSE with a bias penalty has no closed form here")
+    if softmax:
+        q_t, q_o = balanced_targets(K, smoothing, convention)
+        w = Fraction(float(weight))
+        if not w > 0:
+            raise Unsupported("class weight must be > 0")
+    else:
+        q_t, q_o, w = Fraction(1), Fraction(0), Fraction(1)
+    kappa = q_t - q_o
+    if kappa < 0:
+        raise Unsupported("targets favour the other classes (q_true < q_other): no closed form")
+    phase, r2 = balanced_phase(K, n, lw, lh, weight=w, kappa=kappa)
+    identities = []
+    with _Precision(prec) as flint:
+        arb = flint.arb
+        N = K * n
+        lam = (exact(lw) * exact(lh)).sqrt()
+        s = exact(n).sqrt() * lam
+        wb, qtb, qob = exact(w), exact(q_t), exact(q_o)
+        if phase == "collapse":
+            if softmax:
+                acf = (1 - qtb) + (K - 1) * s / wb
+                margin = ((1 - acf) * (K - 1) / acf).log()
+                E = margin.exp()
+                x = 1 / (E + (K - 1))
+                ym1 = -(K - 1) * x  # label probability minus 1 (the probabilities sum to 1)
+                diag, off = wb * (ym1 + (1 - qtb)), wb * (x - qob)
+                identities.append("stationarity: x = 1/(e^c* + K - 1) = q_other + s/w exactly, so the diagonal part "
+                                  "a = -K s and the face singular value K s sqrt(n)/(N lam) = 1")
+            else:
+                margin = 1 - K * s
+                diag, off = (margin - 1) * (1 - arb(1) / K), -(margin - 1) / K
+                identities.append("MSE: m - 1 = -K s, so the face singular value K s sqrt(n)/(N lam) = 1")
+            identities.append("rows of V sum to 0 (probabilities and targets sum to 1): the singular value on 1_k "
+                              "and the bias gradient vanish exactly")
+            face = "perp"
+        else:
+            margin = arb(0)
+            # Z = 0, uniform probabilities 1/K (softmax, bias 0) or U = 1/K (MSE, bias 1/K): V = w (11^T/K - Q)
+            diag, off = wb * (arb(1) / K - qtb), wb * (arb(1) / K - qob)
+            face = "perp" if phase == "threshold" else "empty"
+            if phase == "threshold":
+                identities.append("rho0^2 = 1 exactly (rationals): the singular values on 1^perp equal 1")
+        if dual is not None:
+            diag, off = exact(dual[0]), exact(dual[1])
+        V = ClassSym(diag - off, off, K)
+        tm.lap("dual at the closed form")
+        sc = class_sym_strict_complementarity(V, n, lam, face=face, margin=margin if face == "perp" else None)
+        if phase == "zero" and dual is None:
+            # the exact rational margin, valid however close rho0 is to 1: 1 - rho0 >= (1 - rho0^2)/2
+            dl = max(sc["delta_lower"], _float_down((1 - r2) / 2))
+            sc["delta_lower"] = dl
+        if not sc["delta_lower"] > 0.0:
+            raise NotCertified(f"no positive margin: delta >= {sc['delta_lower']!r}")
+        bias_grad = V.row_sum * int(n) / N  # per-row bias gradient (1/N) sum_i (p_i - q_i)
+        tm.lap("strict complementarity (analytic spectrum in balls)")
+    if phase == "collapse" and d is not None and int(d) < K - 1:
+        raise Unsupported(f"d = {d} < K - 1 = {K - 1}: the closed form's rank does not fit (hypothesis d >= K - 1)")
+    geometry = "simplex-etf" if phase == "collapse" else "zero"
+    out = {"phase": phase, "rho0_squared": [_float_down(r2), _float_up(r2)], "precision_bits": int(prec),
+           "loss": loss, "margin": outward(margin), "margin_how": (
+               "exact: rho0 > 1 (rationals) gives m > 0" if phase == "collapse" else "Z* = 0"),
+           **sc, "bias_gradient": outward(bias_grad), "geometry": geometry,
+           "bias": ("1/K" if loss == "mse" else "constant (b* = 0 up to a shift" +
+                    (", fixed to 0 by the bias penalty)" if float(lb) > 0 else ")")),
+           "self_dual": softmax or loss == "mse", "identities": identities,
+           "conditions": {"spectral_norm": True, "strict_off_face": True, "candidate_in_face": True,
+                          "injective": True, "gradient_determines_logits": True},
+           "targets": {"q_true": str(q_t), "q_other": str(q_o), "weight": float(w)},
+           "seconds": {k_: round(v, 6) for k_, v in tm.steps.items()}}
+    if dual is not None:
+        out["dual_override"] = [float(dual[0]), float(dual[1])]
+    return out
