@@ -599,6 +599,99 @@ def loss_rounding(cb: "CompiledBatching", tau: float, gmax: float = 1.0) -> floa
     return ROUND_SAFETY * EPS * tot * (1.0 + math.log2(max(R, 1)))
 
 
+#: Local radii rho (in units of tau) tried by the ETF face growth bound (:func:`etf_face_radius`):
+#: every rho gives a valid radius (the smallest is kept). Small rho keeps the softmax weights near
+#: their values at the ETF (factor >= e^{-2 rho/tau}), large rho keeps more points in the quadratic
+#: regime; 1/16 .. 8 tau covers both ends (measured: the best is 1/16 .. 1/8 tau at tau <= 1).
+GROWTH_RHOS = (0.0625, 0.125, 0.25, 0.5, 1.0, 2.0, 4.0, 8.0)
+
+
+def etf_face_growth(counts: Sequence[int], tau: float, rho: float, alpha_max: float = 0.0) -> dict:
+    """Curvature of the balanced full-batch loss around the collapsed simplex ETF, along the class
+    Grams (docs/scl.md, "Growth on the ETF face (k >= 4)").
+
+    For a class-symmetric Gram (1 on the diagonal, a_c within class c, b_cc' between classes c, c')
+    the anchor terms of class c are n copies of LSE(x_c) - a_c/tau with the k-vector of logits
+    x_c = (a_c/tau + log(n - 1), b_cc'/tau + log n for c' != c). Along the segment from the ETF
+    (a = 1, b = b0 = -1/(k-1)) to such a Gram, as long as |b_cc'(s) - b0| <= rho and
+    a_c(s) >= 1 - alpha_max, the softmax weights of x_c(s) satisfy
+
+        p_pos >= P  = (n-1) e^{(1 - alpha_max)/tau} / Zmax,
+        p_c'  >= pi = n e^{max(b0 - rho, -1)/tau} / Zmax,  Zmax = (n-1) e^{1/tau} + n (k-1) e^{min(b0 + rho, 1)/tau}
+
+    (a <= 1 and |b| <= 1 on the feasible set). The LSE Hessian's quadratic form along v is the
+    variance of v under the softmax weights, min_c sum_l p_l (v_l - c)^2, which only grows with the
+    weights, so it is >= the same with weights (P, pi, ..., pi). With v = (alpha, beta)/tau,
+    beta = b - b0, alpha = a - 1, beta = beta_perp + mean(beta) 1 (beta_perp centred), that is
+
+        pi ||beta_perp||^2 / tau^2 + kappa (mean(beta) - alpha)^2 / tau^2,  kappa = P pi (k-1) / (P + pi (k-1)),
+
+    so (per anchor, in the coordinates b of the class Gram) the curvature is >= ``mu_centred`` =
+    pi / tau^2 on centred directions (the face: rows of A sum to 0) and >= ``mu`` =
+    P pi / (P + pi (k-1)) / tau^2 on ||beta - alpha 1||^2 (every direction).
+    Computed in log space (no overflow at tau = 1e-4; 0 when it underflows: no bound)."""
+    counts = tuple(int(c) for c in counts)
+    k, n = len(counts), float(counts[0])
+    tau = float(tau)
+    b0 = -1.0 / (k - 1)
+    log_zmax = float(np.logaddexp(math.log(n - 1.0) + 1.0 / tau, math.log(n * (k - 1)) + min(b0 + rho, 1.0) / tau))
+    log_P = math.log(n - 1.0) + (1.0 - min(alpha_max, 2.0)) / tau - log_zmax
+    log_pi = math.log(n) + max(b0 - rho, -1.0) / tau - log_zmax
+    # P pi / (P + pi (k-1)) = pi / (1 + (k-1) pi / P), in logs
+    log_mu = log_pi - float(np.logaddexp(0.0, math.log(k - 1.0) + log_pi - log_P)) - 2.0 * math.log(tau)
+    log_mu_c = log_pi - 2.0 * math.log(tau)
+    # 1 - 1e-12: the few roundings of the logs and exps (relative ~1e-15 each)
+    mu = math.exp(log_mu) * (1.0 - 1e-12) if log_mu > -700.0 else 0.0
+    mu_c = math.exp(log_mu_c) * (1.0 - 1e-12) if log_mu_c > -700.0 else 0.0
+    return {"mu": mu, "mu_centred": mu_c, "rho": float(rho), "log_P": log_P, "log_pi": log_pi,
+            "alpha_max": float(alpha_max)}
+
+
+def _growth_solve(q: float, offset: float, rho: float) -> float:
+    """Bound on sum_c Y_c^2 from sum_c h(Y_c) <= q, h(Y) = Y^2 min(1, rho / (Y + offset)) (h is increasing,
+    so every Y_c <= Y* = h^{-1}(q); for Y <= Y*, h(Y) >= Y^2 min(1, rho / (Y* + offset)))."""
+    y_quad = math.sqrt(q)
+    if y_quad + offset <= rho:
+        return q
+    y_star = max(y_quad, 0.5 * (q + math.sqrt(q * q + 4.0 * q * offset * rho)) / rho)  # rho Y^2 = q (Y + offset)
+    return q * max(1.0, (y_star + offset) / rho)
+
+
+def etf_face_radius(counts: Sequence[int], tau: float, E: float, t: float) -> dict | None:
+    """Bound on sqrt(sum_{c != c'} (m_cc' - m0_cc')^2) (class-mean Gram, off the diagonal) for every
+    feasible G with D_F(G, G0) <= E and tr(QG) <= t, G0 the balanced collapsed ETF (docs/scl.md,
+    "Growth on the ETF face (k >= 4)"). None when no rho gives a finite bound.
+
+    Per class row c (beta_c = m_c. - m0_c. off the diagonal, alpha_c = a_c - 1): n D_c summed over c is
+    <= E, and along the segment D_c >= (curvature / 2) min(1, rho / ||beta_c||_inf) (convexity beyond
+    the rho-ball). Two ways to use the curvature of :func:`etf_face_growth`, the better one is kept:
+    (A) ``mu`` on Y_c^2 = ||beta_c - alpha_c 1||^2; (B) ``mu_centred`` on U_c^2 = ||centred beta_c||^2 and
+    the row means from the dual margin: sum_c beta_cc' = (m 1)_c + (1 - m_cc) with ||m 1|| <= k sqrt(t/n)
+    (1/sqrt(N) in range Q: 1^T m 1 <= k t / n, m PSD with tr m <= k) and sum_c (1 - m_cc) <= t / n."""
+    k, n = len(counts), float(counts[0])
+    # 1 - a_c = n (1 - m_cc) / (n - 1) and sum_c n (1 - m_cc) <= t: sum_c |alpha_c| <= t / (n - 1)
+    alpha_hat = min(t / (n - 1.0), 2.0)
+    # (B): W_c = sqrt(k-1) |mean(beta_c) - alpha_c| = |sum beta_c - (k-1) alpha_c| / sqrt(k-1); over c,
+    # sqrt(sum W_c^2) <= (||m 1|| + sqrt(k) t / n + (k-1) sum |alpha_c|) / sqrt(k-1)
+    w_tot = (k * math.sqrt(t / n) + math.sqrt(k) * t / n + (k - 1) * alpha_hat) / math.sqrt(k - 1.0)
+    best = None
+    for r in GROWTH_RHOS:
+        rho = r * float(tau)
+        g = etf_face_growth(counts, tau, rho, alpha_hat)
+        cands = []
+        if g["mu"] > 0:  # (A): ||beta_c||_inf <= Y_c + |alpha_c|
+            cands.append(("full", _growth_solve(2.0 * E / (n * g["mu"]), alpha_hat, rho), g["mu"]))
+        if g["mu_centred"] > 0:  # (B): ||beta_c||_inf <= ||beta_c - alpha_c 1|| + |alpha_c| <= U_c + W_c + alpha_hat
+            u2 = _growth_solve(2.0 * E / (n * g["mu_centred"]), w_tot + alpha_hat, rho)
+            cands.append(("centred", u2 + w_tot ** 2, g["mu_centred"]))
+        for kind, y2, mu in cands:
+            # beta_c = (beta_c - alpha_c 1) + alpha_c 1: sqrt(sum_c ||beta_c||^2) <= sqrt(sum Y_c^2) + sqrt(k-1) sum |alpha_c|
+            x_tot = math.sqrt(y2) + math.sqrt(k - 1.0) * alpha_hat
+            if math.isfinite(x_tot) and (best is None or x_tot < best["offdiag_radius"]):
+                best = {"offdiag_radius": x_tot, "growth_mu": mu, "growth_rho": rho, "growth_kind": kind}
+    return best
+
+
 @dataclass
 class GramCertificate:
     """What a dual point built at a Gram G0 proves.
@@ -661,13 +754,29 @@ class GramCertificate:
                         return None
                     off[c, c2] = min(1.0, E / (2.0 * nu[c, c2]) + 2.0 * sq)
         elif self.face == "simplex-etf":
-            linv = {2: 1.0, 3: 1.5}.get(k)
-            if linv is None or len(set(self.counts)) != 1:
+            if len(set(self.counts)) != 1 or n[0] < 2:
                 return None
             nc = float(n[0])
-            dev = linv * (t / nc + k * math.sqrt(t / nc))
-            off = np.full((k, k), min(2.0, dev))
-            np.fill_diagonal(off, 0.0)
+            linv = {2: 1.0, 3: 1.5}.get(k)
+            if linv is not None:  # k <= 3: the face is the single point G0; row sums decide the rest
+                dev = linv * (t / nc + k * math.sqrt(t / nc))
+                off = np.full((k, k), min(2.0, dev))
+                np.fill_diagonal(off, 0.0)
+            else:  # k >= 4: growth of the loss along the face (docs/scl.md, "Growth on the ETF face")
+                g = etf_face_radius(self.counts, self.details.get("tau", 0.0), E, t)
+                if g is None:
+                    return None
+                # off_sq: sum_{c != c'} (m_cc' - m0_cc')^2 <= offdiag_radius^2; each entry of m lies in
+                # [-1, 1], so also <= k (k - 1) (1 + 1/(k-1))^2
+                off_sq = min(g["offdiag_radius"] ** 2, k * (k - 1) * (1.0 + 1.0 / (k - 1)) ** 2)
+                block = math.sqrt(within ** 2 + nc * nc * off_sq)
+                gram_radius = t + 2.0 * math.sqrt(self.N * t) + block
+                class_gram_radius = min(gram_radius / nc, math.sqrt((within / nc) ** 2 + off_sq))
+                return {"excess": E, "t": t, "collapse": sq, "gram_radius": gram_radius,
+                        "class_gram_radius": class_gram_radius,
+                        "max_between_block_mean_deviation": min(math.sqrt(off_sq), 1.0 + 1.0 / (k - 1)),
+                        "growth_mu": g["growth_mu"], "growth_rho": g["growth_rho"], "growth_kind": g["growth_kind"],
+                        "offdiag_class_gram_radius": math.sqrt(off_sq)}
         else:
             return None
         # ||P1 G P1 - G0||_F^2 = sum_c n_c^2 (1 - m_cc)^2 + sum_{c != c'} n_c n_c' (m_cc' - m0_cc')^2
@@ -791,10 +900,16 @@ def gram_certificate(G0: np.ndarray, labels, batches, tau: float, *, nonneg: boo
             cert.face_reason = (f"no positive nonnegativity multiplier between classes {bad[:3]} (the loss does not "
                                 "push them apart at first order: e.g. two singleton classes, or exp(-1/tau) underflows)")
     elif face == "simplex-etf":
-        if len(set(counts)) != 1 or len(counts) > 3:
+        if len(set(counts)) != 1 or counts[0] < 2:
             cert.face = None
-            cert.face_reason = ("the ETF face {A PSD, diag A = 1, A 1 = 0} is a single point only for k <= 3 "
-                                "(balanced); no growth bound on the face for k >= 4")
+            cert.face_reason = ("the ETF face certificate needs balanced classes with n >= 2 (imbalanced UFM has no "
+                                "closed-form minimiser)")
+        elif len(counts) >= 4:
+            cert.details["tau"] = float(tau)  # the growth bound on the face (k >= 4) needs tau
+            if not etf_face_growth(counts, tau, GROWTH_RHOS[-1] * tau)["mu"] > 0:
+                cert.face = None
+                cert.face_reason = ("the growth constant of the loss on the ETF face {A PSD, diag A = 1, A 1 = 0} "
+                                    f"underflows at tau = {tau:g} (weights ~ e^{{-k/((k-1) tau)}})")
     return cert
 
 

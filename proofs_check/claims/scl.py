@@ -214,6 +214,8 @@ def geometry_checks(inst: T.SCLInstance, face_cert, *, claimed_geometry: str, pr
     cls = classify_gram(M0)
     how = (f"strictly complementary dual certificate at the collapsed {face} Gram, sigma = {fmt(face_cert.sigma, 3)}, "
            f"growth bound of docs/scl.md")
+    if b.get("growth_mu") is not None:  # k >= 4 ETF: the loss's growth along the face (docs/scl.md)
+        how += f" with growth constant mu = {fmt(b['growth_mu'], 3)} on the ETF face"
     # normalised-Gram distances are 2/||M0||_F-Lipschitz in the class-mean Gram (||a/|a| - b/|b||| <= 2|a-b|/|b|)
     lip = 2.0 / float(np.linalg.norm(M0))
     ev = {"certificate": face_cert.to_dict(), "center_classification": cls.to_dict(),
