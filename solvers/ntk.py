@@ -756,9 +756,28 @@ def fit_late_within_rate(traj: Trajectory, scan_points: int = 4001) -> dict:
     return {"rate": -fit["slope"], **fit}
 
 
+def _etf_distances(M: np.ndarray) -> np.ndarray:
+    """Frobenius distance ||G/||G||_F - J/||J||_F||_F of the class-mean Gram G = M^T M to the simplex ETF
+    (theory.geometry.classify_gram's ``distance_etf``) for a stack M (T, n, C); NaN where M = 0.
+
+    The means are divided by their largest entry before the Gram is formed, so means of size 1e-100
+    (tiny initialisations) neither underflow nor lose precision (the distance is scale-free)."""
+    T, _, C = M.shape
+    big = np.max(np.abs(M.reshape(T, -1)), axis=1)
+    ok = np.isfinite(big) & (big > 0)
+    Mn = M / np.where(ok, big, 1.0)[:, None, None]
+    G = np.swapaxes(Mn, 1, 2) @ Mn
+    scale = np.linalg.norm(G.reshape(T, -1), axis=1)
+    J = np.eye(C) - np.ones((C, C)) / C
+    Jn = J / np.linalg.norm(J)
+    d = np.linalg.norm((G / np.where(scale > 0, scale, 1.0)[:, None, None] - Jn[None]).reshape(T, -1), axis=1)
+    return np.where(ok & (scale > 0), d, np.nan)
+
+
 def trajectory_series(traj: Trajectory) -> dict:
-    """Per grid time: loss, residual components, scatter tr(D D^T), ||E(t) - E(0)||_F, ||M||, and the
-    invariant's scale ||W^T W||_F + ||H K^-1 H^T||_F (computed in chunks of times: bounded memory)."""
+    """Per grid time: loss, residual components, ||R||_F, scatter tr(D D^T), ||E(t) - E(0)||_F, ||M||, the
+    invariant's scale ||W^T W||_F + ||H K^-1 H^T||_F and the class means' distance to the simplex ETF
+    (computed in chunks of times: bounded memory)."""
     inst = traj.inst
     C, m, N = inst.classes, inst.per_class, inst.N
     l0, lc, lg = inst.eigenvalues
@@ -776,9 +795,10 @@ def trajectory_series(traj: Trajectory) -> dict:
                 np.sum(D * D, axis=(1, 2)), np.linalg.norm((E - E0[None]).reshape(E.shape[0], -1), axis=1),
                 np.linalg.norm(M.reshape(M.shape[0], -1), axis=1),
                 np.linalg.norm(WtW.reshape(E.shape[0], -1), axis=1) + np.linalg.norm(HKH.reshape(E.shape[0], -1), axis=1),
-                np.sum(H * H, axis=(1, 2)))
+                np.sum(H * H, axis=(1, 2)), np.linalg.norm(R.reshape(R.shape[0], -1), axis=1), _etf_distances(M))
 
-    keys = ("loss", "global", "class", "within", "scatter", "E_drift", "M_norm", "E_scale", "H_sq")
+    keys = ("loss", "global", "class", "within", "scatter", "E_drift", "M_norm", "E_scale", "H_sq", "residual_norm",
+            "etf_distance")
     return dict(zip(keys, traj.map_batches(traj.t_grid, fn)))
 
 
@@ -800,6 +820,43 @@ def scatter_increase(series: dict) -> float:
     sc = series["scatter"]
     inc = np.diff(sc)
     return float(max(0.0, inc.max(initial=0.0)) / max(sc[0], 1e-300))
+
+
+#: Most points of a dynamics curve in a report (``flow_curves``): the integration's grid (401 times by
+#: default) is kept whole below this, thinned evenly (first and last time kept) above it.
+MAX_CURVE_POINTS = 500
+#: Dynamics curves of :func:`flow_curves`: report name -> (series key, description).
+CURVES = {
+    "loss": ("loss", "loss (s/2) ||W H + b 1^T - Y||_F^2"),
+    "residual ||R||_F": ("residual_norm", "Frobenius norm of the residual R = W H + b 1^T - Y"),
+    "scatter tr(D D^T)": ("scatter", "within-class scatter tr(D D^T), D = H - class means (NC1)"),
+    "ETF distance of class means": ("etf_distance", "||G/||G||_F - J/||J||_F||_F, G = M^T M (NC2; null where M = 0)"),
+}
+
+
+def curve_indices(n: int, max_points: int = MAX_CURVE_POINTS) -> np.ndarray:
+    """Indices of at most ``max_points`` evenly spread entries of a length-n series (first and last kept)."""
+    if n <= max_points:
+        return np.arange(n)
+    return np.unique(np.linspace(0, n - 1, max_points).round().astype(int))
+
+
+def flow_curves(t: np.ndarray, series: dict, max_points: int = MAX_CURVE_POINTS) -> dict:
+    """The dynamics of one run as report curves ``{name: {"x": times, "y": values, ...}}`` (see
+    :data:`CURVES`): the values the measurements already computed at the grid times (no second
+    integration), thinned to ``max_points``; times that repeat (a run stopped at t = 0) are dropped,
+    so x is strictly increasing. Non-finite values become NaN here and null in the JSON. Data only."""
+    t = np.asarray(t, dtype=float)
+    idx = curve_indices(t.size, max_points)
+    keep = np.concatenate([[True], np.diff(t[idx]) > 0]) if idx.size else idx.astype(bool)
+    idx = idx[keep]
+    x = t[idx].tolist()
+    out = {}
+    for name, (key, what) in CURVES.items():
+        y = np.asarray(series[key], dtype=float)[idx]
+        out[name] = {"x": x, "y": [float(v) if math.isfinite(v) else None for v in y], "x_label": "time t",
+                     "description": what}
+    return out
 
 
 @dataclass

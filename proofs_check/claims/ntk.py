@@ -1141,6 +1141,8 @@ def check_instance(inst: th.NTKInstance, *, gamma=None, feature_dim: int | None 
                        "scatter_final": float(rep.series["scatter"][-1])},
             "budget": {"max_seconds": max_seconds, "estimate_feature_flow": work, "estimate_linear_flow": lwork,
                        "dense_output_limit_bytes": sv.MAX_DENSE_BYTES},
+            # data for the dynamics figure (plots.py), not evidence: nothing above reads it
+            "curves": sv.flow_curves(traj.t_grid, rep.series),
         },
         seconds=time.perf_counter() - t_start,
     )
