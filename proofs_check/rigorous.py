@@ -13,8 +13,12 @@ rebuilds the instance from ``report["instance"]``, recomputes the certificate wi
   VERIFIED (rigorous) when [lower, upper] brackets the claimed optimum within the claim's tolerance,
   REFUTED when the bracket proves it false (claimed < lower - tol, or claimed > upper + tol),
   INCONCLUSIVE otherwise (a plain VERIFIED never survives a bracket that does not contain the claim);
-- a top-level ``"rigorous": true`` when every value claim that applies is rigorously VERIFIED, and the
-  verdict and reason recomputed with :func:`proofs_check.core.summarise`.
+- UFM families (:data:`GEOMETRY_RECIPES`): after a rigorously VERIFIED optimum, the statements about every
+  minimiser (uniqueness, geometry, collapse, self-duality, bias) get ``"rigorous"`` and
+  ``evidence["rigorous_geometry"]`` from the ball-arithmetic uniqueness proof of the balanced closed form
+  (:func:`solvers.rigorous.ufm_balanced_uniqueness`); their verdicts are never changed;
+- a top-level ``"rigorous": true`` when every judged statement (value claims, and those statements) is
+  rigorously VERIFIED, and the verdict and reason recomputed with :func:`proofs_check.core.summarise`.
 
 Without a rigorous bracket (unsupported family, a dual point that fails a ball check) the plain verdicts
 keep their meaning, ``"rigorous": false`` says so, and a diagnostic gives the reason.
