@@ -527,7 +527,9 @@ def render_line(out: dict) -> str:
     up = rig.get("upper")
     return (f"rigorous ({rig.get('precision_bits')}-bit balls, {rig.get('method')}): lower bound >= {rig['lower'][0]!r}"
             + (f", feasible value <= {up[1]!r}" if up else ", no feasible value")
-            + f"; value statements rigorous: {'yes' if out.get('rigorous') else 'no'}")
+            + f"; judged statements rigorous: {'yes' if out.get('rigorous') else 'no'}"
+            + (f"; statements about the minimiser proven in balls: {len(geo['proven'])} of {len(geo['judged'])}"
+               if (geo := rig.get("geometry")) else ""))
 
 
 # ---------------------------------------------------------------------------------------------------
