@@ -158,7 +158,8 @@ def summary_table(run: RunResult) -> str:
     if run.context.rigorous:
         rig = [r for r in run.results if r.rigorous]
         lines.append(f"(VERIFIED*: value statements proven in ball arithmetic, docs/rigorous.md; {len(rig)} of "
-                     f"{len(run.results)} claims; statements about minimisers keep their float evidence)")
+                     f"{len(run.results)} claims; statements about minimisers are proven in balls only for the UFM closed "
+                     "forms, elsewhere they keep their float evidence)")
     lines.append("")
     lines.append(f"overall: {run.verdict.value}  ({', '.join(f'{v} {k}' for k, v in counts.items() if v)})"
                  f"  in {run.seconds:.1f} s, profile {run.context.profile}"
@@ -180,8 +181,8 @@ def markdown_report(run: RunResult) -> str:
            "Counts: " + ", ".join(f"{k} {v}" for k, v in d["counts"].items() if v), ""]
     if run.context.rigorous:
         out += [f"Run with `--rigorous`: {len(d['rigorous_claims'])} claims have their value statements proven in "
-                "ball arithmetic (marked *rigorous*; docs/rigorous.md); statements about minimisers keep their float "
-                "evidence.", ""]
+                "ball arithmetic (marked *rigorous*; docs/rigorous.md); statements about minimisers are proven in balls "
+                "only for the UFM closed forms, elsewhere they keep their float evidence.", ""]
     others = [r for r in run.results if r.verdict is not Verdict.VERIFIED]
     if others:
         out += ["Not VERIFIED:", ""] + [f"- `{r.claim.id}` **{r.verdict.value}**: {_md_escape(shorten(r.reason, 300))}"
