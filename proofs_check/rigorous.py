@@ -123,8 +123,9 @@ def ufm_general_candidate(p):
 
     layout = SG.class_layout(p)
     m = layout.m if layout is not None else p.K
-    if m > R.DENSE_MAX:  # checked before the float solve: no work for an instance the recipe refuses
-        raise NotSupported(f"{m} groups of exchangeable classes > {R.DENSE_MAX} (dense LDL^T in balls)")
+    if m > R.VERIFIED_MAX:  # checked before the float solve: no work for an instance the recipe refuses
+        raise NotSupported(f"{m} groups of exchangeable classes > {R.VERIFIED_MAX} (verified floating-point "
+                           f"Cholesky of the reduced m x m form)")
     if layout is None:
         if p.G != p.K:
             raise NotSupported("groups other than one per class have no ball recipe")

@@ -1582,6 +1582,43 @@ def _spectral_upper_dense(R, guess: float):
     return arb(upper_float(fro))
 
 
+#: Largest number of groups of exchangeable classes for ``ufm_general_grouped``. Up to DENSE_MAX the spectral norm
+#: of the reduced m x m form is verified by LDL^T in balls; above, by the verified floating-point Cholesky of
+#: ``solvers.verified_linalg`` (docs/rigorous.md "Large m: verified floating point"): O(m^3) BLAS/LAPACK work,
+#: ~3 s at m = 2000 (the O(m^2) ball loops of the dual point and of the feasible value cost more).
+VERIFIED_MAX = 2500
+
+
+def ball_matrix_float_enclosure(B):
+    """(Mid, Rad) float64 arrays with |x - Mid| <= Rad for every point x of every ball of the ball matrix B (list
+    of lists of arb): Mid = the ball midpoints rounded to doubles, Rad = the ball radius (rounded up) + the
+    rounding of the midpoint (< 2^-52 |Mid|, or < 2^-1022 in the subnormal range), evaluated upward."""
+    import numpy as np
+
+    Mid = np.array([[float(x) for x in row] for row in B], dtype=float)
+    Rr = np.array([[float(x.rad()) for x in row] for row in B], dtype=float)
+    if not (np.all(np.isfinite(Mid)) and np.all(np.isfinite(Rr))):
+        raise NotCertified("a ball of the matrix is not finite (or outside the double range)")
+    Rad = (Rr * (1.0 + 2.0 ** -50) + np.abs(Mid) * 2.0 ** -51) * (1.0 + 2.0 ** -50) + 2.0 ** -1021
+    return Mid, Rad
+
+
+def _spectral_upper_verified(R):
+    """A ball (exact double) s with ||R||_2 <= s for every matrix in the ball matrix R of any size up to
+    VERIFIED_MAX: ``solvers.verified_linalg.spectral_norm_upper`` on the float enclosure (Mid, Rad) of R (the
+    verified floating-point Cholesky of s^2 I - Mid^T Mid after Rump 2006, plus ||Rad||_2). Returns (s, details)."""
+    from solvers import verified_linalg as VL
+
+    Mid, Rad = ball_matrix_float_enclosure(R)
+    try:
+        s, det = VL.spectral_norm_upper(Mid, Rad, return_details=True)
+    except (ValueError, OverflowError) as exc:
+        raise NotCertified(f"spectral norm of the reduced dual matrix not bounded: {exc}") from exc
+    if not math.isfinite(s):
+        raise NotCertified("spectral norm of the reduced dual matrix not bounded (verified floating point)")
+    return exact(s), det
+
+
 #: Dual variants of ``ufm_general_grouped`` with a bias penalty lb > 0 (docs/rigorous.md "UFM, any loss"):
 #: "penalty": a_c = t g_c, the bias left free, the term -||t r||^2 / (2 lb) (tight at an optimum, where
 #: r = -lb b); "projected": a_c = t (g_c - r), no penalty term (the bound of the lb = 0 problem, whose optimum is
@@ -1648,12 +1685,17 @@ def ufm_general_grouped(loss, counts, lw: float, lh: float, lb: float, layout, Z
                           f"one-hot MSE)")
     counts = np.asarray(counts, dtype=np.int64)
     m = int(layout.m)
-    if m > DENSE_MAX:
-        raise Unsupported(f"{m} groups of exchangeable classes > {DENSE_MAX} (dense LDL^T in balls)")
+    if m > VERIFIED_MAX:
+        raise Unsupported(f"{m} groups of exchangeable classes > {VERIFIED_MAX} (verified floating-point Cholesky "
+                          f"of the reduced m x m form)")
     Zs = np.asarray(Zs, dtype=float)
     if Zs.shape != (m + 1, m) or not np.all(np.isfinite(Zs)):
         raise NotCertified("slot logits must be a finite (m + 1) x m array")
-    prec = max(int(prec), SPECTRAL_LDL_BITS)  # the whole dual point at that precision (see SPECTRAL_LDL_BITS)
+    if m <= DENSE_MAX:
+        prec = max(int(prec), SPECTRAL_LDL_BITS)  # the whole dual point at that precision (see SPECTRAL_LDL_BITS)
+    # m > DENSE_MAX: the spectral norm is proven in floating point (resolution ~ m^2 u relative), so the balls'
+    # radii at the given precision (128 bits: ~1e-38 relative) are negligible
+    spectral_how = {}
     timer = _Timer()
     with _Precision(prec):
         sz = [int(s) for s in layout.sizes]
@@ -1706,6 +1748,14 @@ def ufm_general_grouped(loss, counts, lw: float, lh: float, lb: float, layout, Z
         timer.lap("gradient")
         lam = (exact(lw) * exact(lh)).sqrt()
         sqn = [exact(c).sqrt() for c in cnt]
+        sqrt_cache = {}
+
+        def sqrt_int(v):
+            """sqrt(v) for an integer v, as the ball exact(v).sqrt() (computed once per value)."""
+            b = sqrt_cache.get(v)
+            if b is None:
+                b = sqrt_cache[v] = exact(v).sqrt()
+            return b
 
         def bound_of(name):
             """(lower ball, t, sigma ball, penalty ball or None) of one variant; NotCertified on failure."""
@@ -1716,11 +1766,14 @@ def ufm_general_grouped(loss, counts, lw: float, lh: float, lb: float, layout, Z
                 Gc = g
             # reduced form of Gc D^{1/2}: R = sqrt(m_e m_a) alpha + diag(beta)
             beta = [(Gc[m][a] - Gc[a][a]) * sqn[a] for a in range(m)]
-            R = [[(exact(sz[e] * sz[a]).sqrt() * Gc[e][a] * sqn[a]) + (beta[a] if e == a else 0)
+            R = [[(sqrt_int(sz[e] * sz[a]) * Gc[e][a] * sqn[a]) + (beta[a] if e == a else 0)
                   for a in range(m)] for e in range(m)]
-            Rf = np.array([[float(x.mid()) for x in row] for row in R])
-            guess = float(np.linalg.svd(Rf, compute_uv=False)[0]) if m else 0.0
-            sigma = _spectral_upper_dense(R, guess)
+            if m > DENSE_MAX:
+                sigma, spectral_how[name] = _spectral_upper_verified(R)
+            else:
+                Rf = np.array([[float(x.mid()) for x in row] for row in R])
+                guess = float(np.linalg.svd(Rf, compute_uv=False)[0]) if m else 0.0
+                sigma = _spectral_upper_dense(R, guess)
             for a in range(m):
                 if sz[a] >= 2:
                     sigma = max_ball(sigma, abs(beta[a]))
@@ -1780,6 +1833,12 @@ def ufm_general_grouped(loss, counts, lw: float, lh: float, lb: float, layout, Z
            "variant": best}
     if pen is not None:
         det["bias_penalty_term"] = upper_float(pen)
+    if best in spectral_how:
+        sh = spectral_how[best]
+        det["spectral_method"] = sh.get("method")
+        det["spectral_relative_excess"] = sh.get("relative_excess")
+    else:
+        det["spectral_method"] = "LDL^T in balls"
     if len(variants) > 1:
         det["variants"] = {k: {"lower": lower_float(v[0]), "scale_t": v[1]} for k, v in results.items()}
         det["variants"].update({k: {"not_certified": v} for k, v in failures.items()})
@@ -1829,7 +1888,17 @@ def ufm_general_feasible(loss, counts, lw: float, lh: float, layout, A, beta, b,
         N = int(counts.sum())
         Pb = [[exact(float(P[i, j])) for j in range(r)] for i in range(m)]
         Qb = [[exact(float(Q[i, j])) for j in range(m)] for i in range(r)]
-        Ab = [[sum((Pb[i][l] * Qb[l][j] for l in range(r)), zero) for j in range(m)] for i in range(m)]
+        if m > DENSE_MAX and r > 0:
+            # the exact product of exact doubles enclosed by FLINT's arb_mat product (C level; the Python loop
+            # below is O(m^2 r) ball operations: ~1e9 at m = 1000)
+            from flint import arb_mat
+
+            Pm = arb_mat(P.tolist())
+            Qm = arb_mat(Q.tolist())
+            Am = Pm * Qm
+            Ab = [[Am[i, j] for j in range(m)] for i in range(m)]
+        else:
+            Ab = [[sum((Pb[i][l] * Qb[l][j] for l in range(r)), zero) for j in range(m)] for i in range(m)]
         bb = [exact(float(x)) for x in b]
         be = [exact(float(x)) for x in beta]
         nuc = (sum((x * x for row in Pb for x in row), zero) + sum((x * x for row in Qb for x in row), zero)) / 2
