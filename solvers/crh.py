@@ -666,6 +666,95 @@ def make_task(cfg: CRHExperiment):
     return X, Y, W0, rng
 
 
+#: Dynamics curves of the experiment (docs/crh.md, "Dynamics curves"): the full-data training loss of
+#: every run at evenly spaced step counts (0 = the initial weights and the last step included), one
+#: point per LOSS_POINT_EPOCHS epochs, between MIN_CURVE_POINTS and CURVE_POINTS (<= 500 for the
+#: figure); the six alignments of the last hidden layer at one point per ALIGNMENT_POINT_EPOCHS epochs,
+#: between MIN_ALIGNMENT_POINTS and ALIGNMENT_POINTS. Cost (measured, default net, 2 runs): a loss point
+#: is a full-data forward pass, ~0.8 ms = ~7 SGD steps; an alignment point a forward/backward pass and
+#: eight second moments, ~6 ms. The spacing keeps them at ~3% + ~2% of the training time.
+LOSS_POINT_EPOCHS = 3.0
+ALIGNMENT_POINT_EPOCHS = 30.0
+MIN_CURVE_POINTS, CURVE_POINTS = 30, 400
+MIN_ALIGNMENT_POINTS, ALIGNMENT_POINTS = 5, 20
+
+
+def curve_steps(steps: int, points: int) -> list[int]:
+    """At most ``points`` step counts evenly spread over [0, steps], 0 and ``steps`` included."""
+    return np.unique(np.linspace(0, steps, max(2, min(points, steps + 1))).round().astype(int)).tolist()
+
+
+def curve_point_counts(cfg: CRHExperiment) -> tuple[int, int]:
+    """(loss points, alignment points) of an experiment's dynamics curves (see LOSS_POINT_EPOCHS)."""
+    epochs = cfg.steps * cfg.batch_size / cfg.n_samples
+    n_loss = int(np.clip(epochs / LOSS_POINT_EPOCHS + 1, MIN_CURVE_POINTS, CURVE_POINTS))
+    n_align = int(np.clip(epochs / ALIGNMENT_POINT_EPOCHS + 1, MIN_ALIGNMENT_POINTS, ALIGNMENT_POINTS))
+    return min(n_loss, cfg.steps + 1), min(n_align, cfg.steps + 1)
+
+
+def full_loss(Ws: list[np.ndarray], X: np.ndarray, Y: np.ndarray, activation: str = "tanh") -> np.ndarray:
+    """Training loss mean_i ||f(x_i) - y_i||^2 / 2 on the full data, for stacked runs Ws[l] of shape
+    (R, out, in): a forward pass only (the loss of :func:`forward_backward`). Returns shape (R,)."""
+    h = np.broadcast_to(X, (Ws[0].shape[0],) + X.shape)
+    for l, W in enumerate(Ws):
+        h = np.matmul(h, W.transpose(0, 2, 1))
+        if l < len(Ws) - 1:
+            h = _act(h, activation)
+    r = Y - h
+    return 0.5 * np.mean(np.sum(r * r, axis=-1), axis=-1)
+
+
+def instant_alignments(Ws: list[np.ndarray], hs: list, gbs: list, layer: int) -> np.ndarray:
+    """The six alignments of ``layer`` at one moment (matrices of the current weights, not averaged), for
+    stacked runs: array (R, len(MODES), 6 relations in theory.crh order, 2 metrics pearson/cosine); NaN
+    where undefined or where a run's weights are not finite. ``hs``/``gbs``: :func:`forward_backward`."""
+    W_all = Ws[layer]
+    R = W_all.shape[0]
+    out = np.full((R, len(MODES), len(RELATIONS), 2), np.nan)
+    for r in range(R):
+        W, ha, gb = W_all[r], hs[layer][r], gbs[layer][r]
+        if not (np.all(np.isfinite(W)) and np.all(np.isfinite(ha)) and np.all(np.isfinite(gb))):
+            continue
+        hb, ga = _rows_matmul(ha, W.T), _rows_matmul(gb, W)
+        Z = {"Z_a": W.T @ W, "Z_b": W @ W.T}
+        for i, mode in enumerate(MODES):
+            M = {"H_a": _second_moment(ha, mode), "H_b": _second_moment(hb, mode), "G_a": _second_moment(ga, mode),
+                 "G_b": _second_moment(gb, mode), **Z}
+            for j, (m1, m2) in enumerate(RELATIONS.values()):
+                A, B = _sym(M[m1]), _sym(M[m2])
+                if not (np.all(np.isfinite(A)) and np.all(np.isfinite(B))):
+                    continue
+                for k, fn in enumerate((alpha_pearson, alpha_cosine)):
+                    v = fn(A, B)
+                    out[r, i, j, k] = np.nan if v is None else v
+    return out
+
+
+@dataclass
+class Dynamics:
+    """What training recorded along the way (data for the dynamics figure; no statement reads it).
+
+    ``steps[p]``: SGD steps done at loss point p (0 = initial weights); ``loss[p]``: full-data training loss
+    per run (shape (R,)); ``alignment_steps`` / ``alignments[p]``: :func:`instant_alignments` of
+    ``alignment_layer`` (0-based) at those steps."""
+
+    alignment_layer: int
+    steps: list = field(default_factory=list)
+    loss: list = field(default_factory=list)
+    alignment_steps: list = field(default_factory=list)
+    alignments: list = field(default_factory=list)
+    seconds: float = 0.0
+
+    def loss_array(self) -> np.ndarray:
+        """Loss points x runs (empty (0, 0) when nothing was recorded)."""
+        return np.array(self.loss, dtype=float) if self.loss else np.zeros((0, 0))
+
+    def alignment_series(self, run: int, mode: str = "normalized", metric: str = "pearson") -> dict:
+        """relation -> list of alignments (NaN where undefined) of one run at ``alignment_steps``."""
+        i, k = MODES.index(mode), ("pearson", "cosine").index(metric)
+        return {rel: [float(a[run, i, j, k]) for a in self.alignments] for j, rel in enumerate(RELATIONS)}
+
+
 @dataclass
 class ExperimentResult:
     """Time-averaged layer statistics of every run (one run per weight decay).
@@ -692,6 +781,8 @@ class ExperimentResult:
     #: checkpoints averaged (0 when the budget stopped training before the first one)
     n_recorded: int = -1
     time_budget_s: float | None = None
+    #: loss and alignments recorded along training (:class:`Dynamics`)
+    dynamics: Dynamics | None = None
 
     @property
     def complete(self) -> bool:
@@ -721,9 +812,27 @@ class ExperimentResult:
 _CLOCK_EVERY = 16
 
 
+def _record_dynamics(dyn: Dynamics | None, done: int, Ws, X, Y, act, loss_at, align_at, fb=None) -> None:
+    """Add the loss (and, at ``align_at``, the alignments) after ``done`` steps to ``dyn``; ``fb``: a
+    :func:`forward_backward` result of the current weights, reused when given."""
+    if dyn is None or (done not in loss_at and done not in align_at):
+        return
+    t0 = time.perf_counter()
+    if done in align_at:
+        fb = fb or forward_backward(Ws, X, Y, act)
+        dyn.alignment_steps.append(done)
+        dyn.alignments.append(instant_alignments(Ws, fb[0], fb[1], dyn.alignment_layer))
+    if done in loss_at:
+        dyn.steps.append(done)
+        dyn.loss.append(np.array(fb[2] if fb is not None else full_loss(Ws, X, Y, act), dtype=float))
+    dyn.seconds += time.perf_counter() - t0
+
+
 def _sgd_loop(cfg, X, Y, Ws, gam, eta, rng, record_set, acc_raw, acc_nrm, acc_S, acc_W, acc_loss,
-              deadline: float = float("inf")) -> tuple[int, int]:
-    """The SGD loop of :func:`run_experiment` (updates Ws and the accumulators in place).
+              deadline: float = float("inf"), dyn: Dynamics | None = None, loss_at=frozenset(),
+              align_at=frozenset()) -> tuple[int, int]:
+    """The SGD loop of :func:`run_experiment` (updates Ws and the accumulators in place; records the
+    dynamics after ``loss_at`` / ``align_at`` steps into ``dyn``).
 
     Stops when ``time.perf_counter()`` passes ``deadline`` (checked every ``_CLOCK_EVERY`` steps).
     Returns (steps done, checkpoints recorded)."""
@@ -758,9 +867,10 @@ def _sgd_loop(cfg, X, Y, Ws, gam, eta, rng, record_set, acc_raw, acc_nrm, acc_S,
                 g *= (1.0 - h * h) if act == "tanh" else (zs[l - 1] > 0)
             W *= 1.0 - eta * gam
             W += (eta / B) * S
+        fb = None
         if t in record_set:
             recorded += 1
-            fhs, fgbs, loss = forward_backward(Ws, X, Y, act)
+            fb = fhs, fgbs, loss = forward_backward(Ws, X, Y, act)
             acc_loss += loss
             for l in range(L):
                 ha, gb = fhs[l], fgbs[l]
@@ -778,6 +888,7 @@ def _sgd_loop(cfg, X, Y, Ws, gam, eta, rng, record_set, acc_raw, acc_nrm, acc_S,
                     acc["Z_b"] += ZB
                 acc_S[l] += np.stack([_tmatmul(gb[r], ha[r]) for r in range(R)]) / N
                 acc_W[l] += Ws[l]
+        _record_dynamics(dyn, t + 1, Ws, X, Y, act, loss_at, align_at, fb)
     return cfg.steps, recorded
 
 
@@ -812,11 +923,18 @@ def run_experiment(cfg: CRHExperiment, *, time_budget_s: float | None = None) ->
     acc_S = [np.zeros_like(W) for W in Ws]
     acc_W = [np.zeros_like(W) for W in Ws]
     acc_loss = np.zeros(R)
+    n_loss, n_align = curve_point_counts(cfg)
+    loss_at = frozenset(curve_steps(cfg.steps, n_loss))
+    align_at = frozenset(curve_steps(cfg.steps, n_align))
+    dyn = Dynamics(alignment_layer=(-2) % L)
     # Single-threaded BLAS: every product of the loop is small (a 256-wide layer at batch 8 is ~1 MFLOP),
     # and threaded OpenBLAS made such steps ~10x slower on the loaded 2-core machine (docs/crh.md, Budgets).
     with np.errstate(over="ignore", invalid="ignore", divide="ignore"), blas_threads(0):
+        _record_dynamics(dyn, 0, Ws, X, Y, cfg.activation, loss_at, align_at)
         steps_done, n_rec = _sgd_loop(cfg, X, Y, Ws, gam, eta, rng, record_set, acc_raw, acc_nrm, acc_S, acc_W,
-                                      acc_loss, deadline=t0 + budget)
+                                      acc_loss, deadline=t0 + budget, dyn=dyn, loss_at=loss_at, align_at=align_at)
+        if dyn.steps and dyn.steps[-1] != steps_done:  # stopped by the budget: the loss of the weights it ends with
+            _record_dynamics(dyn, steps_done, Ws, X, Y, cfg.activation, {steps_done}, frozenset())
     diverged = [not all(np.all(np.isfinite(W[r])) for W in Ws) for r in range(R)]
 
     def avg(x):
@@ -835,7 +953,7 @@ def run_experiment(cfg: CRHExperiment, *, time_budget_s: float | None = None) ->
     loss = [None] * R if n_rec == 0 else (acc_loss / n_rec).tolist()
     return ExperimentResult(cfg, raw, nrm, S, Wm, Wf, loss, diverged, time.perf_counter() - t0,
                             steps_done=steps_done, budget_reached=steps_done < cfg.steps, n_recorded=n_rec,
-                            time_budget_s=budget)
+                            time_budget_s=budget, dynamics=dyn)
 
 
 # --------------------------------------------------------------------------------------------
@@ -875,7 +993,10 @@ def experiment_budget(cfg: CRHExperiment, *, null_draws: int = 0, check: bool = 
     step = L * _STEP_OVERHEAD_S * max(1.0, R / 2) + 6.0 * R * B * P / _STEP_FLOPS + 4.0 * R * P / _STEP_FLOPS
     record = R * L * _STAT_OVERHEAD_S + R * N * (4.0 * P + 16.0 * sq) / _STAT_FLOPS
     null = R * L * 12 * null_draws * 6.0 * max(w) ** 3 / _NULL_FLOPS
-    seconds = cfg.steps * step + cfg.n_records * record + null
+    # dynamics curves: a forward pass per loss point, an alignment point costs at most a checkpoint
+    n_loss, n_align = curve_point_counts(cfg)
+    curves = n_loss * (2.0 * R * N * P / _STAT_FLOPS + _STAT_OVERHEAD_S) + n_align * record
+    seconds = cfg.steps * step + cfg.n_records * record + null + curves
     dmax = max(w)
     peak = 8.0 * (N * (w[0] + w[-1]) * 2 + 8 * R * N * sum(w) + 4 * R * P + 12 * 2 * R * L * dmax * dmax
                   + 6 * null_draws * dmax * dmax)

@@ -20,6 +20,7 @@ what exceeds the time/memory budget, trains with a wall-clock budget and returns
 from __future__ import annotations
 
 import functools
+import math
 import random as _random
 import re
 
@@ -1090,6 +1091,56 @@ def _layer_rows(cfg, run, mode, metric, null_draws, time_budget_s):
     return out
 
 
+def _finite_or_none(values) -> list:
+    return [float(v) if v is not None and math.isfinite(v) else None for v in values]
+
+
+def _mean_alignment(series: dict) -> list:
+    """Mean of the six relations per point (None where one is undefined)."""
+    cols = list(zip(*series.values()))
+    return [float(np.mean(c)) if all(math.isfinite(v) for v in c) else None for c in cols]
+
+
+def _run_dynamics(cfg: T.CRHExperiment, res: S.ExperimentResult, run: int, mode: str, metric: str) -> dict:
+    """Per run: the full-data training loss of the initial weights and of the weights training ended with
+    (each recomputed here from the weights: the first and last points of the loss curve must match them),
+    and the six alignments of the last hidden layer along training (:class:`solvers.crh.Dynamics`)."""
+    X, Y, W0, _ = S.make_task(cfg)
+    with np.errstate(over="ignore", invalid="ignore"):
+        first = S.forward_backward(W0, X, Y, cfg.activation)[2]
+        last = S.forward_backward(res.W_final[run], X, Y, cfg.activation)[2]
+    dyn = res.dynamics
+    out = {"initial_loss": _finite_or_none([first])[0], "last_loss": _finite_or_none([last])[0]}
+    if dyn is not None and dyn.alignment_steps:
+        out["alignment_curves"] = {"layer": dyn.alignment_layer + 1, "mode": mode, "metric": metric,
+                                   "steps": list(dyn.alignment_steps),
+                                   "alignments": {r: _finite_or_none(v) for r, v in
+                                                  dyn.alignment_series(run, mode, metric).items()}}
+    return out
+
+
+def dynamics_curves(res: S.ExperimentResult, mode: str = "normalized", metric: str = "pearson") -> dict:
+    """The report's ``curves`` (drawn by ``--plot``): per weight decay the full-data training loss at the
+    recorded steps, and the mean of the six alignments (``mode``/``metric``) of the last hidden layer at
+    the alignment checkpoints (matrices of the current weights, not the time averages of ``runs``).
+    x = SGD steps done (0 = initial weights). Non-finite values are None. Data only."""
+    dyn = res.dynamics
+    if dyn is None or not dyn.steps:
+        return {}
+    L = dyn.loss_array()
+    curves = {}
+    for r, g in enumerate(res.config.weight_decays):
+        curves[f"loss, gamma={g:g}"] = {"x": list(dyn.steps), "y": _finite_or_none(L[:, r]), "x_label": "SGD step",
+                                        "description": "training loss mean_i ||f(x_i) - y_i||^2/2 on the full data"}
+    for r, g in enumerate(res.config.weight_decays):
+        if dyn.alignment_steps:
+            curves[f"mean alignment, layer {dyn.alignment_layer + 1}, gamma={g:g}"] = {
+                "x": list(dyn.alignment_steps), "y": _mean_alignment(dyn.alignment_series(r, mode, metric)),
+                "x_label": "SGD step",
+                "description": f"mean of the six alignments ({mode} covariances, {metric}) of the current weights"}
+    return curves
+
+
 def validate_solve_options(cfg, mode: str, metric: str, null_draws: int) -> int:
     """Checks the options of :func:`check_instance` and the budget; returns null_draws as an int."""
     if not isinstance(cfg, T.CRHExperiment):
@@ -1152,6 +1203,9 @@ def check_instance(cfg: T.CRHExperiment, *, mode: str = "normalized", metric: st
     if diverged:
         diagnostics.append(f"runs diverged (non-finite weights) at weight decays {diverged}")
     finite_losses = [x for x in res.loss if is_finite(x)]
+    curves = dynamics_curves(res, mode, metric)
+    for i, row in enumerate(runs):
+        row.update(_run_dynamics(cfg, res, i, mode, metric))
     return SolveReport(
         family=FAMILY,
         instance=cfg.to_dict() | {"mode": mode, "metric": metric, "null_draws": null_draws},
@@ -1168,7 +1222,8 @@ def check_instance(cfg: T.CRHExperiment, *, mode: str = "normalized", metric: st
         routes={"sgd": {"steps_done": res.steps_done, "checkpoints": res.n_recorded,
                         "time_budget_s": res.time_budget_s, "estimate": S.experiment_budget(cfg, null_draws=null_draws)}},
         diagnostics=diagnostics,
-        extra={"runs": runs},
+        # "curves": data for the dynamics figure (plots.py), not evidence: no statement reads it
+        extra={"runs": runs, "curves": curves},
         seconds=res.seconds,
     )
 
