@@ -335,9 +335,14 @@ def _figure_html(out: dict) -> str:
     except UsageError as exc:  # no matplotlib, or nothing to draw
         return f"<p class='muted small'>no figure: {_e(str(exc))}</p>"
     uri = "data:image/png;base64," + base64.b64encode(png).decode("ascii")
-    return (f"<figure id='gram-figure'><img alt='measured and predicted class-mean cosines and their difference' "
-            f"src='{uri}'><figcaption class='small muted'>Measured class-mean cosines, the predicted target and "
-            "their difference (own colour scale).</figcaption></figure>")
+    parts = []
+    if (out.get("geometry") or {}).get("class_mean_cosines") is not None:
+        parts.append("measured class-mean cosines, the predicted target and their difference (own colour scale)")
+    if out.get("curves"):
+        parts.append("the dynamics curves")
+    what = "; ".join(parts) or "the solve's data"
+    return (f"<figure id='gram-figure'><img alt='{_e(what)}' src='{uri}'><figcaption class='small muted'>"
+            f"{_e(what[0].upper() + what[1:])}.</figcaption></figure>")
 
 
 def solve_report_html(out: dict, limits=EVIDENCE_LIMITS[0], *, figure: bool = True) -> str:

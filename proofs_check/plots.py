@@ -230,12 +230,20 @@ def build_figure(out: dict, *, size: tuple[float, float] | None = None):
             fig.colorbar(dim, ax=[axes["difference"]], shrink=0.8, label="difference of cosines", format="%.1e")
     if curves:
         ax = axes["curves"]
-        positive = all(np.all(y[np.isfinite(y)] > 0) for _, y in curves.values())
+        finite = [y[np.isfinite(y)] for _, y in curves.values()]
+        positive = all(np.all(v > 0) for v in finite)
         for name, (x, y) in curves.items():
             ax.plot(x, y, label=name)
         if positive:
             ax.set_yscale("log")
-        ax.set_xlabel("iteration")
+        elif any(np.any(v > 0) for v in finite):
+            # a few non-positive values (an alignment below 0) next to positive series spanning decades: symlog
+            # keeps the decades readable instead of flattening them on a linear scale
+            nz = np.concatenate([np.abs(v[v != 0]) for v in finite if np.any(v != 0)] or [np.array([1.0])])
+            ax.set_yscale("symlog", linthresh=float(max(np.min(nz), 1e-300)))
+        raw = out.get("curves") if isinstance(out.get("curves"), dict) else {}
+        labels = {str(raw[n].get("x_label") or "") if isinstance(raw.get(n), dict) else "" for n in curves} - {""}
+        ax.set_xlabel(labels.pop() if len(labels) == 1 else "iteration")
         ax.set_title("dynamics", fontsize=10)
         ax.legend(fontsize=8)
     inst = out.get("instance") or {}

@@ -200,3 +200,18 @@ def test_missing_matplotlib_is_a_clear_usage_error(tmp_path, monkeypatch):
         plots.plot_solution(_out([[1.0]]), str(tmp_path / "o.png"))
     with pytest.raises(UsageError, match="needs matplotlib"):
         plots.check_plot_available()
+
+
+def test_dynamics_axis_label_and_scale_follow_the_curves():
+    pytest.importorskip("matplotlib")
+    # the curves' own x label; a negative value next to positive series spanning decades: symlog, not linear
+    curves = {"loss": {"x": [0, 1, 2], "y": [1.0, 1e-3, 1e-6], "x_label": "time t"},
+              "alignment": {"x": [0, 2], "y": [-0.1, 0.9], "x_label": "time t"}}
+    fig = plots.build_figure({"family": "ntk", "instance": {}, "curves": curves})
+    ax = [a for a in fig.axes if a.get_title() == "dynamics"][0]
+    assert ax.get_xlabel() == "time t" and ax.get_yscale() == "symlog"
+    # mixed labels fall back to a neutral one; all positive stays log
+    curves["alignment"] = {"x": [0, 2], "y": [0.1, 0.9], "x_label": "SGD step"}
+    fig = plots.build_figure({"family": "ntk", "instance": {}, "curves": curves})
+    ax = [a for a in fig.axes if a.get_title() == "dynamics"][0]
+    assert ax.get_xlabel() == "iteration" and ax.get_yscale() == "log"
