@@ -291,3 +291,70 @@ def test_bias_penalty_dual_points_are_checked():
         _bound(p0, layout, Zs, dual=D, project=False)
     with pytest.raises(R.NotCertified):             # no penalty variant without a penalty
         _bound(p0, layout, Zs, variant="penalty")
+
+
+# ---------------------------------------------------------------------------------------------------
+# More than DENSE_MAX = 120 groups: the spectral norm by verified floating point (solvers/verified_linalg.py,
+# docs/rigorous.md "Large m: verified floating point"). The fast tests force that path at small m
+# (DENSE_MAX monkeypatched to 0) and compare it with the LDL^T path in balls (an independent proof) and with the
+# cvxpy reference; the slow ones run K = 130 and K = 200 end to end.
+# ---------------------------------------------------------------------------------------------------
+
+#: Agreement required between the two spectral proofs: the LDL^T bound is within ~1e-12 of the true norm (its
+#: first step is 1e-13 above the float estimate), the verified floating-point one within ~(m + 4)^2 u ~ 1e-14 at
+#: these sizes; 1e-10 leaves margin and still catches an error in either.
+SPECTRAL_AGREE_RTOL = 1e-10
+
+
+@pytest.mark.parametrize("kind,counts", [("ce", (5, 4, 3, 2, 1)), ("mse", (6, 6, 2, 1)), ("ce", (7, 7, 7, 1))])
+def test_verified_float_spectral_path_agrees_with_ldl(monkeypatch, kind, counts):
+    loss = L.make_loss(kind, len(counts))
+    p = SG.classification(loss, list(counts), 8, 5e-3, 5e-3)
+    layout, pt = PR.ufm_general_candidate(p)
+    Zs = SG.slot_logits(p, pt, layout)
+    ldl = _bound(p, layout, Zs)
+    assert ldl.details["spectral_method"] == "LDL^T in balls"
+    monkeypatch.setattr(R, "DENSE_MAX", 0)
+    ver = _bound(p, layout, Zs)
+    assert ver.details["spectral_method"].startswith("verified Cholesky")
+    s_l, s_v = ldl.details["spectral_norm_bound"], ver.details["spectral_norm_bound"]
+    assert s_v >= s_l * (1 - SPECTRAL_AGREE_RTOL)        # both are upper bounds of the same norm
+    assert s_v <= s_l * (1 + SPECTRAL_AGREE_RTOL)
+    assert abs(ver.lower_bound - ldl.lower_bound) <= SPECTRAL_AGREE_RTOL * abs(ldl.lower_bound)
+
+
+def test_verified_float_spectral_path_rejects_a_scale_too_large(monkeypatch):
+    """Dual point 10 D (||A||_2 ~ 10 lam): the largest admissible t is lam / sigma, with sigma from the LDL^T proof
+    (within ~1e-12 of the true norm). A forced t 1e-8 above it must be rejected on the verified path, 1e-8 below
+    accepted."""
+    p, layout, Zs, D = _setup()
+    ref = _bound(p, layout, Zs, dual=10 * D)
+    t_max = ref.details["lam"] / ref.details["spectral_norm_bound"]
+    assert 0.01 < t_max < 0.5
+    monkeypatch.setattr(R, "DENSE_MAX", 0)
+    ok = _bound(p, layout, Zs, dual=10 * D, scale=t_max * (1 - 1e-8))
+    assert ok.details["spectral_method"].startswith("verified Cholesky")
+    with pytest.raises(R.NotCertified):
+        _bound(p, layout, Zs, dual=10 * D, scale=t_max * (1 + 1e-8))
+
+
+@pytest.mark.parametrize("factor", [None, 1 + 1e-6, 1 - 1e-6])
+def test_verified_float_path_end_to_end_small(monkeypatch, factor):
+    """The whole recipe (candidate, verified spectral norm, arb_mat product in the feasible value) with DENSE_MAX
+    forced to 0, against the cvxpy optimum: the bracket contains it; a claim off by 1e-6 relative is REFUTED."""
+    counts = (5, 4, 3, 2, 1)
+    ref = _cvx_reference("ce", counts, 5e-3, 5e-3, 0.0)
+    monkeypatch.setattr(R, "DENSE_MAX", 0)
+    claimed = None if factor is None else ref * factor
+    out = PR.apply(_report(L.make_loss("ce", len(counts)), counts, 8, 5e-3, 5e-3, claimed=claimed))
+    rig = out["certificate"]["rigorous"]
+    assert rig["details"]["spectral_method"].startswith("verified Cholesky")
+    lo, up = rig["lower"][0], rig["upper"][1]
+    assert lo <= ref + 1e-15 * abs(ref)
+    assert ref <= up + REF_RTOL * abs(ref)
+    assert up - lo <= WIDTH_RTOL * abs(ref)
+    c = _claim(out)
+    if factor is None:
+        assert c["verdict"] == "VERIFIED" and c["rigorous"] is True
+    else:
+        assert c["verdict"] == "REFUTED", c
