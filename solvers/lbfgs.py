@@ -16,6 +16,19 @@ safeguarded cubic interpolation (Nocedal and Wright, Numerical Optimization, 2nd
 3.5 and 3.6). The unit step is tried first (after the first iteration); the curvature condition
 gives s^T y > 0, and a pair without it (a step accepted on sufficient decrease alone, when the
 bracket collapses at rounding level) is not stored, so the matrix stays positive definite.
+
+Flat values (``flat_rtol`` > 0, opt-in): near a minimiser the decrease C1 t |f'(0)| that the
+sufficient-decrease test asks for falls below the rounding error of f itself, the test then
+fails at random, and every line search spends its 20-30 evaluations shrinking the bracket to
+rounding level (measured on the grouped UFM objective: ~23 evaluations per iteration, f frozen
+to the last bit while the gradient, and hence the dual certificate, still improved). With
+``flat_rtol`` a trial whose value is within flat_rtol |f(0)| of f(0) is judged by its
+directional derivative alone, as in the "approximate Wolfe" conditions of Hager and Zhang
+(SIAM J. Optim. 16, 2005, eq. (23)): accepted when |f'(t)| <= C2 |f'(0)| (the curvature
+condition, so s^T y > 0 still holds), otherwise it becomes the lower (f'(t) < 0) or upper
+(f'(t) > 0) end of the bracket, and the next trial is the secant step on the derivatives
+(f values there carry no information). f may then rise by at most flat_rtol |f| per step; the
+callers certify their results independently, so nothing rests on monotone values.
 """
 
 from __future__ import annotations
@@ -135,13 +148,15 @@ class _Memory:
 
 
 def minimize(fun, x0: np.ndarray, *, gtol: float, maxiter: int, memory: int = 10, maxfun: int | None = None,
-             gamma0: float | None = None, state: "_Memory | None" = None) -> Result:
+             gamma0: float | None = None, state: "_Memory | None" = None, flat_rtol: float = 0.0) -> Result:
     """Minimise ``fun`` (x -> (f, g)) from x0 until max|g| <= gtol or ``maxiter`` iterations.
 
     ``gamma0``: initial inverse-Hessian scale while no pair is stored (a restart passes the last
     run's ``Result.gamma``); without it the first step has length 1/||g||, as in L-BFGS-B.
     ``state``: a previous ``Result.state`` to reuse its storage (its pairs are dropped).
     ``fun`` may raise to stop early (the caller's target-value stop); any exception propagates.
+    ``flat_rtol``: values within flat_rtol |f| of f(x) are compared by their derivatives only (see the
+    module docstring, "Flat values"); 0 (the default) keeps the strong Wolfe line search unchanged.
     """
     maxfun = 4 * maxiter + 20 if maxfun is None else maxfun
     x = np.array(x0, dtype=np.float64)
@@ -173,7 +188,7 @@ def minimize(fun, x0: np.ndarray, *, gtol: float, maxiter: int, memory: int = 10
             t0 = gamma0
         else:
             t0 = min(1.0, 1.0 / math.sqrt(float(g @ g)))
-        ls = _wolfe(fun, x, f, g, d, dg, t0)
+        ls = _wolfe(fun, x, f, g, d, dg, t0, flat_rtol * abs(f))
         nfev += ls[4]
         if ls[0] is None:
             if mem.slots:  # retry once along -g with a fresh memory
@@ -188,23 +203,38 @@ def minimize(fun, x0: np.ndarray, *, gtol: float, maxiter: int, memory: int = 10
     return result(maxiter, "maximum number of iterations reached")
 
 
-def _wolfe(fun, x, f0, g0, d, dg0, t):
+def _wolfe(fun, x, f0, g0, d, dg0, t, flat: float = 0.0):
     """Step t with f(x + t d) <= f0 + C1 t dg0 and |f'(t)| <= C2 |dg0| (strong Wolfe).
 
     Nocedal and Wright, Algorithms 3.5 and 3.6: [t_lo, t_hi] brackets acceptable steps once t_hi
-    is known (t_lo: the best point so far with sufficient decrease). Returns (t, f, g, x, nfev);
-    t is None when no step with sufficient decrease was found.
+    is known (t_lo: the best point so far with sufficient decrease). ``flat`` > 0: a trial with
+    |f(t) - f0| <= flat is judged by f'(t) alone (module docstring, "Flat values"). Returns
+    (t, f, g, x, nfev); t is None when no step with sufficient decrease was found.
     """
     nfev = 0
     t_lo, f_lo, dg_lo = 0.0, f0, dg0
     t_hi = f_hi = dg_hi = None
     best = None
+    secant = False
     for _ in range(MAX_LINE_SEARCH):
         xt = x + t * d
         ft, gt = fun(xt)
         nfev += 1
         dgt = float(gt @ d)
-        if not math.isfinite(ft) or ft > f0 + C1 * t * dg0 or (t_lo > 0.0 and ft >= f_lo):
+        if flat > 0.0 and math.isfinite(ft) and math.isfinite(dgt) and abs(ft - f0) <= flat:
+            # values at rounding level: the derivative decides (approximate Wolfe)
+            if abs(dgt) <= -C2 * dg0:
+                return t, ft, gt, xt, nfev
+            secant = True
+            if dgt * (t - t_lo) > 0.0:  # the derivative changed sign between t_lo and t
+                t_hi, f_hi, dg_hi = t, ft, dgt
+            else:
+                t_lo, f_lo, dg_lo = t, ft, dgt
+                best = (t, ft, gt, xt)
+                if t_hi is None:
+                    t = 4.0 * t
+                    continue
+        elif not math.isfinite(ft) or ft > f0 + C1 * t * dg0 or (t_lo > 0.0 and ft >= f_lo):
             t_hi, f_hi, dg_hi = t, (ft if math.isfinite(ft) else math.inf), dgt
         else:
             if abs(dgt) <= -C2 * dg0:
@@ -220,10 +250,25 @@ def _wolfe(fun, x, f0, g0, d, dg0, t):
             best = (t, ft, gt, xt)
         if abs(t_hi - t_lo) <= 1e-16 * max(1.0, abs(t_hi)):  # the bracket collapsed (rounding)
             break
-        t = _cubic_step(t_lo, f_lo, dg_lo, t_hi, f_hi, dg_hi)
+        if secant and math.isfinite(dg_hi) and abs(f_hi - f_lo) <= 2.0 * flat:
+            t = _secant_step(t_lo, dg_lo, t_hi, dg_hi)
+        else:
+            t = _cubic_step(t_lo, f_lo, dg_lo, t_hi, f_hi, dg_hi)
     if best is not None:  # sufficient decrease held: accept it even without the curvature condition
         return (*best, nfev)
     return None, f0, g0, x, nfev
+
+
+def _secant_step(t_lo, dg_lo, t_hi, dg_hi) -> float:
+    """Zero of the linear interpolant of the derivative (values unusable), safeguarded into the
+    middle 80% of the bracket."""
+    lo, hi = min(t_lo, t_hi), max(t_lo, t_hi)
+    w = hi - lo
+    den = dg_hi - dg_lo
+    t = t_lo - dg_lo * (t_hi - t_lo) / den if den != 0.0 else math.nan
+    if not math.isfinite(t):
+        return t_lo + 0.5 * (t_hi - t_lo)
+    return min(max(t, lo + 0.1 * w), hi - 0.1 * w)
 
 
 def _cubic_step(t_lo, f_lo, dg_lo, t_hi, f_hi, dg_hi) -> float:
