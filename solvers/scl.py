@@ -669,6 +669,11 @@ def etf_face_radius(counts: Sequence[int], tau: float, E: float, t: float) -> di
     the row means from the dual margin: sum_c beta_cc' = (m 1)_c + (1 - m_cc) with ||m 1|| <= k sqrt(t/n)
     (1/sqrt(N) in range Q: 1^T m 1 <= k t / n, m PSD with tr m <= k) and sum_c (1 - m_cc) <= t / n."""
     k, n = len(counts), float(counts[0])
+    if E <= 0 and t <= 0:  # exact dual point (E = 0): D_F(G, G0) = 0 and G on the face; the curvature on the
+        # face is > 0 for every tau (pi > 0), so G = G0; report the constant at the smallest rho (log: no underflow)
+        g = etf_face_growth(counts, tau, GROWTH_RHOS[0] * float(tau))
+        return {"offdiag_radius": 0.0, "growth_mu": g["mu_centred"], "growth_rho": g["rho"],
+                "growth_kind": "exact (E = 0)", "growth_log_mu": g["log_pi"] - 2.0 * math.log(float(tau))}
     # 1 - a_c = n (1 - m_cc) / (n - 1) and sum_c n (1 - m_cc) <= t: sum_c |alpha_c| <= t / (n - 1)
     alpha_hat = min(t / (n - 1.0), 2.0)
     # (B): W_c = sqrt(k-1) |mean(beta_c) - alpha_c| = |sum beta_c - (k-1) alpha_c| / sqrt(k-1); over c,
@@ -733,12 +738,20 @@ class GramCertificate:
         since G0 is feasible): ``t`` >= tr(QG); ``collapse`` >= max_i ||h_i - mu_{y_i}||; ``gram_radius``
         >= ||G - G0||_F; ``class_gram_radius`` >= ||M - M0||_F for the Gram M of the class means.
         None without a face certificate. Derivation: docs/scl.md, "Geometry certificate"."""
-        if self.face is None or not self.sigma or self.sigma <= 0:
+        exact = bool(self.details.get("exact_dual"))
+        if self.face is None or not (exact or (self.sigma and self.sigma > 0)):
             return None
         n = np.asarray(self.counts, dtype=float)
         k = n.size
         E = self.excess(eps)
-        t = E / self.sigma
+        if exact and E <= 0:  # closed-form dual point: tr(QG) = 0 exactly (sigma > 0 analytically)
+            t = 0.0
+        elif self.sigma and self.sigma > 0:
+            t = E / self.sigma
+        else:
+            return None
+        if not math.isfinite(t):
+            return None
         sq = math.sqrt(t)
         within = t  # sum_c n_c (1 - m_cc) <= tr(Q1 G) <= t
         if self.face == "orthogonal-frame":
@@ -777,6 +790,23 @@ class GramCertificate:
                         "max_between_block_mean_deviation": min(math.sqrt(off_sq), 1.0 + 1.0 / (k - 1)),
                         "growth_mu": g["growth_mu"], "growth_rho": g["growth_rho"], "growth_kind": g["growth_kind"],
                         "offdiag_class_gram_radius": math.sqrt(off_sq)}
+        elif self.face == "collapsed":  # docs/scl.md, "Imbalanced UFM: a radius around the solver's candidate"
+            A0 = np.asarray(self.details["A0"], dtype=float)
+            dev0 = float(self.details["dev0"])
+            t_w = t + self.N * float(self.details["projector_defect"])  # >= sum_c n_c (1 - m_cc)
+            g = collapsed_growth_radius(self.counts, self.details["tau"], A0, E, t_w, dev0)
+            if g is None:
+                return None
+            R = g["R"]
+            diag_dev = t_w / float(n.min()) + k * dev0  # sum_c |m_cc - A0_cc|
+            class_gram_radius = math.sqrt(diag_dev ** 2 + 2.0 * R * R)
+            gram_radius = t_w + 2.0 * math.sqrt(self.N * t_w) + float(n.max()) * class_gram_radius
+            dl = t_w / float(n.min())  # 1 - m_cc <= dl
+            cos_radius = (R / (1.0 - dl) + (1.0 + dev0) * (dl / (1.0 - dl) + 2.0 * dev0)) if dl < 0.5 else math.inf
+            return {"excess": E, "t": t_w, "collapse": math.sqrt(t_w), "gram_radius": gram_radius,
+                    "class_gram_radius": class_gram_radius, "offdiag_class_gram_radius": math.sqrt(2.0) * R,
+                    "max_between_block_mean_deviation": R, "cosine_radius": cos_radius,
+                    "growth_curvature": g["curvature"], "growth_rho": g["growth_rho"], "growth_gamma": g["gamma"]}
         else:
             return None
         # ||P1 G P1 - G0||_F^2 = sum_c n_c^2 (1 - m_cc)^2 + sum_{c != c'} n_c n_c' (m_cc' - m0_cc')^2
@@ -807,7 +837,8 @@ def face_projector(counts: Sequence[int], face: str) -> np.ndarray:
 
 
 def gram_certificate(G0: np.ndarray, labels, batches, tau: float, *, nonneg: bool, face: str | None = None,
-                     counts: Sequence[int] | None = None, method: str = "") -> GramCertificate:
+                     counts: Sequence[int] | None = None, method: str = "", projector: np.ndarray | None = None,
+                     rank: int | None = None) -> GramCertificate:
     """A dual point of the convex Gram relaxation built at the symmetric matrix G0, repaired to exact
     feasibility, and the lower bound it proves (docs/scl.md, "Proven lower bounds").
 
@@ -822,7 +853,9 @@ def gram_certificate(G0: np.ndarray, labels, batches, tau: float, *, nonneg: boo
     G0; tight when G0 is optimal.
 
     ``face``: also build the geometry certificate at G0 (which must then be the exactly feasible
-    collapsed configuration of that kind): see :class:`GramCertificate`.
+    collapsed configuration of that kind): see :class:`GramCertificate`. ``face="collapsed"``: a collapsed
+    candidate of rank ``rank`` with the float ``projector`` onto its range (:func:`collapsed_certificate`,
+    which also accounts for the candidate's feasibility defect).
     """
     y = as_labels("labels", labels)
     tau = validate_tau(tau)
@@ -868,8 +901,13 @@ def gram_certificate(G0: np.ndarray, labels, batches, tau: float, *, nonneg: boo
     if counts is None:
         raise InstanceError("counts are needed for a face certificate")
     counts = tuple(int(c) for c in counts)
-    P = face_projector(counts, face)
-    r = len(counts) if face == "orthogonal-frame" else len(counts) - 1
+    if face == "collapsed":
+        if projector is None or rank is None:
+            raise InstanceError("a collapsed-candidate face needs its projector and rank")
+        P, r = np.asarray(projector, dtype=float), int(rank)
+    else:
+        P = face_projector(counts, face)
+        r = len(counts) if face == "orthogonal-frame" else len(counts) - 1
     gap_ev = float(ev[r]) if r < N else 0.0
     if not gap_ev > 1e3 * err:
         cert.face = None
@@ -910,6 +948,286 @@ def gram_certificate(G0: np.ndarray, labels, batches, tau: float, *, nonneg: boo
                 cert.face = None
                 cert.face_reason = ("the growth constant of the loss on the ETF face {A PSD, diag A = 1, A 1 = 0} "
                                     f"underflows at tau = {tau:g} (weights ~ e^{{-k/((k-1) tau)}})")
+    return cert
+
+
+# --------------------------------------------------------------------------------------
+# Closed-form dual point at the balanced collapsed ETF (docs/scl.md, "Closed-form dual point at the ETF")
+# --------------------------------------------------------------------------------------
+
+def _etf_closed_form_scalars(counts: Sequence[int], tau: float) -> dict:
+    """Logs of the closed-form dual quantities at the balanced collapsed simplex ETF (every tau:
+    no overflow, no underflow of the logs). L = k/((k-1) tau) is the logit gap (1 - b0)/tau, b0 = -1/(k-1);
+    p_neg = 1/((n-1) e^L + N - n) the softmax weight of one negative, so
+    log p_neg = -L - log1p(n - 2 + (N - n) e^{-L})."""
+    counts = tuple(int(c) for c in counts)
+    k, n = len(counts), counts[0]
+    N = n * k
+    L = k / ((k - 1.0) * tau)
+    q = (N - n) * math.exp(-L)  # underflows to 0 harmlessly (inside log1p)
+    log1 = math.log1p((n - 2.0) + q)  # log((n - 1) + (N - n) e^{-L}) = LSE - 1/tau of one anchor
+    log_pneg = -L - log1
+    return {"k": k, "n": n, "N": N, "L": L, "log_p_neg": log_pneg, "anchor_value": log1,
+            "log_sigma": math.log(N) + log_pneg - math.log(tau)}
+
+
+def etf_closed_form_certificate(counts: Sequence[int], tau: float) -> GramCertificate:
+    """The dual point of the Gram relaxation at the balanced collapsed simplex ETF G0, in closed form
+    (docs/scl.md, "Closed-form dual point at the ETF"). By class symmetry the gradient of the loss at G0 is
+    C = c_w (within-class pairs) + c_b (between-class pairs), 0 on the diagonal, with
+    c_b = p_neg / tau, c_w = -(N - n) p_neg / ((n - 1) tau); mu = (c_w - c_b) n - c_w = -N p_neg / tau and
+    S = C - Diag(mu) has the exact eigenvalues 0 on range G0 = {U v : v orthogonal to 1}, N p_neg / tau on
+    the all-ones vector and n (N - 1) p_neg / ((n - 1) tau) on the within-class zero-sum vectors. So S is PSD,
+    S G0 = 0 and <C, G0> = sum mu exactly (complementarity 0, no PSD shift), and S - sigma Q >= 0 with
+    sigma = N p_neg / tau (Q = I - P): eta = 0. Nothing of the proof is a float computation; float64 only
+    evaluates the magnitudes sigma (from its log, times 1 - 1e-12) for radii at eps > 0. For every feasible G,
+    F(G) - F(G0) = D_F(G, G0) + <S, G> exactly, so E(eps) = eps (``allowance`` = 0); every minimiser has
+    eps <= 0 (G0 is feasible), hence tr(QG) = 0 and D_F(G, G0) = 0: G = G0 (the face growth constant is
+    > 0 for every tau). ``lower_bound`` = F(G0) minus its own evaluation rounding."""
+    counts = tuple(int(c) for c in counts)
+    tau = validate_tau(tau)
+    if len(counts) < 2 or len(set(counts)) != 1 or counts[0] < 2:
+        raise InstanceError("the closed-form ETF dual point needs k >= 2 balanced classes with n >= 2 samples")
+    s = _etf_closed_form_scalars(counts, tau)
+    N = s["N"]
+    F0 = N * s["anchor_value"]
+    lb = F0 - ROUND_SAFETY * EPS * (abs(F0) + N * 4.0)  # log1p, one exp, one product (a few ulps each)
+    sigma = math.exp(s["log_sigma"]) * (1.0 - 1e-12) if s["log_sigma"] > -700.0 else 0.0
+    details = {"tau": float(tau), "exact_dual": True, "log_sigma": s["log_sigma"], "log_p_neg": s["log_p_neg"],
+               "S_eigenvalues": "0 on range G0 (k-1), N p_neg/tau on 1, n (N-1) p_neg/((n-1) tau) within classes",
+               "smallest_eigenvalue_of_S": 0.0}
+    return GramCertificate(lb, F0, 0.0, 0.0, 0.0, "closed-form dual point at the collapsed simplex ETF (exact "
+                           "complementarity, S's spectrum analytic)", N, counts, face="simplex-etf", sigma=sigma,
+                           eta=0.0, details=details)
+
+
+def etf_closed_form_dual_matrices(counts: Sequence[int], tau: float) -> dict:
+    """The dense C, mu, S of :func:`etf_closed_form_certificate` (for tests against the loss's own gradient;
+    small N only, and tau where p_neg does not underflow)."""
+    counts = tuple(int(c) for c in counts)
+    s = _etf_closed_form_scalars(counts, validate_tau(tau))
+    k, n, N = s["k"], s["n"], s["N"]
+    pneg = math.exp(s["log_p_neg"])
+    cb = pneg / tau
+    cw = -(N - n) * pneg / ((n - 1.0) * tau)
+    y = np.repeat(np.arange(k), n)
+    same = y[:, None] == y[None, :]
+    C = np.where(same, cw, cb)
+    np.fill_diagonal(C, 0.0)
+    mu = np.full(N, (cw - cb) * n - cw)
+    return {"C": C, "mu": mu, "S": C - np.diag(mu), "c_w": cw, "c_b": cb, "sigma": N * pneg / tau,
+            "within_eigenvalue": n * (N - 1.0) * pneg / ((n - 1.0) * tau)}
+
+
+# --------------------------------------------------------------------------------------
+# Imbalanced full-batch UFM: a collapsed candidate, its dual certificate and a growth radius
+# (docs/scl.md, "Imbalanced UFM: a radius around the solver's candidate")
+# --------------------------------------------------------------------------------------
+
+#: Rank cut for the candidate's class-mean Gram: eigenvalues below this fraction of the largest are
+#: taken as 0 (measured at the solver's points: 1e-16 for the zero one, >= 0.5 for the others).
+CANDIDATE_RANK_RTOL = 1e-6
+#: Newton polishing steps of the collapsed candidate (the finite-difference Hessian is accurate to
+#: ~1e-7, so each step multiplies the gradient by ~1e-7; measured: gradient 1e-15 after 2 steps).
+CANDIDATE_NEWTON_STEPS = 3
+#: The growth radius is computed for the weights lowered on a ball of radius rho (in units of tau) and
+#: the alpha weight gamma (in units of the second-smallest curvature); every choice is valid, the
+#: smallest radius is kept.
+CANDIDATE_RHOS = (0.0625, 0.125, 0.25, 0.5, 1.0, 2.0)
+CANDIDATE_GAMMAS = (0.1, 1.0, 10.0)
+
+
+def collapsed_loss(W: np.ndarray, counts: Sequence[int], tau: float, want_grad: bool = True):
+    """Full-batch loss of the collapsed configuration with class directions the columns of W (r x k, unit
+    columns: h_i = w_{y_i}), and its gradient with respect to W (not projected). Per anchor of class c
+    (n_c >= 2): LSE(x_c) - A_cc/tau, x_c = (A_cc/tau + log(n_c - 1), A_cc'/tau + log n_c' for c' != c),
+    A = W^T W (equal to :func:`scl_loss` of W[:, y]; tested)."""
+    n = np.asarray(counts, dtype=float)
+    k = n.size
+    A = W.T @ W
+    multi = n >= 2
+    X = A / tau + np.log(n)[None, :]
+    np.fill_diagonal(X, np.diag(A) / tau + np.log(np.where(multi, n - 1.0, 1.0)))
+    Xm = X[multi]
+    xmax = Xm.max(axis=1, keepdims=True)
+    P = np.exp(Xm - xmax)
+    ssum = P.sum(axis=1, keepdims=True)
+    lse = (np.log(ssum) + xmax)[:, 0]
+    f = float(n[multi] @ (lse - np.diag(A)[multi] / tau))
+    if not want_grad:
+        return f, None
+    P /= ssum
+    g = np.zeros((k, k))
+    g[multi] = n[multi, None] * P / tau
+    g[np.flatnonzero(multi), np.flatnonzero(multi)] -= n[multi] / tau
+    return f, W @ (g + g.T)
+
+
+def _collapsed_value_grad(v, r, k, counts, tau):
+    V = v.reshape(r, k)
+    nr = np.linalg.norm(V, axis=0)
+    W = V / nr
+    f, gW = collapsed_loss(W, counts, tau)
+    gV = (gW - W * np.sum(W * gW, axis=0)) / nr
+    return f, gV.ravel()
+
+
+def polish_collapsed_candidate(counts: Sequence[int], tau: float, A_init: np.ndarray) -> dict:
+    """A collapsed candidate for the full-batch UFM minimiser, polished to float64 precision: the class
+    directions W (r x k, unit columns, r = numerical rank of the initial class-mean Gram A_init, e.g. the
+    solver's) minimise :func:`collapsed_loss` (L-BFGS, then Newton steps with a finite-difference Hessian
+    on the sphere product, pseudo-inverse for the rotation invariance). Only a candidate: what it proves
+    comes from :func:`collapsed_certificate`."""
+    from scipy.optimize import minimize
+
+    counts = tuple(int(c) for c in counts)
+    tau = validate_tau(tau)
+    k = len(counts)
+    A_init = as_finite_array("A_init", A_init, ndim=2, shape=(k, k))
+    w, V = np.linalg.eigh(0.5 * (A_init + A_init.T))
+    keep = w > CANDIDATE_RANK_RTOL * max(float(w[-1]), 1e-300)
+    r = int(keep.sum())
+    W = (V[:, keep] * np.sqrt(w[keep])).T
+    W = W / np.linalg.norm(W, axis=0)
+    fun = lambda v: _collapsed_value_grad(v, r, k, counts, tau)  # noqa: E731
+    res = minimize(fun, W.ravel(), jac=True, method="L-BFGS-B",
+                   options={"maxiter": 5000, "gtol": 1e-14, "ftol": 1e-16, "maxcor": 30})
+    v = res.x.reshape(r, k)
+    v = (v / np.linalg.norm(v, axis=0)).ravel()
+    for _ in range(CANDIDATE_NEWTON_STEPS):
+        f0, g0 = fun(v)
+        h = 1e-6
+        m = v.size
+        Hs = np.empty((m, m))
+        for j in range(m):
+            e = np.zeros(m)
+            e[j] = h
+            Hs[:, j] = (fun(v + e)[1] - fun(v - e)[1]) / (2.0 * h)
+        Hs = 0.5 * (Hs + Hs.T)
+        step = -np.linalg.lstsq(Hs, g0, rcond=1e-9)[0]
+        vn = (v + step).reshape(r, k)
+        vn = (vn / np.linalg.norm(vn, axis=0)).ravel()
+        if fun(vn)[0] <= f0 + 1e-15 * max(1.0, abs(f0)):
+            v = vn
+    W = v.reshape(r, k)
+    W = W / np.linalg.norm(W, axis=0)
+    f, g = fun(W.ravel())
+    return {"W": W, "A0": W.T @ W, "rank": r, "value": f, "grad_max": float(np.abs(g).max()),
+            "lbfgs_iterations": int(res.nit)}
+
+
+def collapsed_growth_radius(counts: Sequence[int], tau: float, A0: np.ndarray, E: float, t_w: float,
+                            dev0: float = 0.0) -> dict | None:
+    """Bound R on ||z|| = ||(alpha, beta)|| for every feasible G with D_F(G, G0) <= E and
+    sum_c n_c (1 - m_cc) <= t_w, G0 = the collapsed Gram with class Gram A0 (|A0_cc - 1| <= dev0):
+    alpha_c = a_c - A0_cc (within-class average of G, classes with n_c >= 2), beta_cc' = m_cc' - A0_cc'
+    (c < c', the class-mean Gram). docs/scl.md, "Imbalanced UFM": averaging over within-class permutations
+    does not increase D_F, D_F(Gbar, G0) = sum_c n_c D_LSE(x_c, x0_c), and on the segment, while every
+    |s beta| <= rho, the softmax weights are >= w0 e^{-2 rho'/tau} (negatives) and
+    >= w0 e^{-(alpha_hat + 2 rho')/tau} (the positive), rho' = rho + dev0, so the LSE Hessian's form (the
+    weighted variance, monotone in the weights) is >= z^T K z / tau^2 with K built from those weights.
+    K is PSD with the all-equal direction in its kernel; ||alpha|| <= alpha_hat = t_w / min(n_c - 1) + k dev0
+    pins it: lam_gamma ||z||^2 <= z^T K z / tau^2 + gamma ||alpha||^2. Beyond rho the bound grows linearly.
+    None when no (rho, gamma) gives a positive lam_gamma."""
+    counts = tuple(int(c) for c in counts)
+    n = np.asarray(counts, dtype=float)
+    k = n.size
+    multi = np.flatnonzero(n >= 2)
+    if multi.size == 0:
+        return None
+    pairs = [(i, j) for i in range(k) for j in range(i + 1, k)]
+    pidx = {}
+    for p, (i, j) in enumerate(pairs):
+        pidx[(i, j)] = pidx[(j, i)] = p
+    na = multi.size
+    dim = na + len(pairs)
+    aidx = {int(c): a for a, c in enumerate(multi)}
+    alpha_hat = min(t_w / float(np.min(n[multi] - 1.0)) + k * dev0, 2.0)
+    # logits at G0 and their softmax weights, per anchor row
+    X = A0 / tau + np.log(n)[None, :]
+    np.fill_diagonal(X, np.diag(A0) / tau + np.log(np.where(n >= 2, n - 1.0, 1.0)))
+    logw0 = X - np.logaddexp.reduce(X, axis=1, keepdims=True)
+    best = None
+    for rr in CANDIDATE_RHOS:
+        rho = rr * tau
+        rho_p = rho + dev0
+        K = np.zeros((dim, dim))
+        for c in multi:
+            lw = logw0[c] - 2.0 * rho_p / tau
+            lw[c] = logw0[c, c] - (alpha_hat + 2.0 * rho_p) / tau
+            wv = np.exp(lw) * (1.0 - 1e-12)
+            Lc = np.diag(wv) - np.outer(wv, wv) / wv.sum()
+            T_ = np.zeros((k, dim))  # v_c = T z (in units of 1/tau)
+            T_[c, aidx[int(c)]] = 1.0
+            for c2 in range(k):
+                if c2 != c:
+                    T_[c2, na + pidx[(int(c), c2)]] = 1.0
+            K += n[c] * (T_.T @ Lc @ T_)
+        K /= tau * tau
+        K = 0.5 * (K + K.T)
+        evK = np.linalg.eigvalsh(K)
+        errK = _eig_error(dim, float(np.abs(evK).max())) * 2.0
+        lam2 = float(evK[1]) - errK if dim > 1 else 0.0
+        if not lam2 > 0:
+            continue
+        Pa = np.zeros(dim)
+        Pa[:na] = 1.0
+        for gm in CANDIDATE_GAMMAS:
+            gamma = gm * lam2
+            ev = np.linalg.eigvalsh(K + np.diag(gamma * Pa))
+            lam = float(ev[0]) - errK - _eig_error(dim, float(np.abs(ev).max()))
+            if not lam > 0:
+                continue
+            R1 = math.sqrt((2.0 * E + gamma * alpha_hat ** 2) / lam)
+            if R1 <= rho:
+                R = R1
+            else:  # lam R^2 <= 2 E R / rho + gamma alpha_hat^2 (linear growth beyond the rho-ball)
+                b = 2.0 * E / rho
+                R = (b + math.sqrt(b * b + 4.0 * lam * gamma * alpha_hat ** 2)) / (2.0 * lam)
+            if math.isfinite(R) and (best is None or R < best["R"]):
+                best = {"R": R, "curvature": lam, "growth_rho": rho, "gamma": gamma, "alpha_hat": alpha_hat}
+    return best
+
+
+def collapsed_certificate(counts: Sequence[int], tau: float, A_init: np.ndarray) -> GramCertificate:
+    """Geometry certificate for full-batch UFM (any counts, n_c >= 2 somewhere) around a collapsed candidate:
+    polish the candidate (:func:`polish_collapsed_candidate`), build G0 = A0[y][:, y] (exactly constant on
+    class blocks), the projector P onto U range(W^T) = range of G0 up to rounding, and the dual point of
+    :func:`gram_certificate` with that face; the candidate's feasibility defect (its columns are unit only to
+    rounding) is added to the allowance. ``bounds(eps)`` then gives the collapse, class-mean Gram and Gram
+    radii (docs/scl.md, "Imbalanced UFM")."""
+    counts = tuple(int(c) for c in counts)
+    tau = validate_tau(tau)
+    k = len(counts)
+    pol = polish_collapsed_candidate(counts, tau, A_init)
+    W, A0 = pol["W"], pol["A0"]
+    y = np.repeat(np.arange(k), counts)
+    N = y.size
+    G0 = A0[np.ix_(y, y)]
+    n = np.asarray(counts, dtype=float)
+    B = np.repeat(W.T, counts, axis=0)  # U W^T (N x r): exact copies of float data
+    Qb, _ = np.linalg.qr(B)
+    P = Qb @ Qb.T
+    cert = gram_certificate(G0, y, None, tau, nonneg=False, face="collapsed", counts=counts,
+                            method="dual at the polished collapsed candidate", projector=P, rank=pol["rank"])
+    # G0 is feasible only to rounding: the exactly normalised W has a Gram within dist of A0 (entrywise), and
+    # F changes by at most 2 (#anchors) / tau per unit of max-entry change
+    r = W.shape[0]
+    col_dev = float(np.abs(np.sum(W * W, axis=0) - 1.0).max()) + (r + 2) * EPS
+    dist = ROUND_SAFETY * (2.0 * col_dev + (r + 2) * EPS)
+    anchors = float(n[n >= 2].sum())
+    feas = 2.0 * anchors / tau * dist
+    cert.allowance += feas
+    if cert.lower_bound is not None:
+        cert.lower_bound -= feas
+    # Q >= I - P1 up to rounding: tr((I - P1) G) <= tr(QG) + N * neg, neg = max(0, -lambda_min(P1 - P))
+    P1 = (y[:, None] == y[None, :]) / n[y][:, None]
+    D = 0.5 * ((P1 - P) + (P1 - P).T)
+    evD = np.linalg.eigvalsh(D)
+    neg = max(0.0, -float(evD[0])) + _eig_error(N, float(np.abs(evD).max(initial=1.0)))
+    cert.details.update({"tau": float(tau), "A0": A0.tolist(), "W": W.tolist(), "rank": pol["rank"], "candidate_grad_max": pol["grad_max"],
+                         "feasibility_allowance": feas, "projector_defect": neg,
+                         "dev0": float(np.abs(np.diag(A0) - 1.0).max()) + dist})
     return cert
 
 

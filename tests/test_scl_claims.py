@@ -110,16 +110,19 @@ def test_graf_wrong_geometry_is_refuted():
 
 
 @pytest.mark.parametrize("geometry", ["orthogonal-frame", "simplex-etf"])
-def test_imbalanced_ufm_claimed_of_or_etf_is_never_verified(geometry):
-    # no closed-form minimiser to certify: a geometry statement about it is INCONCLUSIVE, never VERIFIED
+def test_imbalanced_ufm_claimed_of_or_etf_is_refuted(geometry):
+    # was INCONCLUSIVE (no closed-form minimiser); now the dual certificate at the solver's polished collapsed
+    # candidate gives a proven radius (docs/scl.md, Imbalanced UFM), and the template is violated within it
     r = run(C.make_imbalanced_ufm_claim(geometry=geometry, instances=[((5, 3, 2), 0.5)]))
-    assert r.verdict is Verdict.INCONCLUSIVE
-    assert any("no geometry certificate" in ch.reason for ch in r.checks)
+    assert r.verdict is Verdict.REFUTED
+    geo = [ch for ch in r.checks if ch.name.startswith("class means are")]
+    assert geo and all(ch.verdict is Verdict.REFUTED for ch in geo)
 
 
-def test_imbalanced_ufm_majority_closer_is_never_verified():
+def test_imbalanced_ufm_majority_closer_is_refuted():
     r = run(C.make_imbalanced_ufm_claim(minority_closer=False, instances=[((5, 3, 2), 0.5)]))
-    assert r.verdict is Verdict.INCONCLUSIVE
+    assert r.verdict is Verdict.REFUTED
+    assert not any(ch.verdict is Verdict.VERIFIED and ch.name.startswith("majority") for ch in r.checks)
 
 
 def test_minibatch_ufm_etf_optimal_is_refuted():

@@ -232,14 +232,24 @@ def _assert_verified_with_radius(counts, tau):
         assert ev["deviation"] + ev["lipschitz"] * r <= TOLS[cid]  # the radius term fits inside the tolerance
     assert rep["verdict"] == "VERIFIED", rep["reason"]
     cert = by["geometry-etf"]["evidence"]["certificate"]
-    assert cert["minimiser_bounds"]["growth_mu"] > 0  # the k >= 4 growth bound is what decided it
+    assert cert["minimiser_bounds"]["growth_mu"] > 0  # the k >= 4 face curvature (positive) is part of the proof
     return by
+
+
+def _numeric_route_radius(counts, tau):
+    """The numeric dual point (gram_certificate at the ETF, float rounding allowance) with the k >= 4 growth
+    bound, on its own (check_instance keeps the smaller of it and the closed-form radius)."""
+    y = T.labels_from_counts(counts)
+    cert = S.gram_certificate(_etf_gram(counts), y, None, tau, nonneg=False, face="simplex-etf", counts=counts)
+    return cert.bounds(0.0)
 
 
 @pytest.mark.parametrize("counts,tau", [((2, 2, 2, 2), 0.3), ((3, 3, 3, 3, 3), 0.5), ((2,) * 6, 1.0),
                                         ((2,) * 4, 10.0)])
 def test_true_instances_verified(counts, tau):
     _assert_verified_with_radius(counts, tau)
+    b = _numeric_route_radius(counts, tau)  # the numeric route alone also decides these (tau >= 0.3)
+    assert b["growth_mu"] > 0 and b["class_gram_radius"] < 1e-4 and b["collapse"] < C.COLLAPSE_TOL
 
 
 @pytest.mark.slow
@@ -253,8 +263,8 @@ def test_true_instances_verified_grid(k, n, tau):
 @pytest.mark.parametrize("counts,tau", [((2, 2, 2, 2), 0.05), ((3,) * 5, 0.1), pytest.param((2,) * 8, 0.05,
                                                                                             marks=pytest.mark.slow)])
 def test_true_instances_at_small_tau_never_refuted(counts, tau):
-    """Small tau: the dual margin sigma ~ N e^{-k/((k-1) tau)} / tau is near the rounding allowance, so some
-    statements may stay INCONCLUSIVE; a true statement is never REFUTED."""
+    """Small tau: the numeric dual margin sigma ~ N e^{-k/((k-1) tau)} / tau is near the rounding allowance; the
+    closed-form dual point (below) decides them; a true statement is never REFUTED."""
     _, by = _geometry_checks(counts, tau)
     for cid in GEOMETRY_IDS:
         assert by[cid]["verdict"] in ("VERIFIED", "INCONCLUSIVE"), (cid, by[cid]["reason"])
@@ -280,3 +290,149 @@ def test_true_claim_factory_verified_for_k4():
     r = C.make_graf_claim(instances=[((2, 2, 2, 2), 0.3, 4), ((3,) * 5, 1.0, 5)]).run(CTX)
     assert r.verdict is Verdict.VERIFIED, r.reason
     assert any(ch.name.startswith("geometry-etf") and ch.verdict is Verdict.VERIFIED for ch in r.checks)
+
+
+# ---- the closed-form dual point at the ETF (small tau) -------------------------------------------
+
+CLOSED_FORM_CASES = [((2,) * 4, 0.05), ((2,) * 4, 0.1), ((3,) * 5, 0.1), ((2,) * 8, 0.05), ((3,) * 3, 0.3),
+                     ((2,) * 4, 1.0), ((2, 2), 0.05)]
+
+
+@pytest.mark.parametrize("counts,tau", CLOSED_FORM_CASES)
+def test_closed_form_dual_is_the_gradient_and_exact(counts, tau):
+    """The closed-form C is the loss's own gradient at the ETF (scl_loss, gram=True), mu is the least-squares mu
+    of the numeric dual point, S G0 = 0, <C, G0> = sum mu, and S's spectrum is {0 (k-1), sigma = N p_neg / tau,
+    n (N-1) p_neg / ((n-1) tau)} with sigma the smallest positive eigenvalue."""
+    y = T.labels_from_counts(counts)
+    k, N, n = len(counts), len(y), counts[0]
+    G0 = _etf_gram(counts)
+    d = S.etf_closed_form_dual_matrices(counts, tau)
+    F0, Cn = S.scl_loss(G0, y, None, tau, gram=True)
+    scale = float(np.abs(Cn).max())
+    # the numeric within-class entry p_w / tau - 1/((n-1) tau) cancels: its rounding is ~ eps / tau (the reason
+    # the numeric dual point fails at small tau); the closed form must agree to that
+    tol = 1e-12 * scale + 64 * S.EPS / tau
+    assert np.abs(d["C"] - Cn).max() <= tol
+    rows = np.einsum("ij,ij->i", Cn @ G0, G0) / np.einsum("ij,ij->i", G0, G0)
+    assert np.abs(d["mu"] - rows).max() <= N * tol
+    # exact identities of the closed form (evaluated in float from its own entries)
+    assert np.abs(d["S"] @ G0).max() <= 1e-12 * scale * N
+    assert abs(float(np.sum(d["C"] * G0)) - float(d["mu"].sum())) <= 1e-12 * scale * N * N
+    ev = np.linalg.eigvalsh(d["S"])
+    want = np.sort(np.concatenate([np.zeros(k - 1), [d["sigma"]], np.full(N - k, d["within_eigenvalue"])]))
+    assert np.abs(ev - want).max() <= 1e-10 * max(scale, float(np.abs(ev).max()))
+    assert d["sigma"] <= d["within_eigenvalue"]
+    cert = S.etf_closed_form_certificate(counts, tau)
+    assert cert.sigma == pytest.approx(d["sigma"], rel=1e-10)
+    # the float loss at G0 rounds to ~eps N / tau absolute (cancellation of LSE - 1/tau); the closed form (log1p)
+    # agrees with it to that, and with theory's ETF value to a few ulps
+    assert abs(cert.center_value - F0) <= 2 * S.loss_rounding(S.compile_batching(y, None), tau)
+    assert cert.center_value == pytest.approx(T.etf_value(counts, tau), rel=1e-12)
+    assert cert.excess(0.0) == 0.0 and cert.complementarity == 0.0 and cert.eta == 0.0
+
+
+@settings(max_examples=30, deadline=None)
+@given(k=st.sampled_from([2, 3, 4, 6]), n=st.sampled_from([2, 3]), tau=st.sampled_from([0.1, 0.3, 1.0]),
+       scale=st.sampled_from([1e-3, 1e-2, 0.1, 1.0]), seed=st.integers(0, 2 ** 31 - 1))
+def test_closed_form_inequality_at_random_feasible_points(k, n, tau, scale, seed):
+    """F(G) - F(G0) >= <S, G> >= sigma tr(QG) for random feasible G, with F from scl_loss (the identity
+    F(G) - F(G0) = D_F(G, G0) + <S, G> with D_F >= 0 is what makes E = eps)."""
+    counts = (n,) * k
+    y = T.labels_from_counts(counts)
+    rng = np.random.default_rng(seed)
+    Hc = T.etf_features(counts, k + 1)
+    H = Hc + scale * rng.standard_normal(Hc.shape)
+    H /= np.linalg.norm(H, axis=0)
+    G, G0 = H.T @ H, _etf_gram(counts)
+    d = S.etf_closed_form_dual_matrices(counts, tau)
+    Q = np.eye(len(y)) - S.face_projector(counts, "simplex-etf")
+    F0 = S.scl_loss(G0, y, None, tau, gram=True, grad=False)
+    F = S.scl_loss(G, y, None, tau, gram=True, grad=False)
+    slack = 2 * S.loss_rounding(S.compile_batching(y, None), tau) + 1e-12 * float(np.abs(d["S"]).sum())
+    sg = float(np.sum(d["S"] * G))
+    assert F - F0 >= sg - slack
+    assert sg >= d["sigma"] * float(np.sum(Q * G)) * (1 - 1e-9) - slack
+
+
+@pytest.mark.parametrize("counts,tau", [((2, 2, 2, 2), 0.1), ((3, 3, 3), 0.1), ((3,) * 5, 0.3)])
+def test_closed_form_radius_contains_every_epsilon_optimal_point(counts, tau):
+    """Brute force for the closed-form certificate: truncated solver runs, perturbations and collapsed face
+    points lie within the radius computed for their own value excess."""
+    y = T.labels_from_counts(counts)
+    k, N = len(counts), len(y)
+    G0 = _etf_gram(counts)
+    cert = S.etf_closed_form_certificate(counts, tau)
+    slack = 2 * S.loss_rounding(S.compile_batching(y, None), tau)
+    rng = np.random.default_rng(3)
+    inst = T.SCLInstance(counts, tau, k, False, None)
+    points = [S.solve_factored(inst, starts=1, seed=s, maxiter=it).variables["H"] for it in (3, 10, 30) for s in (0, 1)]
+    Hc = T.etf_features(counts, k)
+    for sc in (1e-4, 1e-3, 1e-2, 0.1):
+        for _ in range(3):
+            H = Hc + sc * rng.standard_normal(Hc.shape)
+            points.append(H / np.linalg.norm(H, axis=0))
+    if k >= 4:
+        for frac in (0.01, 0.1, 0.5):
+            _, A = _random_face_point(k, rng, frac)
+            w, V = np.linalg.eigh(A)
+            Hf = (V * np.sqrt(np.clip(w, 0, None))).T[:, y]
+            points.append(Hf / np.linalg.norm(Hf, axis=0))
+    M0 = S.class_mean_gram(Hc, y)
+    ratios = []
+    for H in points:
+        G = H.T @ H
+        eps = S.scl_loss(G, y, None, tau, gram=True, grad=False) - cert.center_value + slack
+        b = cert.bounds(eps)
+        assert b is not None
+        assert np.linalg.norm(G - G0) <= b["gram_radius"] * (1 + 1e-9) + 1e-12
+        mdist = float(np.linalg.norm(S.class_mean_gram(H, y) - M0))
+        assert mdist <= b["class_gram_radius"] * (1 + 1e-9) + 1e-12
+        coll = max(float(np.linalg.norm(H[:, i] - H[:, y == y[i]].mean(axis=1))) for i in range(N))
+        assert coll <= b["collapse"] * (1 + 1e-9) + 1e-12
+        ratios.append(mdist / b["class_gram_radius"])
+    assert max(ratios) > 1e-2, max(ratios)
+
+
+def test_closed_form_overstated_sigma_is_caught():
+    """A sigma 10^4 x too large (a 100x smaller collapse radius: the radius is sqrt(eps / sigma)) is caught by
+    a perturbed point (mutation of the certificate); the true one contains it (ratio ~0.09 measured)."""
+    counts, tau = (2, 2, 2, 2), 0.1
+    y = T.labels_from_counts(counts)
+    cert = S.etf_closed_form_certificate(counts, tau)
+    H = T.etf_features(counts, 4) + 1e-2 * np.random.default_rng(0).standard_normal((4, 8))
+    H /= np.linalg.norm(H, axis=0)
+    eps = S.scl_loss(H.T @ H, y, None, tau, grad=False, gram=True) - cert.center_value
+    coll = max(float(np.linalg.norm(H[:, i] - H[:, y == y[i]].mean(axis=1))) for i in range(8))
+    assert coll <= cert.bounds(eps + 2 * S.loss_rounding(S.compile_batching(y, None), tau))["collapse"]
+    cert.sigma *= 1e4
+    H = T.etf_features(counts, 4) + 1e-2 * np.random.default_rng(0).standard_normal((4, 8))
+    H /= np.linalg.norm(H, axis=0)
+    eps = S.scl_loss(H.T @ H, y, None, tau, grad=False, gram=True) - cert.center_value
+    coll = max(float(np.linalg.norm(H[:, i] - H[:, y == y[i]].mean(axis=1))) for i in range(8))
+    assert coll > cert.bounds(eps)["collapse"]
+
+
+@pytest.mark.parametrize("counts,tau", [((2,) * 4, 0.05), ((2,) * 4, 0.1), ((2,) * 8, 0.05), ((2,) * 8, 0.1),
+                                        ((3,) * 3, 0.05), ((2,) * 4, 1e-3)])
+def test_small_tau_verified_by_the_closed_form(counts, tau):
+    rep, by = _geometry_checks(counts, tau)
+    assert rep["verdict"] == "VERIFIED", rep["reason"]
+    for cid in GEOMETRY_IDS:
+        c = by[cid]
+        assert c["verdict"] == "VERIFIED", (cid, c["reason"])
+        ev = c["evidence"]
+        assert ev["radius"] == 0.0 and ev["deviation"] <= 1e-12  # exact dual point: every minimiser is G0
+        assert "closed-form" in ev["radius_proof"]
+    cert = by["geometry-etf"]["evidence"]["certificate"]
+    assert cert["exact_dual"] is True and cert["complementarity"] == 0.0 and cert["eta"] == 0.0
+    if tau <= 0.05:  # the numeric route alone does not decide these (its margin drowns in round-off)
+        b = _numeric_route_radius(counts, tau)
+        assert b is None or b["collapse"] > C.COLLAPSE_TOL
+
+
+@pytest.mark.parametrize("claimed", ["orthogonal-frame", "other"])
+@pytest.mark.parametrize("counts,tau", [((2,) * 4, 0.05), ((2,) * 8, 0.1)])
+def test_small_tau_false_geometry_refuted(counts, tau, claimed):
+    _, by = _geometry_checks(counts, tau, predicted_geometry=claimed)
+    c = by["geometry-" + claimed]
+    assert c["verdict"] == "REFUTED", c["reason"]

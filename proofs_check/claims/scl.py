@@ -191,6 +191,42 @@ def certify_instance(inst: T.SCLInstance, H: np.ndarray | None, *, face: str | N
     return bounds, face_cert
 
 
+def _better_etf_certificate(inst: T.SCLInstance, face_cert):
+    """Balanced full-batch UFM (n >= 2): the closed-form dual point at the collapsed ETF
+    (solvers.scl.etf_closed_form_certificate: exact complementarity, E = eps) when it gives a smaller Gram
+    radius than the numeric one (it does wherever the numeric margin drowns in round-off, e.g. tau <= 0.1)."""
+    if inst.nonneg or not inst.full_batch or not inst.balanced or inst.counts[0] < 2 or inst.k < 2:
+        return face_cert
+    cf = S.etf_closed_form_certificate(inst.counts, inst.tau)
+    bc = cf.bounds(0.0)
+    bn = face_cert.bounds(0.0) if face_cert is not None and face_cert.face is not None else None
+    if bc is not None and (bn is None or bc["gram_radius"] < bn["gram_radius"]):
+        return cf
+    return face_cert
+
+
+def _geometry_statement(name: str, cls, claimed: str, r: float, lip: float, how: str, ev: dict) -> Check:
+    """The class-mean geometry of every minimiser, from the classification at the center and the proven
+    class-mean Gram radius r (normalised distances are lip-Lipschitz in the class-mean Gram)."""
+    if claimed in ("simplex-etf", "orthogonal-frame"):
+        dev = cls.distance_etf if claimed == "simplex-etf" else cls.distance_of
+        return point_statement(name, dev, GEOMETRY_TOL, radius=r, lipschitz=lip, how=how,
+                               what=f"normalised distance to the {claimed} template", evidence=ev)
+    # "other": neither template within the tolerance at any minimiser
+    ev = {**ev, "radius": r, "lipschitz": lip, "tolerance": GEOMETRY_TOL, "radius_proof": how,
+          "distance_etf": cls.distance_etf, "distance_of": cls.distance_of}
+    dists = {"simplex-etf": cls.distance_etf, "orthogonal-frame": cls.distance_of}
+    holds = [g for g, dv in dists.items() if is_finite(dv) and within(dv + lip * r, GEOMETRY_TOL)]
+    far = all(is_finite(dv) and exceeds(dv - lip * r, GEOMETRY_TOL) for dv in dists.values())
+    if holds:
+        return Check(name, Verdict.REFUTED, f"every minimiser is a {holds[0]} (distance "
+                     f"{fmt(dists[holds[0]], 3)} + proven radius term {fmt(lip * r, 3)} <= {GEOMETRY_TOL})", ev)
+    if far:
+        return Check(name, Verdict.VERIFIED, f"every minimiser is neither an ETF (distance {fmt(cls.distance_etf, 3)}) "
+                     f"nor an OF (distance {fmt(cls.distance_of, 3)}): proven radius term {fmt(lip * r, 3)} ({how})", ev)
+    return Check(name, Verdict.INCONCLUSIVE, "the proven radius does not decide the geometry", ev)
+
+
 def _no_cert(name: str, why: str, ev: dict | None = None) -> Check:
     return Check(name, Verdict.INCONCLUSIVE, f"no geometry certificate: {why}", dict(ev or {}))
 
@@ -200,7 +236,9 @@ def geometry_checks(inst: T.SCLInstance, face_cert, *, claimed_geometry: str, pr
     configuration G0: its class-mean geometry, within-class collapse and uniqueness. Each is a
     point statement at G0 with the proven radius (every minimiser lies within it): VERIFIED when the
     statement holds with room for the radius, REFUTED when it fails everywhere within the radius,
-    INCONCLUSIVE without a certificate (never decided from a value gap)."""
+    INCONCLUSIVE without a certificate (never decided from a value gap). Balanced UFM also tries the
+    closed-form dual point at the ETF (exact: radius 0 for the minimisers at every tau; docs/scl.md)."""
+    face_cert = _better_etf_certificate(inst, face_cert)
     face = face_cert.face if face_cert is not None else None
     b = face_cert.bounds(0.0) if face is not None else None
     names = [prefix + "geometry-" + claimed_geometry.replace("simplex-", ""), prefix + "within-class-collapse",
@@ -209,43 +247,105 @@ def geometry_checks(inst: T.SCLInstance, face_cert, *, claimed_geometry: str, pr
         why = face_cert.face_reason if face_cert is not None and face_cert.face_reason else \
             "no certificate at the predicted configuration"
         return [_no_cert(n, why) for n in names]
-    G0 = _center_gram(inst, face)
-    M0 = _class_gram_of(G0, inst.counts)
+    exact = bool(face_cert.details.get("exact_dual"))
+    if exact:  # class-level center (no N x N matrix needed)
+        H0 = T.etf_features(inst.counts, max(inst.k - 1, 1))
+        M0 = S.class_mean_gram(H0, inst.labels)
+        dev_c = 0.0  # G0 = U A0 U^T: every sample equals its class mean exactly
+        sig = f"sigma = N p_neg / tau = e^{fmt(face_cert.details['log_sigma'], 4)} (> 0 analytically)"
+        how = (f"closed-form dual point at the collapsed {face} (exact complementarity, S's spectrum analytic, "
+               f"{sig}; E = 0 for every minimiser, docs/scl.md)")
+    else:
+        G0 = _center_gram(inst, face)
+        M0 = _class_gram_of(G0, inst.counts)
+        y = inst.labels
+        U = (y[:, None] == np.arange(inst.k)[None, :]) / np.asarray(inst.counts, float)[None, :]
+        D = np.eye(inst.N) - U[:, y].T  # rows e_i - u_{y_i}
+        dev_c = float(np.sqrt(max(0.0, float(np.max(np.einsum("ij,jk,ik->i", D, G0, D))))))
+        how = (f"strictly complementary dual certificate at the collapsed {face} Gram, sigma = {fmt(face_cert.sigma, 3)}, "
+               f"growth bound of docs/scl.md")
     cls = classify_gram(M0)
-    how = (f"strictly complementary dual certificate at the collapsed {face} Gram, sigma = {fmt(face_cert.sigma, 3)}, "
-           f"growth bound of docs/scl.md")
     if b.get("growth_mu") is not None:  # k >= 4 ETF: the loss's growth along the face (docs/scl.md)
         how += f" with growth constant mu = {fmt(b['growth_mu'], 3)} on the ETF face"
     # normalised-Gram distances are 2/||M0||_F-Lipschitz in the class-mean Gram (||a/|a| - b/|b||| <= 2|a-b|/|b|)
     lip = 2.0 / float(np.linalg.norm(M0))
     ev = {"certificate": face_cert.to_dict(), "center_classification": cls.to_dict(),
           "geometry_tolerance": GEOMETRY_TOL}
-    out = []
-    r = b["class_gram_radius"]
-    if claimed_geometry in ("simplex-etf", "orthogonal-frame"):
-        dev = cls.distance_etf if claimed_geometry == "simplex-etf" else cls.distance_of
-        out.append(point_statement(names[0], dev, GEOMETRY_TOL, radius=r, lipschitz=lip, how=how,
-                                   what=f"normalised distance to the {claimed_geometry} template", evidence=ev))
-    else:  # "other": neither template within the tolerance at any minimiser
-        dists = {"simplex-etf": cls.distance_etf, "orthogonal-frame": cls.distance_of}
-        holds = [g for g, dv in dists.items() if is_finite(dv) and within(dv + lip * r, GEOMETRY_TOL)]
-        far = all(is_finite(dv) and exceeds(dv - lip * r, GEOMETRY_TOL) for dv in dists.values())
-        if holds:
-            out.append(Check(names[0], Verdict.REFUTED, f"every minimiser is a {holds[0]} (distance "
-                             f"{fmt(dists[holds[0]], 3)} + proven radius term {fmt(lip * r, 3)} <= {GEOMETRY_TOL})", ev))
-        elif far:
-            out.append(Check(names[0], Verdict.VERIFIED, "every minimiser is neither an ETF nor an OF (proven radius)", ev))
-        else:
-            out.append(Check(names[0], Verdict.INCONCLUSIVE, "the proven radius does not decide the geometry", ev))
-    y = inst.labels
-    U = (y[:, None] == np.arange(inst.k)[None, :]) / np.asarray(inst.counts, float)[None, :]
-    D = np.eye(inst.N) - U[:, y].T  # rows e_i - u_{y_i}
-    dev_c = float(np.sqrt(max(0.0, float(np.max(np.einsum("ij,jk,ik->i", D, G0, D))))))
+    out = [_geometry_statement(names[0], cls, claimed_geometry, b["class_gram_radius"], lip, how, ev)]
     out.append(point_statement(names[1], dev_c, COLLAPSE_TOL, radius=b["collapse"], lipschitz=1.0, how=how,
                                what="max ||h_i - mu_{y_i}||", evidence={"collapse_bound": b["collapse"], "t": b["t"]}))
     out.append(point_statement(names[2], 0.0, UNIQUE_GRAM_TOL, radius=b["gram_radius"], lipschitz=1.0, how=how,
                                what=f"Frobenius distance of every minimiser's Gram to the {face} Gram",
                                evidence={"gram_radius": b["gram_radius"]}))
+    return out
+
+
+#: Names of the imbalanced-UFM minimiser statements (ids in `solve scl`, prefixes in the claim factory).
+IMBALANCED_GEOMETRY_IDS = {"other": "geometry-not-etf", "simplex-etf": "geometry-etf",
+                           "orthogonal-frame": "geometry-orthogonal-frame"}
+
+
+def imbalanced_geometry_checks(inst: T.SCLInstance, H: np.ndarray, *, claimed_geometry: str = "other",
+                               minority_closer: bool = True, prefix: str = "", names: dict | None = None) -> list[Check]:
+    """Full-batch UFM without a closed-form minimiser (imbalanced counts): the solver's point is polished
+    into a collapsed candidate G0 = U A0 U^T and certified by the dense Gram dual point with the face of
+    G0 (solvers.scl.collapsed_certificate); the growth of the loss around G0 turns the certified gap into a
+    proven radius (docs/scl.md, "Imbalanced UFM"). Three point statements at G0: within-class collapse,
+    the class-mean geometry (``claimed_geometry``: "other" = neither ETF nor OF) and "the two smallest
+    classes' means are closer (larger cosine) than the two largest classes'" (or, ``minority_closer=False``,
+    the opposite)."""
+    names = names or {}
+    n_geo = names.get("geometry", prefix + IMBALANCED_GEOMETRY_IDS.get(claimed_geometry, "geometry-" + claimed_geometry))
+    n_col = names.get("collapse", prefix + "within-class-collapse")
+    n_min = names.get("minority", prefix + ("minority-classes-closer" if minority_closer else "majority-classes-closer"))
+    y = inst.labels
+    counts = inst.counts
+    order = np.argsort(counts, kind="stable")
+    small, large = order[:2], order[-2:]
+    A_sol = S.class_mean_gram(H, y)
+    cos_s = np.array(cosine_matrix(class_means(H, y)), dtype=float)
+    ev0 = {"solver_point_classification": classify_gram(A_sol).classification,
+           "cos_minority_at_solver_point": float(cos_s[small[0], small[1]]),
+           "cos_majority_at_solver_point": float(cos_s[large[0], large[1]]),
+           "minority_pair": [int(c) for c in small], "majority_pair": [int(c) for c in large]}
+    all_names = [n_col, n_geo, n_min]
+    if inst.nonneg or not inst.full_batch or inst.N > T.GRAM_CERT_MAX:
+        why = (f"N = {inst.N} > {T.GRAM_CERT_MAX}: no N x N Gram certificate" if inst.N > T.GRAM_CERT_MAX
+               else "the collapsed-candidate certificate is for full-batch UFM")
+        return [_no_cert(nm, why, ev0) for nm in all_names]
+    try:
+        cert = S.collapsed_certificate(counts, inst.tau, A_sol)
+    except np.linalg.LinAlgError as exc:
+        return [_no_cert(nm, f"eigensolver failed ({exc})", ev0) for nm in all_names]
+    b = cert.bounds(0.0) if cert.face is not None else None
+    if b is None:
+        why = cert.face_reason or "no positive curvature bound around the candidate"
+        return [_no_cert(nm, why, {**ev0, "certificate": cert.to_dict()}) for nm in all_names]
+    A0 = np.asarray(cert.details["A0"], dtype=float)
+    G0 = A0[np.ix_(y, y)]
+    U = (y[:, None] == np.arange(inst.k)[None, :]) / np.asarray(counts, float)[None, :]
+    D = np.eye(inst.N) - U[:, y].T
+    dev_c = float(np.sqrt(max(0.0, float(np.max(np.einsum("ij,jk,ik->i", D, G0, D))))))
+    how = (f"dense Gram dual at the polished collapsed candidate (rank {cert.details['rank']}), sigma = "
+           f"{fmt(cert.sigma, 3)}, certified gap E = {fmt(b['excess'], 3)}, curvature {fmt(b['growth_curvature'], 3)} "
+           "of the class-reduced loss around it (docs/scl.md, Imbalanced UFM)")
+    ev = {**ev0, "certificate": cert.to_dict(), "center_class_gram": A0.tolist()}
+    cls = classify_gram(A0)
+    lip = 2.0 / float(np.linalg.norm(A0))
+    cos0 = A0 / np.sqrt(np.outer(np.diag(A0), np.diag(A0)))
+    diff0 = float(cos0[small[0], small[1]] - cos0[large[0], large[1]])  # > 0: minority pair closer
+    out = [point_statement(n_col, dev_c, COLLAPSE_TOL, radius=b["collapse"], lipschitz=1.0, how=how,
+                           what="max ||h_i - mu_{y_i}||", evidence={**ev0, "collapse_bound": b["collapse"], "t": b["t"]}),
+           _geometry_statement(n_geo, cls, claimed_geometry, b["class_gram_radius"], lip, how,
+                               {**ev, "center_classification": cls.to_dict()})]
+    # violation measure: <= 0 when the statement holds; each cosine moves by at most cosine_radius
+    dev_m = -diff0 if minority_closer else diff0
+    out.append(point_statement(n_min, dev_m, 0.0, radius=b["cosine_radius"], lipschitz=2.0, how=how,
+                               what=("cos(majority pair) - cos(minority pair)" if minority_closer
+                                     else "cos(minority pair) - cos(majority pair)"),
+                               evidence={**ev0, "cos_minority_at_center": float(cos0[small[0], small[1]]),
+                                         "cos_majority_at_center": float(cos0[large[0], large[1]]),
+                                         "cosine_radius": b["cosine_radius"]}))
     return out
 
 
@@ -403,9 +503,8 @@ def instance_checks(inst: T.SCLInstance, *, starts: int = 6, seed: int = 0, hops
             theorem = "Kini et al., imbalanced UFM: not an ETF, optimum below the ETF value (reconstructed)"
             checks.append(_below_check(prefix + "optimum-below-etf-value", T.etf_value(inst.counts, tau), sol.value,
                                        bounds, "the collapsed-ETF value", inst))
-            checks.append(_no_cert(prefix + "geometry-not-etf", "imbalanced UFM has no closed-form minimiser to certify "
-                                   "(a value gap does not certify the point)",
-                                   {"solver_point_classification": classify_gram(_mean_gram(H, y)).classification}))
+            geometry = predicted_geometry or "other"
+            checks += imbalanced_geometry_checks(inst, H, claimed_geometry=geometry, prefix=prefix)
         elif not inst.full_batch and etf_conf is not None:
             theorem = "Kini et al., mini-batch UFM: the ETF is not the minimiser in general (reconstructed)"
             checks.append(_below_check(prefix + "etf-not-minimiser", etf_conf, sol.value, bounds,
@@ -805,18 +904,10 @@ def make_imbalanced_ufm_claim(geometry: str = "other", minority_closer: bool = T
             yield from _relabel([c for c in _judged(inst, parts, ctx)
                                  if c.name in ("certified-optimum", "optimum-below-etf-value")], lab)
             H = parts["sol"].variables["H"]
-            y = inst.labels
-            cos = np.array(cosine_matrix(class_means(H, y)), dtype=float)
-            order = np.argsort(counts, kind="stable")
-            small, large = order[:2], order[-2:]
-            ev = {"solver_point_classification": classify_gram(_mean_gram(H, y)).classification,
-                  "claimed_geometry": geometry, "claimed_minority_closer": minority_closer,
-                  "cos_minority_at_solver_point": float(cos[small[0], small[1]]),
-                  "cos_majority_at_solver_point": float(cos[large[0], large[1]])}
-            for what in ("within-class collapse", f"class means are {geometry}",
-                         "minority classes closer" if minority_closer else "majority classes closer"):
-                yield _no_cert(f"{what} [{lab}]", "imbalanced UFM has no closed-form minimiser to certify; the values "
-                               "at the solver's point are in the evidence (a value gap does not certify the point)", ev)
+            names = {"collapse": f"within-class collapse [{lab}]", "geometry": f"class means are {geometry} [{lab}]",
+                     "minority": ("minority classes closer" if minority_closer else "majority classes closer") + f" [{lab}]"}
+            yield from imbalanced_geometry_checks(inst, H, claimed_geometry=geometry, minority_closer=minority_closer,
+                                                  names=names)
 
     return Claim(claim_id, FAMILY,
                  "Imbalanced classes, full batch, UFM without nonnegativity: features collapse but the class means are "
