@@ -1086,9 +1086,14 @@ def polish_collapsed_candidate(counts: Sequence[int], tau: float, A_init: np.nda
     A_init = as_finite_array("A_init", A_init, ndim=2, shape=(k, k))
     w, V = np.linalg.eigh(0.5 * (A_init + A_init.T))
     keep = w > CANDIDATE_RANK_RTOL * max(float(w[-1]), 1e-300)
+    keep[-1] = True  # at least one direction
     r = int(keep.sum())
-    W = (V[:, keep] * np.sqrt(w[keep])).T
-    W = W / np.linalg.norm(W, axis=0)
+    W = (V[:, keep] * np.sqrt(np.clip(w[keep], 0.0, None))).T
+    nr = np.linalg.norm(W, axis=0)
+    if not np.all(nr > 1e-8):  # a class mean (near) zero: start from random directions of the same rank
+        W = np.random.default_rng(0).standard_normal((r, k))
+        nr = np.linalg.norm(W, axis=0)
+    W = W / nr
     fun = lambda v: _collapsed_value_grad(v, r, k, counts, tau)  # noqa: E731
     res = minimize(fun, W.ravel(), jac=True, method="L-BFGS-B",
                    options={"maxiter": 5000, "gtol": 1e-14, "ftol": 1e-16, "maxcor": 30})
