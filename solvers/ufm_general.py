@@ -736,7 +736,18 @@ def solve_grouped(p: GeneralUFM, layout, *, starts: int = 1, seed: int = 0, gtol
                   target_gap_rtol: float = TARGET_GAP_RTOL, pinned: np.ndarray | None = None) -> Solution:
     """L-BFGS on the invariant point (A = P Q, beta_a = p_a q_a / (m_a - 1), b), regulariser
     lam (||P||^2 + ||Q||^2 + ||p||^2 + ||q||^2) / 2 (= lam ||X||_* at a balanced factorization), rebalanced by
-    an SVD between restarts; bias polished by Newton steps on the m group biases."""
+    an SVD between restarts; bias polished by Newton steps on the m group biases.
+
+    Stopping (per start): after every round of ROUND_ITERATIONS iterations the certificate is evaluated and the
+    round with the smallest certified gap is kept. The solve ends when that gap is <= ``target_gap_rtol`` x value
+    ("converged: certified gap ..."); when the time budget is spent; when an explicitly given ``gtol`` is met; or
+    as "stalled" when STALL_ROUNDS rounds did not halve the gap while it is already <= STALL_MAX_RTOL x value (the
+    float64 floor of the certificate at this instance lies above the target). Without ``gtol`` a gradient below
+    the default gtol is not a stop (it tightens gtol 100x): the certificate decides. The line search judges
+    values at rounding level by their derivative (``lbfgs.minimize(flat_rtol=FLAT_RTOL)``): the gap is first
+    order in the gradient (through the scale t of the dual point), so it keeps improving after f is constant to
+    the last bit. ``diagnostics``: message, certified_gap (absolute) and certified_gap_rtol of the kept round,
+    target_gap_rtol, stalled."""
     t0 = time.perf_counter()
     m = layout.m
     r = m
