@@ -1097,14 +1097,21 @@ def _feature_collapse_enumerated(params: dict, *, prec: int = PRECISION_BITS) ->
 
 
 #: Structured recipe (:func:`feature_collapse_from_instance`) with latents that are not all n_c^L tuples equally
-#: often: (class types) x (sentence groups) softmax entries in Python-level balls (~1 us each measured, see
-#: docs/rigorous.md), refused (Unsupported, with the count) above this before any ball work.
-FC_MAX_GROUPED_TERMS = 20_000_000
-#: Sentence groups per arb_mat product of the structured recipe (memory: (class types + L cells) x FC_CHUNK balls).
+#: often: one softmax entry in Python-level balls per (class type, sentence group). Seconds per entry, measured on
+#: the shared 2-core machine (python-flint 0.9, 128 bits): sub + exp + sums + weights ~1.3 us, plus 0.05 us per
+#: position (arb_mat column additions of the scores), plus the gradient accumulation: dense incidence products
+#: 0.25 us + 0.016 us per (position x cell), or column additions 0.45 us + 0.05 us per position, whichever the model
+#: says is cheaper (measured totals: 2.7 us dense / 3.4 us columns at L = 15 with 3 cells, 1.7 us at L = 5 with 9
+#: cells, 1.2 us at L = 2 with 100 cells; the model gives 3.0 / 3.3, 2.5, 2.0). Refused (Unsupported, with the
+#: count and the estimate) above FC_MAX_GROUPED_SECONDS before any ball work.
+FC_SECONDS_PER_ENTRY = 1.3e-6
+FC_SECONDS_PER_ENTRY_POSITION = 0.05e-6
+FC_SECONDS_DENSE_INCIDENCE = (0.25e-6, 0.016e-6)
+FC_SECONDS_COLUMN_INCIDENCE = (0.45e-6, 0.05e-6)
+FC_MAX_GROUPED_SECONDS = 30.0
+#: Sentence groups per arb_mat product of the dense gradient accumulation (memory: (class types + L cells) x FC_CHUNK
+#: balls).
 FC_CHUNK = 256
-#: Up to this many cells the gradient is accumulated by dense products with the incidence matrix (~16 ns x L cells
-#: per softmax entry, measured), above it by adding one column per (sentence group, position) (~0.5 us per entry).
-FC_DENSE_INCIDENCE_CELLS = 16
 #: Largest dense matrix of the structured recipe's LDL^T tests (spectral norm: min(cells, rows of the reduced
 #: gradient); LayerNorm: cells). One LDL^T in 128-bit balls: 0.11 s at 120, 0.34 s at 200, 1.1 s at 300 (measured).
 FC_DENSE_MAX = 300
@@ -1274,6 +1281,13 @@ def _fc_product_balls(inst, st: _FCStructure, V, mass_b):
     return ce, rows, row_u, [1] * len(rows)
 
 
+def _fc_grouped_cost(L: int, nC: int):
+    """(seconds per softmax entry, dense incidence products?) of :func:`_fc_grouped_balls` (model: FC_SECONDS_*)."""
+    dense = FC_SECONDS_DENSE_INCIDENCE[0] + FC_SECONDS_DENSE_INCIDENCE[1] * L * nC
+    cols = FC_SECONDS_COLUMN_INCIDENCE[0] + FC_SECONDS_COLUMN_INCIDENCE[1] * L
+    return FC_SECONDS_PER_ENTRY + FC_SECONDS_PER_ENTRY_POSITION * L + min(dense, cols), dense <= cols
+
+
 def _fc_grouped_balls(inst, st: _FCStructure, V, mass_b):
     """CE and Gc per class type: for each type tau and each sentence group (one cell per position, within the
     concepts of its latent; probability (1/K) prod_l mass(cell_l), exact rationals' balls) the scores of every type
@@ -1294,8 +1308,8 @@ def _fc_grouped_balls(inst, st: _FCStructure, V, mass_b):
     dup = any(n > 1 for n in mult)
     Vcol = [[arb_mat([[V[rts[l]][cell]] for _lat, rts, _n in st.types]) for cell in range(nC)] for l in range(L)]
     # gradient accumulation: dense products of FC_CHUNK weighted columns with the 0/1 incidence matrix (cost
-    # ~ L cells per entry, C-level) while cells are few, else one T x 1 column added per (group, position)
-    dense = nC <= FC_DENSE_INCIDENCE_CELLS
+    # ~ L cells per entry, C-level) while that is cheaper, else one T x 1 column added per (group, position)
+    dense = _fc_grouped_cost(L, nC)[1]
     Gfirst = arb_mat(T_, nLC)
     Gcol = None if dense else [[arb_mat(T_, 1) for _ in range(nC)] for _ in range(L)]
     invK = exact(Fraction(1, K))
@@ -1389,6 +1403,20 @@ def _fc_float_check(inst, W, U, E, st: _FCStructure, ce, rows) -> dict:
     return {"float_check": "agrees", "float_check_ce_deviation": ce_dev, "float_check_grad_deviation": g_dev}
 
 
+def _fc_gram_upper(Gram, top: float):
+    """A ball s with Gram <= s I for every matrix in the symmetric ball matrix ``Gram`` (so ||G||_2^2 <= s when
+    Gram = G^T G or G G^T): s I - Gram verified positive definite by LDL^T, s just above the float estimate ``top``
+    (relative steps 1e-14 .. 1e-6); NotCertified when none is verified."""
+    from flint import arb
+
+    n = len(Gram)
+    for rel in (1e-14, 1e-12, 1e-10, 1e-8, 1e-6):
+        s_try = arb(max(top, 0.0) * (1 + rel) + 1e-300)
+        if ldl_positive_definite([[(s_try if i == j else 0) - Gram[i][j] for j in range(n)] for i in range(n)]):
+            return s_try
+    raise NotCertified("could not verify an upper bound on ||G||_2")
+
+
 def _fc_lambda_min_lower(S, guess: float):
     """As :func:`lambda_min_lower` (LDL^T just below the float estimate, Gershgorin fallback) up to FC_DENSE_MAX."""
     from flint import arb
@@ -1424,7 +1452,7 @@ def feature_collapse_from_instance(params: dict, *, prec: int = PRECISION_BITS) 
       word is its cell's column times mass(word)/mass(cell) (exact);
     - with every latent used m times and U_(j,l) a function of (l, z_jl): CE and the gradient factorise over
       positions (:func:`_fc_product_balls`, K L x cells work); otherwise one softmax per (class type, sentence group)
-      (:func:`_fc_grouped_balls`), refused above FC_MAX_GROUPED_TERMS;
+      (:func:`_fc_grouped_balls`), refused above an estimated FC_MAX_GROUPED_SECONDS;
     - the reduced gradient Gc (rows x cells) gives <G, Z> = <Gc, Zc>, ||G||_2 = ||Gc diag(rho)||_2 with
       rho_cell = ||(mass(w)/mass(cell))_w||_2 (verified by LDL^T of s I minus the smaller Gram matrix), and with
       LayerNorm the dual point nu_w = (mass(w)/mass(cell)) nu_cell, feasible when diag(nu_cell) - Gc^T Gc/(2 lambda)
@@ -1445,10 +1473,13 @@ def feature_collapse_from_instance(params: dict, *, prec: int = PRECISION_BITS) 
     if dense > FC_DENSE_MAX:
         raise Unsupported(f"reduced dual matrix of size {dense} > {FC_DENSE_MAX} (dense LDL^T in balls; {nC} cells of "
                           f"words with identical embeddings, {n_rows} gradient rows)")
-    if not st.product and len(st.types) * st.sentence_groups > FC_MAX_GROUPED_TERMS:
-        raise Unsupported(f"{len(st.types)} class types x {st.sentence_groups} sentence groups = "
-                          f"{len(st.types) * st.sentence_groups} softmax entries in balls (limit {FC_MAX_GROUPED_TERMS}; "
-                          f"the latents are not all n_c^L tuples equally often, so the risk does not factorise)")
+    if not st.product:
+        entries = len(st.types) * st.sentence_groups
+        est = entries * _fc_grouped_cost(L, nC)[0]
+        if est > FC_MAX_GROUPED_SECONDS:
+            raise Unsupported(f"{len(st.types)} class types x {st.sentence_groups} sentence groups = {entries} softmax "
+                              f"entries in balls, about {est:.0f} s (limit {FC_MAX_GROUPED_SECONDS:.0f} s; the latents "
+                              f"are not all n_c^L tuples equally often, so the risk does not factorise over positions)")
     mu = _fc_word_masses(inst, params)
     cell_mass = [sum((mu[w % s_c] for w in ws), Fraction(0)) for ws in st.cell_words]
     for a in range(n_c):
@@ -1503,16 +1534,7 @@ def feature_collapse_from_instance(params: dict, *, prec: int = PRECISION_BITS) 
             Gl = Gram.tolist()
             Gf = np.array([[float(x.mid()) for x in row] for row in Gl])
             top = float(np.linalg.eigvalsh(0.5 * (Gf + Gf.T))[-1]) if Gf.size else 0.0
-            s_ok = None
-            for rel in (1e-14, 1e-12, 1e-10, 1e-8, 1e-6):
-                s_try = arb(max(top, 0.0) * (1 + rel) + 1e-300)
-                if ldl_positive_definite([[(s_try if i == j else 0) - Gl[i][j] for j in range(len(Gl))]
-                                          for i in range(len(Gl))]):
-                    s_ok = s_try
-                    break
-            if s_ok is None:
-                raise NotCertified("could not verify an upper bound on ||G||_2")
-            gnorm = s_ok.sqrt()
+            gnorm = _fc_gram_upper(Gl, top).sqrt()
             R_ = arb(K).log() / lam
             lower = ce - inner - R_ * (gnorm - lam).max(arb(0))
             method = "ball-arithmetic nuclear-kkt, structured (||G||_2 verified by LDL^T of the reduced Gram matrix)"
