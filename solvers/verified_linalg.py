@@ -84,7 +84,7 @@ def _sum_up(a) -> float:
     if n == 0:
         return 0.0
     s = float(np.sum(a))
-    return (s * (1.0 + gamma(n + 1)) + n * REALMIN) * SAFETY
+    return (s * (1.0 + gamma(n + 1)) + (2 * n + 2) * REALMIN) * SAFETY
 
 
 def _sqrt_up(x: float) -> float:
@@ -213,9 +213,10 @@ def is_positive_definite_verified(T, E=None, *, return_details: bool = False):
 
 def gram_enclosure(M):
     """(C, E) with |C - M^T M| <= E entrywise for the float matrix M (any shape): C = fl(M^T M) by BLAS and
-    E = g (fl(|M|^T |M|) + p REALMIN) + p REALMIN, g = gamma_p / (1 - gamma_p), p the inner dimension
+    E = g (fl(|M|^T |M|) + 2p REALMIN) + 2p REALMIN, g = gamma_p / (1 - gamma_p), p the inner dimension
     (theorem 1 of the module docstring, applied to M^T M and, for the bound of |M|^T |M| itself, to
-    |M|^T |M|: its exact value is <= (fl(|M|^T |M|) + p REALMIN) / (1 - gamma_p)). Both symmetric exactly
+    |M|^T |M|: its exact value is <= (fl(|M|^T |M|) + 2p REALMIN) / (1 - gamma_p)); 2p REALMIN: underflow of
+    the p products and p - 1 additions of each entry. Both symmetric exactly
     (symmetrised from the lower triangle; the difference is added to E)."""
     M = _check_array("M", M)
     p = M.shape[0]
@@ -224,7 +225,9 @@ def gram_enclosure(M):
     P = Ab.T @ Ab
     g = gamma(p)
     g = _up(g / (1.0 - g))
-    E = _up(g * (P + p * REALMIN) + p * REALMIN)
+    # underflow: each of the p products and p - 1 additions of a dot product errs by < REALMIN (gradual
+    # underflow or flush-to-zero), so 2p REALMIN per entry
+    E = _up(g * (P + 2 * p * REALMIN) + 2 * p * REALMIN)
     Cs = np.tril(C) + np.tril(C, -1).T
     E = E + np.abs(C - Cs)
     E = np.maximum(E, E.T)
@@ -311,10 +314,38 @@ def spectral_norm_upper(M, Rad=None, *, guess: float | None = None, return_detai
     f = norm2_upper_of_nonneg(E)
     g = gamma(n + CHOL_EXTRA)
     g = _up(g / (1.0 - g))
-    base = lam
     trC = float(np.trace(C))
     tries = []
     best = None
+    bases = [lam]
+    if guess is None or not (math.isfinite(guess) and guess > 0):
+        bases.append(None)                  # a second estimate (dense eigh) if the first one does not verify
+    for base in bases:
+        if base is None:
+            from scipy.linalg import eigh
+
+            base = max(float(eigh(C, eigvals_only=True, subset_by_index=[n - 1, n - 1])[0]), 0.0)
+            if base <= lam:
+                break
+        best = _try_shifts(C, E, base, f, g, n, trC, fro2, tries)
+        if best is not None:
+            break
+    if best is not None:
+        s = _sqrt_up(best)
+        det.update(method="verified Cholesky of s^2 I - M^T M (Rump 2006)", tries=len(tries),
+                   relative_excess=(s / math.sqrt(lam) - 1.0) if lam > 0 else None)
+    else:
+        s = fro
+        det.update(method="Frobenius norm (verified Cholesky not conclusive)", tries=len(tries))
+    s = math.ldexp(_add_up(s, loss), k)
+    if not math.isfinite(s):
+        raise OverflowError("spectral norm bound overflows")
+    return out(s)
+
+
+def _try_shifts(C, E, base, f, g, n, trC, fro2, tries):
+    """The first s2 = base + step x (the shift the proof needs) for which s2 I - (C +- E) is proven positive
+    definite, or None."""
     for step in SPECTRAL_STEPS:
         # the shift the proof needs at s2 ~ base: f + g tr(s2 I - C) + 2 u s2 + (diag rounding of T ~ u s2)
         need = f + g * (max(n * base - trC, 0.0) + 8.0 * n * U * base) + 4.0 * U * base
@@ -328,16 +359,5 @@ def spectral_norm_upper(M, Rad=None, *, guess: float | None = None, return_detai
         ok = is_positive_definite_verified(T, ET)
         tries.append((step, s2))
         if ok:
-            best = s2
-            break
-    if best is not None:
-        s = _sqrt_up(best)
-        det.update(method="verified Cholesky of s^2 I - M^T M (Rump 2006)", tries=len(tries),
-                   relative_excess=(s / math.sqrt(lam) - 1.0) if lam > 0 else None)
-    else:
-        s = fro
-        det.update(method="Frobenius norm (verified Cholesky not conclusive)", tries=len(tries))
-    s = math.ldexp(_add_up(s, loss), k)
-    if not math.isfinite(s):
-        raise OverflowError("spectral norm bound overflows")
-    return out(s)
+            return s2
+    return None

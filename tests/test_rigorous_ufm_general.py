@@ -297,7 +297,8 @@ def test_bias_penalty_dual_points_are_checked():
 # More than DENSE_MAX = 120 groups: the spectral norm by verified floating point (solvers/verified_linalg.py,
 # docs/rigorous.md "Large m: verified floating point"). The fast tests force that path at small m
 # (DENSE_MAX monkeypatched to 0) and compare it with the LDL^T path in balls (an independent proof) and with the
-# cvxpy reference; the slow ones run K = 130 and K = 200 end to end.
+# cvxpy reference; at m = 130 the two proofs are compared on a dense dual point; the slow test runs K = 200 end to
+# end through the CLI.
 # ---------------------------------------------------------------------------------------------------
 
 #: Agreement required between the two spectral proofs: the LDL^T bound is within ~1e-12 of the true norm (its
@@ -404,3 +405,32 @@ def test_k200_distinct_counts_cli_rigorous():
     assert c["verdict"] == "REFUTED", c
     tol = c["evidence"]["tolerance"]
     assert PR.judge_value(float(ref), tol, lo, up)[0].name == "VERIFIED"
+
+
+def test_m130_verified_path_agrees_with_ldl_in_balls(monkeypatch):
+    """m = 130 singleton groups (above DENSE_MAX: the verified floating-point path) at a dense dual point (the
+    gradient at X = 0, b = log(n / N), which is not optimal at lam = 1e-4: ||G||_2 ~ 13 lam; no float solve
+    needed). Reference: the LDL^T proof in balls at 256 bits on the same ball matrix (DENSE_MAX raised to 200 for
+    it). The two spectral bounds agree to 1e-10 and the verified path rejects a forced t 1e-8 above lam / sigma,
+    accepts 1e-8 below."""
+    K = 130
+    counts = np.arange(1, K + 1)
+    p = SG.classification(L.make_loss("ce", K), list(counts), K, 1e-4, 1e-4)
+    layout = L.SlotLayout(np.arange(K))
+    pt = SG.GroupedPoint(np.zeros((K, K)), np.zeros(K), np.log(counts / counts.sum()))
+    Zs = SG.slot_logits(p, pt, layout)
+    ver = _bound(p, layout, Zs)
+    assert ver.details["spectral_method"].startswith("verified Cholesky")
+    monkeypatch.setattr(R, "DENSE_MAX", 200)
+    ldl = _bound(p, layout, Zs)
+    assert ldl.details["spectral_method"] == "LDL^T in balls"
+    s_l, s_v = ldl.details["spectral_norm_bound"], ver.details["spectral_norm_bound"]
+    assert s_l * (1 - SPECTRAL_AGREE_RTOL) <= s_v <= s_l * (1 + SPECTRAL_AGREE_RTOL)
+    assert abs(ver.lower_bound - ldl.lower_bound) <= 1e-9 * abs(ldl.lower_bound)
+    monkeypatch.setattr(R, "DENSE_MAX", 120)
+    t_max = ldl.details["lam"] / s_l
+    assert t_max < 0.5
+    ok = _bound(p, layout, Zs, scale=t_max * (1 - 1e-8))
+    assert ok.details["spectral_method"].startswith("verified Cholesky")
+    with pytest.raises(R.NotCertified):
+        _bound(p, layout, Zs, scale=t_max * (1 + 1e-8))

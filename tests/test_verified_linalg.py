@@ -206,3 +206,15 @@ def test_large_spectral_norm_against_lapack_svd(n):
     assert s >= ref * (1 - 1e-13)
     assert s <= ref * (1 + 1e-8)
     assert math.isfinite(s)
+
+
+@pytest.mark.parametrize("factor", [0.5, 0.999, 1.0, 2.0])
+def test_a_wrong_estimate_never_gives_a_wrong_bound(factor):
+    """The float estimate only chooses s: too low (no proof possible at s -> the Frobenius fallback) or too high
+    (a looser bound); the result is an upper bound in every case (50-digit reference)."""
+    M = _matrix(7, 6, 5, 3.0, "cluster")
+    true = _norm_mp(M)
+    s, det = VL.spectral_norm_upper(M, guess=float(true) * factor, return_details=True)
+    assert mpmath.mpf(s) >= true
+    if factor < 1:
+        assert det["method"].startswith("Frobenius")
