@@ -1464,7 +1464,7 @@ def feature_collapse_from_instance(params: dict, *, prec: int = PRECISION_BITS) 
 
     tm = _Timer()
     inst = _fc_instance(params)
-    K, L, n_w, s_c, d, n_c = inst.K, inst.L, inst.n_w, inst.s_c, inst.d, inst.n_c
+    K, L, s_c, d, n_c = inst.K, inst.L, inst.s_c, inst.d, inst.n_c
     W, U, E = _fc_candidate(inst)
     st = _fc_structure(inst, W, U)
     nC = len(st.cell_concept)
