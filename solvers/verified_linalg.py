@@ -52,9 +52,8 @@ U = 2.0 ** -53
 #: Smallest positive normal double: the absolute allowance per operation for underflow (gradual underflow errs
 #: by at most 2^-1075 per operation; flush-to-zero by less than REALMIN).
 REALMIN = 2.0 ** -1022
-#: Relative inflation of every bound evaluated in floating point (a few dozen roundings of relative size u,
-#: or a sum of n^2 <= 2.5e7 terms: (n^2 + 2) u < 3e-9 < 2^-30 ~ 9.3e-10 fails for n ~ 3000, so sums of squares
-#: carry their own gamma, see _sum_up).
+#: Relative inflation of every bound evaluated in floating point with a few roundings of relative size u
+#: (2^-30 ~ 9.3e-10 >> 10 u). Long sums (n^2 terms) carry their own factor 1 + gamma_{len} instead (_sum_up).
 SAFETY = 1.0 + 2.0 ** -30
 #: Extra roundings per entry allowed in the Cholesky backward error bound (theorem 2 in the module docstring):
 #: gamma_{n+1} for division by the pivot, + 1 for a multiplication by a rounded reciprocal, + 2 spare.
