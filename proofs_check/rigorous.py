@@ -515,7 +515,9 @@ def apply(out: dict, *, prec: int | None = None) -> dict:
              for c in claims]
     v, reason = summarise(items, what="statements")
     res["verdict"], res["reason"] = v.value, reason
-    res["rigorous"] = bool(all_rigorous and judged > 0)
+    # as ClaimResult.rigorous: the report is VERIFIED and every statement judged in balls (values, and the
+    # statements about the minimiser where a geometry recipe exists) is proven there
+    res["rigorous"] = bool(v is Verdict.VERIFIED and all_rigorous and judged > 0)
     res["diagnostics"] = diags
     return res
 
