@@ -744,7 +744,9 @@ def solve_grouped(p: GeneralUFM, layout, *, starts: int = 1, seed: int = 0, gtol
     round with the smallest certified gap is kept. The solve ends when that gap is <= ``target_gap_rtol`` x value
     ("converged: certified gap ..."); when the time budget is spent; when an explicitly given ``gtol`` is met; or
     as "stalled" when STALL_ROUNDS rounds did not halve the gap while it is already <= STALL_MAX_RTOL x value (the
-    float64 floor of the certificate at this instance lies above the target). Without ``gtol`` a gradient below
+    float64 floor of the certificate at this instance lies above the target, or progress is slow), or, at any
+    gap, after the gradient met the default gtol once (where this solver stopped before the certificate was
+    consulted: more rounds do not close such a gap; the verdict is then the certificate's). Without ``gtol`` a gradient below
     the default gtol is not a stop (it tightens gtol 100x): the certificate decides. The line search judges
     values at rounding level by their derivative (``lbfgs.minimize(flat_rtol=FLAT_RTOL)``): the gap is first
     order in the gradient (through the scale t of the dual point), so it keeps improving after f is constant to
@@ -783,6 +785,7 @@ def solve_grouped(p: GeneralUFM, layout, *, starts: int = 1, seed: int = 0, gtol
         rk, fun_r, unpack_r = r, fun, unpack  # the factor rank of this round (adapted below)
         best_c = None  # (gap, point, certificate) of the round with the smallest certified gap
         stale = 0
+        small_gradient = False  # the default gtol was met once
         for _round in range(200):
             res = lbfgs.minimize(fun_r, x, gtol=gt, maxiter=ROUND_ITERATIONS, flat_rtol=FLAT_RTOL, gamma0=gamma)
             gamma = res.gamma
@@ -820,6 +823,14 @@ def solve_grouped(p: GeneralUFM, layout, *, starts: int = 1, seed: int = 0, gtol
                     break
                 # max |gradient| <= gtol is only a proxy: the certificate decides; ask for a smaller gradient
                 gt *= 1e-2
+                small_gradient = True
+            if stale >= STALL_ROUNDS and not best_c[0] <= STALL_MAX_RTOL * abs(c.upper) and small_gradient:
+                # the gradient reached the default gtol (where this solver used to stop) and the gap has not
+                # halved since: more rounds do not help; the verdict is the certificate's (not within tolerance)
+                res.message = (f"stalled: certified gap {best_c[0]:.2e} = {best_c[0] / abs(c.upper):.1e} x value "
+                               f"did not halve in {STALL_ROUNDS} rounds after max |gradient| <= {gtol:.1e} (above "
+                               f"{STALL_MAX_RTOL:g} x value: the certificate does not close at this point)")
+                break
             if stale >= STALL_ROUNDS and best_c[0] <= STALL_MAX_RTOL * abs(c.upper):
                 # no round improved the proven gap 2x for STALL_ROUNDS rounds: it sits at the floor that the
                 # float64 evaluation of the certificate allows at this instance (the target is below it), or the
