@@ -95,7 +95,8 @@ def ufm_general_problem(inst: dict):
         raise NotSupported(f"no rigorous recipe for kind {inst.get('kind')!r} (classification only)")
     counts = inst.get("counts")
     if not isinstance(counts, list):
-        raise NotSupported("the report lists no counts (more than 200 classes): the instance cannot be rebuilt")
+        raise NotSupported("the report lists no counts (a report written before they were always kept): the "
+                           "instance cannot be rebuilt")
     ld = inst.get("loss") or {}
     name = ld.get("name")
     conv = "others" if str(ld.get("smoothing_convention", "torch")).startswith("others") else "torch"

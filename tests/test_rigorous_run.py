@@ -200,3 +200,23 @@ def test_html_report_marks_rigorous_claims(tmp_path):
     by_id = {("ufm-ce-optimal-value" if "ufm-ce-optimal-value" in t else "trivial"): t for t in head_rows}
     assert ">rigorous</span>" in by_id["ufm-ce-optimal-value"] and "ball arithmetic" in by_id["ufm-ce-optimal-value"]
     assert ">rigorous</span>" not in by_id["trivial"]  # no value statement: nothing proven in balls
+
+
+def test_solve_ufm_rigorous_beyond_200_classes(capsys):
+    """The report carries every count (it used to summarise them above 200 groups, so --rigorous could not
+    rebuild the instance); a long tail of 300 classes gets a tight bracket through the CLI."""
+    counts = [max(1, int(30 * 0.99 ** c)) for c in range(300)]
+    args = ["solve", "ufm", "--loss", "ce", "--counts", ",".join(map(str, counts)), "--dim", "300",
+            "--lambda-w", "1e-3", "--lambda-h", "1e-3", "--starts", "1", "--json", "--rigorous"]
+    cli.main(args)
+    out = json.loads(capsys.readouterr().out)
+    assert out["instance"]["counts"] == counts
+    rig = out["certificate"]["rigorous"]
+    assert rig["lower"] and rig["upper"], rig
+    lo, up = rig["lower"][0], rig["upper"][1]
+    assert 0 <= up - lo <= 1e-8 * abs(up)
+    # the float certificate (an independent float64 computation) and the ball bracket overlap
+    cert = out["certificate"]
+    assert lo <= cert["upper"] and cert["lower_bound"] <= up
+    val = next(c for c in out["claims"] if c["id"] == "optimal-value")
+    assert val["verdict"] == "VERIFIED" and val["rigorous"] is True
