@@ -294,6 +294,17 @@ def _dispatch(parser, args, smap, tmap, emap) -> int:
             raise UsageError("table needs a family: " + ", ".join(tmap))
         from proofs_check.outputs import check_output_path, write_text_atomic
 
+        if getattr(args, "rigorous", False):  # before any work
+            from proofs_check.tables import rigorous_tables
+
+            supported = rigorous_tables(tmap)
+            if args.family not in supported:
+                print(f"ncproofs: error: table {args.family} --rigorous: its rows are not solve reports of a family "
+                      f"with a rigorous recipe; --rigorous supports: table {', table '.join(supported) or 'none'}",
+                      file=sys.stderr)
+                return 2
+            if not _flint_available():
+                return 2
         check_output_path(args.output, "--output")  # before the table is built
         text = render_from_args(tmap[args.family].build(args), args, family=args.family)
         if args.output:

@@ -49,7 +49,7 @@ def _is_number(x: Any) -> bool:
     return isinstance(x, (int, float)) and not isinstance(x, bool)
 
 
-def _cell(x: Any, digits: int, na: str = "null") -> str:
+def _cell(x: Any, digits: int, na: str = "null", mode: str | None = None) -> str:
     if x is None:
         return na
     if isinstance(x, bool):
@@ -57,16 +57,21 @@ def _cell(x: Any, digits: int, na: str = "null") -> str:
     if isinstance(x, float):
         if not math.isfinite(x):
             return na
+        if mode is not None:
+            return directed_format(x, digits, mode)
         return f"{x:.{digits}g}"
     return str(x)
 
 
-def _latex_number(x: Any, digits: int, na: str) -> str:
-    """A number in math mode with ``digits`` significant digits; ``na`` (escaped) if missing."""
+def _latex_number(x: Any, digits: int, na: str, mode: str | None = None) -> str:
+    """A number in math mode with ``digits`` significant digits (rounded to nearest, or toward -inf / +inf
+    with ``mode`` "down" / "up"); ``na`` (escaped) if missing."""
     if isinstance(x, float) and not math.isfinite(x):
         return latex_escape(na)
     if isinstance(x, int):
         s = str(x)
+    elif mode is not None:
+        s = directed_format(float(x), digits, mode)
     else:
         s = f"{x:.{digits}g}"
     m = re.fullmatch(r"(-?[0-9.]+)e([+-])0*([0-9]+)", s)
@@ -74,6 +79,43 @@ def _latex_number(x: Any, digits: int, na: str) -> str:
         mant, sign, exp = m.groups()
         s = rf"{mant}\times10^{{{'-' if sign == '-' else ''}{exp}}}"
     return f"${s}$"
+
+
+#: directions of :attr:`Table.rounding`: "down" (toward -inf: a proven lower bound stays a lower bound when
+#: printed), "up" (toward +inf: a proven feasible value / upper bound stays an upper bound)
+ROUNDING_MODES = ("down", "up")
+
+
+def directed_format(x: float, digits: int, mode: str) -> str:
+    """``x`` with ``digits`` significant digits, rounded toward -inf (``mode="down"``) or +inf (``"up"``), in
+    the style of Python's ``f"{x:.{digits}g}"`` (trailing zeros dropped, ``1e-05`` exponents). The decimal is
+    computed from the exact binary value of ``x`` (:mod:`decimal`), so a printed lower bound is <= x and a
+    printed upper bound is >= x, at every precision."""
+    from decimal import ROUND_CEILING, ROUND_FLOOR, Decimal, localcontext
+
+    if mode not in ROUNDING_MODES:
+        raise ValueError(f"rounding mode must be one of {', '.join(ROUNDING_MODES)}, got {mode!r}")
+    if not math.isfinite(x):
+        raise ValueError(f"directed_format needs a finite number, got {x!r}")
+    if x == 0:
+        return "0" if math.copysign(1.0, x) > 0 else "-0"
+    d = Decimal(x)  # exact
+    how = ROUND_FLOOR if mode == "down" else ROUND_CEILING
+    with localcontext() as ctx:
+        ctx.prec = 60
+        q = d.quantize(Decimal(1).scaleb(d.adjusted() - digits + 1), rounding=how)
+        if q.adjusted() > d.adjusted():  # 9.99 -> 10.0 (up): one digit too many, a power of ten: exact
+            q = q.quantize(Decimal(1).scaleb(q.adjusted() - digits + 1), rounding=how)
+        exp = q.adjusted()
+        if -4 <= exp < digits:
+            text = format(q, "f")
+            if "." in text:
+                text = text.rstrip("0").rstrip(".")
+            return text
+        mant = format(q.scaleb(-exp), "f")
+        if "." in mant:
+            mant = mant.rstrip("0").rstrip(".")
+        return f"{mant}e{'-' if exp < 0 else '+'}{abs(exp):02d}"
 
 
 # ---- text escaping and plain-text math ----------------------------------------------------------
@@ -463,6 +505,15 @@ class Table:
     meta: dict = field(default_factory=dict)
     latex_caption: str | None = None  # optional LaTeX caption (math allowed, not escaped)
     latex_headers: list[str] | None = None  # alias of latex_columns
+    #: {column name: "down" | "up"}: numbers of that column printed (md, LaTeX) rounded toward -inf / +inf
+    #: instead of to nearest (proven bounds stay bounds); csv/json keep every digit
+    rounding: dict | None = None
+    #: [(LaTeX text, [column names])]: a header row above the column headers spanning those adjacent columns
+    #: (LaTeX only, with \cmidrule); a group whose columns are not adjacent after --columns is left out
+    header_groups: list | None = None
+    #: plain-text notes printed below the table (md: after the caption; LaTeX: a footnote-size paragraph under
+    #: the tabular, kept when --caption replaces the caption; json: "notes"; csv: none)
+    notes: list | None = None
 
     def __post_init__(self):
         if self.latex_headers is not None:
@@ -510,6 +561,24 @@ class Table:
             raise InputError(f"digits must be in 1..{MAX_DIGITS}, got {self.digits}")
         if not isinstance(self.meta, Mapping):
             raise TypeError(f"meta must be a dict, got {type(self.meta).__name__}")
+        if self.rounding is not None:
+            if not isinstance(self.rounding, Mapping):
+                raise TypeError(f"rounding must be a dict {{column: 'down' | 'up'}} or None, got "
+                                f"{type(self.rounding).__name__}")
+            for c, m in self.rounding.items():
+                if c not in cols:
+                    raise InputError(f"rounding: no column {c!r}")
+                if m not in ROUNDING_MODES:
+                    raise InputError(f"rounding[{c!r}] must be one of {', '.join(ROUNDING_MODES)}, got {m!r}")
+        if self.header_groups is not None:
+            for g in self.header_groups:
+                if (not isinstance(g, (list, tuple)) or len(g) != 2 or not isinstance(g[0], str)
+                        or not isinstance(g[1], (list, tuple)) or not g[1] or any(c not in cols for c in g[1])):
+                    raise InputError(f"header_groups entries must be (LaTeX text, [column names]), got {g!r}")
+        if self.notes is not None:
+            if isinstance(self.notes, (str, bytes)) or not isinstance(self.notes, (list, tuple)) or \
+                    not all(isinstance(n, str) for n in self.notes):
+                raise TypeError("notes must be a list of strings or None")
 
     # ---- options -------------------------------------------------------------------------------
 
@@ -534,8 +603,19 @@ class Table:
             else:
                 raise InputError(f"--columns: no column {name!r}; the columns are: " + ", ".join(self.columns))
         lc = [self.latex_columns[i] for i in idx] if self.latex_columns is not None else None
-        return Table([self.columns[i] for i in idx], [[r[i] for i in idx] for r in self.rows], self.caption,
-                     latex_columns=lc, digits=self.digits, meta=dict(self.meta), latex_caption=self.latex_caption)
+        cols = [self.columns[i] for i in idx]
+        rounding = ({c: m for c, m in self.rounding.items() if c in cols} if self.rounding is not None else None)
+        groups = None
+        if self.header_groups is not None:
+            groups = []
+            for text, names in self.header_groups:
+                pos = [cols.index(n) for n in names if n in cols]
+                if len(pos) == len(names) and pos == list(range(pos[0], pos[0] + len(pos))):
+                    groups.append((text, list(names)))
+        return Table(cols, [[r[i] for i in idx] for r in self.rows], self.caption,
+                     latex_columns=lc, digits=self.digits, meta=dict(self.meta), latex_caption=self.latex_caption,
+                     rounding=rounding, header_groups=groups,
+                     notes=list(self.notes) if self.notes is not None else None)
 
     def render(self, fmt: str, *, precision: int | None = None, na_rep: str | None = None,
                label: str | None = None, caption: str | None = None, columns: Sequence[str] | None = None,
@@ -581,13 +661,17 @@ class Table:
         digits = precision or self.digits
         na = "null" if na_rep is None else na_rep
         lines = ["| " + " | ".join(self.columns) + " |", "|" + "---|" * len(self.columns)]
+        modes = [(self.rounding or {}).get(c) for c in self.columns]
         for r in self.rows:
-            lines.append("| " + " | ".join(_cell(x, digits, na).replace("|", "\\|") for x in r) + " |")
+            lines.append("| " + " | ".join(_cell(x, digits, na, m).replace("|", "\\|") for x, m in zip(r, modes))
+                         + " |")
         cap = self.caption if caption is None else caption
         if cite_keys:
             cap = (cap + " " if cap else "") + "Sources: " + ", ".join(f"[{k}]" for k in cite_keys) + "."
         if cap:
             lines += ["", cap]
+        if self.notes:
+            lines += [""] + [f"Note: {n}" for n in self.notes]
         return "\n".join(lines) + "\n"
 
     def latex_header_cells(self) -> list[str]:
@@ -615,6 +699,7 @@ class Table:
         body = []
         numeric = [all(x is None or _is_number(x) for x in (r[j] for r in self.rows)) for j in range(ncol)]
         widths = [0] * ncol
+        modes = [(self.rounding or {}).get(c) for c in self.columns]
         for r in self.rows:
             cells = []
             for j, x in enumerate(r):
@@ -622,7 +707,7 @@ class Table:
                     s = latex_escape(na)
                     widths[j] = max(widths[j], len(na))
                 elif _is_number(x):
-                    s = _latex_number(x, digits, na)
+                    s = _latex_number(x, digits, na, modes[j])
                     widths[j] = max(widths[j], digits + 5)
                 else:
                     text = "yes" if x is True else "no" if x is False else str(x)
@@ -654,15 +739,38 @@ class Table:
         # TeX measures the table: wider than the line -> scaled down to the line width
         out += ["\\ifdefined\\ncproofsbox\\else\\newsavebox{\\ncproofsbox}\\fi",
                 "\\sbox{\\ncproofsbox}{%",
-                "\\begin{tabular}{" + "".join(spec) + "}", "\\toprule",
-                " & ".join(heads) + " \\\\", "\\midrule"]
+                "\\begin{tabular}{" + "".join(spec) + "}", "\\toprule"]
+        out += self._latex_group_rows()
+        out += [" & ".join(heads) + " \\\\", "\\midrule"]
         out += body
         out += ["\\bottomrule", "\\end{tabular}}%",
                 "\\ifdim\\wd\\ncproofsbox>\\linewidth",
                 "\\resizebox{\\linewidth}{!}{\\usebox{\\ncproofsbox}}%",
-                "\\else\\usebox{\\ncproofsbox}\\fi",
-                "\\end{table}"]
+                "\\else\\usebox{\\ncproofsbox}\\fi"]
+        if self.notes:
+            out.append("\\par\\smallskip{\\footnotesize " + " ".join(plain_to_latex(n) for n in self.notes) + "\\par}")
+        out.append("\\end{table}")
         return "\n".join(out) + "\n"
+
+    def _latex_group_rows(self) -> list[str]:
+        """The header row of :attr:`header_groups` (``\\multicolumn`` + ``\\cmidrule``), or nothing."""
+        if not self.header_groups:
+            return []
+        starts = {}
+        for text, names in self.header_groups:
+            pos = [self.columns.index(n) for n in names]
+            starts[min(pos)] = (text, len(pos))
+        cells, rules, j = [], [], 0
+        while j < len(self.columns):
+            if j in starts:
+                text, n = starts[j]
+                cells.append("\\multicolumn{%d}{c}{%s}" % (n, text))
+                rules.append("\\cmidrule(lr){%d-%d}" % (j + 1, j + n))
+                j += n
+            else:
+                cells.append("")
+                j += 1
+        return [" & ".join(cells) + " \\\\", "".join(rules)]
 
     def to_csv(self) -> str:
         buf = io.StringIO()
@@ -680,6 +788,8 @@ class Table:
              "caption": self.caption if caption is None else caption, "meta": clean(self.meta)}
         if cite_keys:
             d["citations"] = list(cite_keys)
+        if self.notes:
+            d["notes"] = list(self.notes)
         return json.dumps(d, indent=2) + "\n"
 
 
@@ -708,6 +818,11 @@ def add_render_arguments(p) -> None:
                    help="keep only these columns, in this order (names as in --format csv, or 1-based positions)")
     p.add_argument("--no-cite", action="store_true",
                    help="do not name the sources (\\cite keys of `ncproofs cite`) in the caption")
+    p.add_argument("--rigorous", action="store_true",
+                   help="pass each row's solve report through the ball-arithmetic recipe (python-flint) and add the "
+                        "proven bracket (lower bound rounded down, feasible value rounded up) and whether the row's "
+                        "value statement is proven (docs/rigorous.md); only tables whose rows are solve reports of a "
+                        "family with a recipe")
 
 
 def render_from_args(table: Table, args, family: str | None = None) -> str:
@@ -723,3 +838,118 @@ def render_from_args(table: Table, args, family: str | None = None) -> str:
     return table.render(getattr(args, "format", "md"), precision=getattr(args, "precision", None),
                         na_rep=getattr(args, "na_rep", None), label=label, caption=getattr(args, "caption", None),
                         columns=getattr(args, "columns", None), cite_keys=keys)
+
+
+# ---- proof-grade numbers: `ncproofs table FAMILY --rigorous` (docs/outputs.md "Proven brackets") -------------
+
+#: columns that ``--rigorous`` appends to a table (their meaning: :data:`RIGOROUS_NOTE`)
+RIGOROUS_COLUMNS = ("proven_lower", "proven_upper", "value_statement", "rigorous")
+#: LaTeX headers of :data:`RIGOROUS_COLUMNS`; the two bracket columns sit under one group header
+RIGOROUS_LATEX = ("lower", "upper", "value statement", "rigorous")
+RIGOROUS_GROUP = "proven (ball arithmetic)"
+#: wall-clock seconds for the ball-arithmetic pass over a table's rows ("every input ends within 2 minutes",
+#: docs/DEVELOPING.md): rows reached later get no bracket and a note (each recipe has its own size limits)
+RIGOROUS_TABLE_BUDGET_S = 100.0
+RIGOROUS_NOTE = ("proven (ball arithmetic): the bracket lower <= optimum <= upper (columns proven_lower, proven_upper) "
+                 "proven with python-flint Arb balls (docs/rigorous.md), the lower bound printed rounded down and the "
+                 "feasible value rounded up; value statement: the row's value statement judged by that bracket "
+                 "(REFUTED: the bracket excludes it); rigorous: yes when that statement is VERIFIED in ball "
+                 "arithmetic.")
+
+
+def rigorous_table(recipe_family: str):
+    """Mark a ``TableCommand`` builder as supporting ``--rigorous``: its rows are solve reports of
+    ``recipe_family`` (a key of :data:`proofs_check.rigorous.RECIPES`); with ``args.rigorous`` it passes them
+    to :func:`add_rigorous`."""
+    def mark(build):
+        build.rigorous_recipe = recipe_family
+        return build
+    return mark
+
+
+def rigorous_tables(commands) -> list[str]:
+    """Names of the table commands (``{name: TableCommand}`` or a list) whose builder supports ``--rigorous``
+    with a recipe registered in :data:`proofs_check.rigorous.RECIPES`."""
+    from proofs_check.rigorous import RECIPES
+
+    cmds = commands.values() if isinstance(commands, Mapping) else commands
+    return [c.name for c in cmds if getattr(c.build, "rigorous_recipe", None) in RECIPES]
+
+
+def _row_rigorous(out: dict | None, value_claim: str) -> tuple[list, str | None]:
+    """The four cells of one row from an applied report, and a note when the bracket is missing or half."""
+    if out is None:
+        return [None, None, None, False], "no solve report for this row"
+    rig = (out.get("certificate") or {}).get("rigorous") or {}
+    lower = rig["lower"][0] if rig.get("lower") else None
+    upper = rig["upper"][1] if rig.get("upper") else None
+    claim = next((c for c in out.get("claims") or [] if str(c.get("id", "")).startswith(value_claim)), None)
+    verdict = claim.get("verdict") if claim is not None else None
+    proven = bool(claim.get("rigorous")) if claim is not None else False
+    note = None
+    if lower is None:
+        note = (f"no proven bracket ({rig.get('status', 'none')}: {rig.get('reason', 'no rigorous certificate')}); "
+                "the float verdict stands")
+    elif upper is None:
+        why = (rig.get("details") or {}).get("upper_note")
+        note = "no proven feasible value" + (f" ({why})" if why else "") + "; only the lower bound is proven"
+    if claim is None:
+        note = (note + "; " if note else "") + f"no statement {value_claim!r} to judge"
+    return [lower, upper, verdict, proven], note
+
+
+def add_rigorous(table: Table, reports: Sequence[dict | None], *, labels: Sequence[str] | None = None,
+                 value_claim: str = "optimal-value", statement: str | None = None,
+                 budget_s: float | None = None) -> Table:
+    """``table`` with the columns of :data:`RIGOROUS_COLUMNS` appended: ``reports[i]`` (a solve-report dict,
+    ``SolveReport.to_dict()`` form, of row i; None for a row without one) goes through
+    :func:`proofs_check.rigorous.apply`; its proven bracket (``certificate.rigorous``: lower bound
+    ``lower[0]``, feasible value ``upper[1]``), the verdict of its ``value_claim`` statement after the
+    judgement (the first statement whose id starts with ``value_claim``) and whether that statement is
+    rigorous; ``statement`` (text) says what the row's value statement is. Rows reached after ``budget_s``
+    seconds (default :data:`RIGOROUS_TABLE_BUDGET_S`) are not attempted (no bracket, a note says so). Missing numbers are None (the table's ``--na-rep``) and a
+    note names the row (``labels[i]``, else its number) and the reason. The bracket columns print rounded
+    outward in md and LaTeX (:attr:`Table.rounding`); csv/json keep the doubles (already rounded outward)."""
+    from proofs_check import rigorous as RG
+
+    budget_s = RIGOROUS_TABLE_BUDGET_S if budget_s is None else float(budget_s)
+    if len(reports) != len(table.rows):
+        raise ValueError(f"add_rigorous: {len(reports)} reports for {len(table.rows)} rows")
+    clash = [c for c in RIGOROUS_COLUMNS if c in table.columns]
+    if clash:
+        raise ValueError(f"add_rigorous: the table already has a column {clash[0]!r}")
+    import time
+
+    rows, notes, bits = [], [RIGOROUS_NOTE] + ([statement] if statement else []), set()
+    t0 = time.perf_counter()
+    for i, (row, rep) in enumerate(zip(table.rows, reports)):
+        if rep is not None and time.perf_counter() - t0 > budget_s:
+            out = {**rep, "certificate": {**(rep.get("certificate") or {}), "rigorous": {
+                "lower": None, "upper": None, "status": "not attempted",
+                "reason": f"the --rigorous time budget of {budget_s:g} s for the table was spent"}}}
+        else:
+            out = RG.apply(rep) if rep is not None else None
+        cells, note = _row_rigorous(out, value_claim)
+        rows.append(list(row) + cells)
+        if out is not None:
+            pb = ((out.get("certificate") or {}).get("rigorous") or {}).get("precision_bits")
+            if pb:
+                bits.add(int(pb))
+        if note:
+            label = labels[i] if labels is not None else None
+            notes.append(f"row {i + 1}" + (f" ({label})" if label else "") + f": {note}.")
+    latex = (list(table.latex_columns) if table.latex_columns is not None
+             else [plain_to_latex(c, header=True) for c in table.columns])
+    meta = dict(table.meta)
+    meta["rigorous"] = {"method": "ball arithmetic (python-flint), docs/rigorous.md",
+                        "precision_bits": sorted(bits), "value_claim": value_claim,
+                        "columns": {"proven_lower": "proven lower bound of the optimum (lower[0])",
+                                    "proven_upper": "proven feasible value (upper[1]), an upper bound of the optimum",
+                                    "value_statement": f"verdict of {value_claim!r} judged by the bracket",
+                                    "rigorous": f"{value_claim!r} VERIFIED in ball arithmetic"}}
+    return Table(list(table.columns) + list(RIGOROUS_COLUMNS), rows, table.caption,
+                 latex_columns=latex + list(RIGOROUS_LATEX), digits=table.digits, meta=meta,
+                 latex_caption=table.latex_caption,
+                 rounding={**(table.rounding or {}), "proven_lower": "down", "proven_upper": "up"},
+                 header_groups=list(table.header_groups or []) + [(RIGOROUS_GROUP, ["proven_lower", "proven_upper"])],
+                 notes=list(table.notes or []) + notes)

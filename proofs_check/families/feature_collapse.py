@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 
 from proofs_check.commands import SolveCommand, TableCommand, UsageError, float_list, int_list
-from proofs_check.tables import Table
+from proofs_check.tables import Table, rigorous_table
 
 FAMILY = "feature_collapse"
 
@@ -84,12 +84,16 @@ def build_table(args) -> Table:
     dims = args.dims if args.dims is not None else [max(args.concepts or 2, 2)]
     if not dims or not args.lambdas:
         raise UsageError("--lambdas and --dims must not be empty")
-    rows = []
+    rows, reports, labels = [], [], []
+    rig = bool(getattr(args, "rigorous", False))
     meta = None
     for d in dims:
         for lam in args.lambdas:
             inst = _instance(args, lam=lam, d=d)
             p = T.predict(inst)
+            if rig:
+                reports.append(_row_report(inst, p))
+                labels.append(f"lambda={lam:g}" + (f", d={d}" if inst.layernorm else ""))
             meta = meta or inst.to_dict()
             thr = p.lambda_crit
             rows.append([lam, d if inst.layernorm else None, p.theorem, p.geometry, thr, p.t, p.a, p.b,
@@ -107,12 +111,35 @@ def build_table(args) -> Table:
            f"{'LayerNorm' if meta.get('layernorm') else 'no LayerNorm'}, latents={meta.get('latents')}. "
            "lambda_crit: Theorem 1 threshold (uniform) or exact threshold sqrt(L sum mu^2/(K n_c)) (type III); "
            "null where it does not exist (LayerNorm: no trivial phase). d is shown only with LayerNorm.")
-    return Table(cols, rows, caption=cap, latex_columns=latex, meta=meta)
+    table = Table(cols, rows, caption=cap, latex_columns=latex, meta=meta)
+    if rig:
+        from proofs_check.tables import add_rigorous
+
+        table = add_rigorous(table, reports, labels=labels,
+                             statement="the row's value statement: objective is the optimal value (of the claimed "
+                                       "type I/II/III configuration; a conjecture where 'global optimality' says so).")
+    return table
+
+
+def _row_report(inst, pred) -> dict:
+    """The `solve feature-collapse` report of one table row (``SolveReport.to_dict()`` form) for
+    ``proofs_check.rigorous.apply``: the instance and its value statement ``optimal-value`` = the predicted
+    objective with the family's tolerance. The table solves nothing in floats (INCONCLUSIVE until the
+    ball-arithmetic bracket decides it)."""
+    from proofs_check.claims.feature_collapse import value_tol
+
+    name = "optimal-value" + (" (conjecture, checked on this instance)" if pred.conjecture else "")
+    ev = {"predicted": pred.objective, "tolerance": value_tol(pred.objective), "instance": inst.to_dict()}
+    return {"family": FAMILY, "instance": inst.to_dict(), "predicted": {"value": pred.objective}, "certificate": {},
+            "claims": [{"id": name, "verdict": "INCONCLUSIVE", "independent": True,
+                        "reason": "predicted value only: `table feature-collapse` solves nothing in floats",
+                        "evidence": ev}],
+            "diagnostics": []}
 
 
 COMMANDS = [
     SolveCommand("feature-collapse", "feature collapse (Laurent et al. 2024): exact risk, certified optimum vs "
                  "type I/II/III prediction", _solve_args, run_solve),
     TableCommand("feature-collapse", "feature collapse: predicted constants over a grid of lambda (and d with LN)",
-                 _table_args, build_table),
+                 _table_args, rigorous_table(FAMILY)(build_table)),
 ]

@@ -6,7 +6,7 @@ import argparse
 
 from proofs_check.commands import (SolveCommand, TableCommand, UsageError, add_backend_arguments, backend_from_args,
                                    float_list, int_list)
-from proofs_check.tables import Table
+from proofs_check.tables import Table, rigorous_table
 from theory import ufm as T
 from theory._validate import InputError
 
@@ -211,7 +211,10 @@ def _table(args: argparse.Namespace) -> Table:
                                weights=args.class_weights)
             for lw, lh in pairs:
                 problems.append((label, counts, n, eps, lw, lh, SG.classification(loss, list(counts), K, lw, lh)))
+    rig = bool(getattr(args, "rigorous", False))
     total = sum(estimate_value(pr[-1], args.starts) for pr in problems)
+    if rig:  # --rigorous re-solves each row's float candidate once (proofs_check.rigorous._ufm_general)
+        total += sum(estimate_value(pr[-1], 1) for pr in problems)
     if total > TABLE_TIME_LIMIT_S:
         raise UsageError(f"table ufm: too large: the rows without a closed form need an estimated {total:.0f} s "
                          f"(limit {TABLE_TIME_LIMIT_S:.0f} s on 2 cores); use fewer rows, classes or distinct counts")
@@ -234,7 +237,7 @@ def _table(args: argparse.Namespace) -> Table:
         latex += ["minority $\\cos$", "norm ratio"]
     import time
 
-    rows = []
+    rows, reports, labels = [], [], []
     t0 = time.perf_counter()
     for label, counts, n, eps, lw, lh, p in problems:
         # one wall-clock budget for the whole table: a row whose solve reaches it keeps its best point, and its
@@ -251,6 +254,10 @@ def _table(args: argparse.Namespace) -> Table:
         if imbalanced:
             row += [r.get("minority_classifier_cosine"), r.get("classifier_norm_ratio")]
         rows.append(row)
+        if rig:
+            reports.append(_row_report(p, r))
+            labels.append(", ".join(f"{c}={v:g}" if isinstance(v, float) else f"{c}={v}" for c, v in zip(cols, row)
+                                    if c in ("counts", "k", "n", "lambda", "lambda_w", "lambda_h", "eps")))
     loss_txt = {"ce": "cross-entropy", "mse": "MSE (1/2)||z - e_y||^2", "ls": f"label smoothing ({args.smoothing_convention} "
                 "convention)", "weighted-ce": "class-weighted cross-entropy (1/N mean)"}[args.loss]
     loss_tex = {"ce": "cross-entropy", "mse": r"MSE $\frac12\|z - e_y\|^2$",
@@ -275,8 +282,31 @@ def _table(args: argparse.Namespace) -> Table:
                  + (". Imbalanced: mean cosine between the classifiers of the smallest-count classes and the ratio of "
                     "their mean classifier norm to that of the largest-count classes, measured at the certified point "
                     "(not a statement about every minimiser)" if imbalanced else "") + ".")
-    return Table(cols, rows, cap, latex_columns=latex, latex_caption=latex_cap,
-                 meta={"family": "ufm", "loss": args.loss})
+    table = Table(cols, rows, cap, latex_columns=latex, latex_caption=latex_cap,
+                  meta={"family": "ufm", "loss": args.loss})
+    if rig:
+        from proofs_check.tables import add_rigorous
+
+        # what the table's one wall-clock budget leaves (each recipe also has its own limits)
+        table = add_rigorous(table, reports, labels=labels,
+                             budget_s=max(2.0, TABLE_TIME_LIMIT_S - (time.perf_counter() - t0)))
+    return table
+
+
+def _row_report(p, r: dict) -> dict:
+    """The `solve ufm` report of one row of `table ufm` (``SolveReport.to_dict()`` form) for
+    ``proofs_check.rigorous.apply``: the instance (``GeneralUFM.to_dict()``, what the recipe rebuilds) and the
+    row's value statement ``optimal-value`` with its prediction (the balanced closed form, else the certified
+    feasible value), its tolerance and float verdict (``certify_value``)."""
+    pred = r["closed_form"] if r.get("closed_form") is not None else r["value"]
+    how = "closed form" if r.get("closed_form") is not None else "certified value (no closed form)"
+    return {"family": "ufm", "instance": p.to_dict(), "predicted": {"value": pred},
+            "certificate": {"lower_bound": r["lower_bound"], "upper": r["value"], "gap": r["gap"],
+                            "method": r.get("certificate")},
+            "claims": [{"id": "optimal-value", "verdict": r["verdict"], "reason": r["reason"], "independent": True,
+                        "evidence": {"predicted": pred, "tolerance": r["tolerance"], "prediction": how,
+                                     "attained": r["value"], "lower_bound": r["lower_bound"]}}],
+            "diagnostics": []}
 
 
 def _counts_arg(text: str) -> list[int]:
@@ -395,7 +425,7 @@ COMMANDS = [
     SolveCommand("ufm-regression", "neural regression collapse UFM (Andriopoulos et al. 2024), certified",
                  _regression_args, _run_regression),
     TableCommand("ufm", "certified optimal values of the UFM (any loss, balanced or imbalanced counts) over a grid",
-                 _table_args, _table),
+                 _table_args, rigorous_table("ufm")(_table)),
 ]
 
 
