@@ -431,13 +431,22 @@ COMMANDS = [
 
 # ---- sweeps: `family = "ufm"` in a sweep config ------------------------------------------------
 
-def _sweep_ufm(params: dict, seed: int) -> dict:
+def _sweep_ufm_report(params: dict, seed: int) -> dict:
+    """The `solve ufm-ce|ufm-mse` report of one sweep instance (``SolveReport.to_dict()``)."""
     from proofs_check.claims.ufm import check_instance
 
     inst = T.UFMInstance(params["loss"], params["k"], params["n"], params["d"], params["lw"], params["lh"],
                          params.get("lb", 0.0))
-    out = check_instance(inst, method=params.get("method", "auto"), starts=int(params.get("starts", 2)),
-                         seed=seed).to_dict()
+    return check_instance(inst, method=params.get("method", "auto"), starts=int(params.get("starts", 2)),
+                          seed=seed).to_dict()
+
+
+def _sweep_ufm(params: dict, seed: int) -> dict:
+    return _sweep_ufm_result(_sweep_ufm_report(params, seed))
+
+
+def _sweep_ufm_result(out: dict) -> dict:
+    """The stored result of one sweep instance from its report (plain, or judged by proofs_check.rigorous)."""
     cert = out["certificate"] or {}
     return {"verdict": out["verdict"], "reason": out["reason"], "predicted": out["predicted"]["value"],
             "attained": (out["solution"] or {}).get("value"), "lower_bound": cert.get("lower_bound"),
@@ -458,6 +467,6 @@ try:
     register_sweepable("ufm", _sweep_ufm, parameters=("loss", "k", "n", "d", "lw", "lh", "lb", "method", "starts"),
                        defaults={"loss": "ce", "lb": 0.0, "method": "auto", "starts": 2}, validate=_sweep_validate,
                        version="1", description="classic UFM instance: closed form vs certificate vs solvers",
-                       replace=True)
+                       replace=True, report=_sweep_ufm_report, from_report=_sweep_ufm_result)
 except ImportError:  # pragma: no cover - the sweep module is part of the package
     pass

@@ -27,7 +27,8 @@ Instance key
 sort_keys=True, separators=(",", ":")))``, hex, first 32 characters; ``params`` are the
 instance parameters after the sweepable's defaults are merged in. Changing any parameter, the
 seed or the sweepable's ``version`` gives a new key (so old results are never reused for a
-changed computation).
+changed computation). A rigorous sweep (``rigorous = true``, or ``ncproofs sweep --rigorous``) adds
+``"rigorous": true`` to that object: its results never share a key with plain ones.
 
 Config (TOML, read with ``tomllib``)::
 
@@ -41,6 +42,8 @@ Config (TOML, read with ``tomllib``)::
     store = "results.sqlite"        # default store (relative to the config file)
     workers = 2                     # local worker processes (default: CPU count)
     max_instances = 1000000         # refuse bigger sweeps before any work (default MAX_INSTANCES)
+    rigorous = false                # true: each solve report judged in ball arithmetic (sweepables with
+                                    # solve reports: ufm); part of every instance key and the config hash
 
     [parameters]
     k = [2, 3, 4]                                 # grid: values; random: uniform choice
@@ -60,8 +63,8 @@ from __future__ import annotations
 
 from proofs_check.commands import UsageError
 from proofs_check.sweep.registry import (
-    VERDICT_ORDER, Sweepable, _REGISTRY, discover_builtin, get_sweepable, register_sweepable, result_from_checks,
-    result_from_claim, sweepables)
+    RIGOROUS_SUFFIX, VERDICT_ORDER, Sweepable, _REGISTRY, discover_builtin, get_sweepable, register_sweepable,
+    result_from_checks, result_from_claim, rigorous_result, rigorous_sweepables, sweepables)
 from proofs_check.sweep.demo import noisy_etf
 from proofs_check.sweep.config import (
     MAX_INSTANCES, MAX_WORKERS, Instance, SweepSpec, instance_key, load_config, parse_config)
@@ -70,17 +73,18 @@ from proofs_check.sweep.task import _execute
 from proofs_check.sweep.localpool import WorkerDied, _worker_main
 from proofs_check.sweep.progress import SweepProgress
 from proofs_check.sweep.dask_backend import DEFAULT_CONNECT_TIMEOUT
-from proofs_check.sweep.execution import SweepInterrupted, SweepOutcome, SweepSignal, run_sweep
+from proofs_check.sweep.execution import SweepInterrupted, SweepOutcome, SweepSignal, check_rigorous, run_sweep
 from proofs_check.sweep.export import (
     aggregate, counts, flat_table, key_numbers, results_table, summary_text, to_dataframe, write_export)
 from proofs_check.sweep.cli import add_arguments, main_from_args
 
 __all__ = [
-    "DEFAULT_CONNECT_TIMEOUT", "Instance", "LEASE_SECONDS", "MAX_INSTANCES", "MAX_WORKERS", "SCHEMA_VERSION",
+    "DEFAULT_CONNECT_TIMEOUT", "RIGOROUS_SUFFIX", "Instance", "LEASE_SECONDS", "MAX_INSTANCES", "MAX_WORKERS", "SCHEMA_VERSION",
     "Store", "SweepInterrupted", "SweepOutcome", "SweepProgress", "SweepSignal", "SweepSpec", "Sweepable",
     "UsageError", "VERDICT_ORDER", "WorkerDied", "add_arguments", "aggregate", "counts", "flat_table", "discover_builtin", "get_sweepable",
     "instance_key", "key_numbers", "load_config", "main_from_args", "noisy_etf", "parse_config", "register_sweepable",
-    "result_from_checks", "result_from_claim", "results_table", "run_sweep", "summary_text", "sweepables", "to_dataframe",
+    "result_from_checks", "result_from_claim", "results_table", "check_rigorous", "rigorous_result",
+    "rigorous_sweepables", "run_sweep", "summary_text", "sweepables", "to_dataframe",
     "write_export",
 ]
 # private names kept importable for older callers and tests (not part of the API)

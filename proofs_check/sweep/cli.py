@@ -50,6 +50,11 @@ def add_arguments(p) -> None:
     p.add_argument("--connect-timeout", type=float, default=DEFAULT_CONNECT_TIMEOUT, metavar="S",
                    help=f"seconds to wait for the Dask scheduler (default {DEFAULT_CONNECT_TIMEOUT:g})")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
+    p.add_argument("--rigorous", action="store_true",
+                   help="same as rigorous = true in [sweep]: each instance's solve report is judged in ball arithmetic "
+                        "(python-flint; docs/rigorous.md) and stores the proven bracket (rigorous_lower, "
+                        "rigorous_upper, rigorous); rigorous instances have their own keys. With --summary: show "
+                        "the rigorous instances of CONFIG")
 
 
 def _store_path(args, spec: SweepSpec | None) -> str:
@@ -112,6 +117,8 @@ def main_from_args(args) -> int:
         if not args.config:
             raise UsageError("sweep needs CONFIG (a TOML file), or --summary --store PATH")
         spec = load_config(args.config)
+        if getattr(args, "rigorous", False):
+            spec.rigorous = True
         path = _store_path(args, spec)
         _check_store_file(path, must_exist=False)
         try:
@@ -125,13 +132,14 @@ def main_from_args(args) -> int:
             return 1
         store = Store(path)
         try:
-            rows = store.rows([i.key for i in spec.instances()], with_result=_wants_results(args))
+            rows = store.rows([i.key for i in spec.instances()], with_result=_wants_results(args, spec))
         finally:
             store.close()
         by = f", {out.elsewhere} by another sweep on the same store" if out.elsewhere else ""
         print(f"sweep {spec.family}: {out.total} instances ({out.skipped} already stored, {out.computed} computed"
               f"{by}) -> {path}")
-        sys.stdout.write(summary_text(rows, pending=out.total - len(rows), worst_n=args.worst, fmt=_print_format(args)))
+        sys.stdout.write(summary_text(rows, pending=out.total - len(rows), worst_n=args.worst, fmt=_print_format(args),
+                                      rigorous=spec.rigorous))
         _maybe_group(args, rows, path)
         _maybe_export(args, rows, path)
         return 1 if any(r["verdict"] in ("REFUTED", "ERROR") for r in rows) else 0
@@ -143,16 +151,21 @@ def _summary(args) -> int:
     """``--summary``: read the store only. The config's ``modules`` are never imported (they are
     code); instance keys come from the built-in sweepable or from what the store recorded."""
     spec = load_config(args.config, import_modules=False) if args.config else None
+    if spec is not None and getattr(args, "rigorous", False):
+        spec.rigorous = True
+    elif spec is None and getattr(args, "rigorous", False):
+        raise UsageError("--summary --rigorous needs CONFIG (the rigorous instances are those of a config)")
     path = _store_path(args, spec)
     _check_store_file(path, must_exist=True)
     store = Store(path)
     try:
-        rows, pending = load_rows(store, spec, with_result=_wants_results(args))
+        rows, pending = load_rows(store, spec, with_result=_wants_results(args, spec))
     except sqlite3.DatabaseError as exc:
         raise UsageError(f"--store {path}: not a usable SQLite store ({exc})") from None
     finally:
         store.close()
-    sys.stdout.write(summary_text(rows, pending=pending, worst_n=args.worst, fmt=_print_format(args)))
+    sys.stdout.write(summary_text(rows, pending=pending, worst_n=args.worst, fmt=_print_format(args),
+                                  rigorous=bool(spec is not None and spec.rigorous)))
     _maybe_group(args, rows, path)
     _maybe_export(args, rows, path)
     return 0
@@ -163,9 +176,10 @@ def _print_format(args) -> str:
     return args.format if args.format in FORMATS else "md"
 
 
-def _wants_results(args) -> bool:
-    """The whole stored results are read only when an export or an aggregate needs them."""
-    return bool(args.export or args.group_by)
+def _wants_results(args, spec: SweepSpec | None = None) -> bool:
+    """The whole stored results are read only when an export, an aggregate or the bracket columns of a
+    rigorous sweep's summary need them."""
+    return bool(args.export or args.group_by or (spec is not None and spec.rigorous))
 
 
 def _caption(store_path: str) -> str:

@@ -18,7 +18,7 @@ from proofs_check.commands import UsageError
 from proofs_check.sweep.registry import _REGISTRY, Sweepable, _scalar_ok, discover_builtin, get_sweepable
 
 _SWEEP_KEYS = ("family", "mode", "seeds", "samples", "sample_seed", "modules", "store", "workers", "description",
-               "max_instances")
+               "max_instances", "rigorous")
 
 #: Largest number of instances a config may describe unless it raises ``sweep.max_instances``:
 #: the instances are held in memory (about 1 kB each) and their keys read from the store before
@@ -38,9 +38,11 @@ class Instance:
     seed: int
 
 
-def instance_key(family: str, version: str, params: Mapping[str, Any], seed: int) -> str:
+def instance_key(family: str, version: str, params: Mapping[str, Any], seed: int, *, rigorous: bool = False) -> str:
     """The instance key: the first 32 hex digits of the sha256 of
-    ``json.dumps({"family", "version", "params", "seed"}, sort_keys=True, separators=(",", ":"))``.
+    ``json.dumps({"family", "version", "params", "seed"}, sort_keys=True, separators=(",", ":"))``; a rigorous
+    instance (``rigorous = true``: the report judged in ball arithmetic) adds ``"rigorous": true`` to that
+    object, so rigorous and plain results never share a key (plain keys are unchanged).
 
     Returns the key (str). Raises ``TypeError`` for a non-str family/version or non-dict params,
     ``ValueError`` for a seed outside [0, 2^63) or a non-finite number in ``params``."""
@@ -50,8 +52,10 @@ def instance_key(family: str, version: str, params: Mapping[str, Any], seed: int
         raise TypeError(f"instance_key: params must be a dict, got {type(params).__name__}")
     if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed <= _MAX_SEED:
         raise ValueError(f"instance_key: seed must be an integer in [0, 2^63), got {seed!r}")
-    payload = json.dumps({"family": family, "version": version, "params": dict(params), "seed": int(seed)},
-                         sort_keys=True, separators=(",", ":"), allow_nan=False)
+    obj = {"family": family, "version": version, "params": dict(params), "seed": int(seed)}
+    if rigorous:
+        obj["rigorous"] = True
+    payload = json.dumps(obj, sort_keys=True, separators=(",", ":"), allow_nan=False)
     return hashlib.sha256(payload.encode("utf-8")).hexdigest()[:32]
 
 
@@ -68,6 +72,9 @@ class SweepSpec:
     workers: int | None = None
     path: str | None = None
     raw: dict = field(default_factory=dict)
+    #: ``rigorous = true`` in [sweep] (or ``ncproofs sweep --rigorous``): each instance's solve report goes
+    #: through ``proofs_check.rigorous.apply``; part of every instance key and of the config hash
+    rigorous: bool = False
 
     @property
     def sweepable(self) -> Sweepable:
@@ -84,8 +91,14 @@ class SweepSpec:
         return n * len(self.seeds)
 
     def config_hash(self) -> str:
-        return hashlib.sha256(json.dumps({k: self.raw.get(k) for k in ("sweep", "parameters")}, sort_keys=True,
-                                         default=str).encode()).hexdigest()[:16]
+        doc = {k: self.raw.get(k) for k in ("sweep", "parameters")}
+        sweep = dict(doc["sweep"]) if isinstance(doc["sweep"], dict) else doc["sweep"]
+        if isinstance(sweep, dict):  # the flag as the spec runs it (config key or --rigorous); plain: as before
+            sweep.pop("rigorous", None)
+            if self.rigorous:
+                sweep["rigorous"] = True
+            doc["sweep"] = sweep
+        return hashlib.sha256(json.dumps(doc, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
     def instances(self, sweepable: Sweepable | None = None, *, validate: bool = True) -> list[Instance]:
         """Every instance of the sweep, in a deterministic order, duplicates removed.
@@ -106,7 +119,7 @@ class SweepSpec:
                     shown = ", ".join(f"{k}={v!r}" for k, v in p.items())
                     raise UsageError(f"parameters: invalid instance ({shown}): {exc}") from None
             for s in self.seeds:
-                key = instance_key(sw.name, sw.version, params, s)
+                key = instance_key(sw.name, sw.version, params, s, rigorous=self.rigorous)
                 if key not in seen:
                     seen.add(key)
                     out.append(Instance(key, params, s))
@@ -323,6 +336,13 @@ def _store_of(sweep: dict) -> str | None:
     return store
 
 
+def _rigorous_of(sweep: dict) -> bool:
+    value = sweep.get("rigorous", False)
+    if not isinstance(value, bool):
+        raise UsageError(f"sweep.rigorous must be true or false, got {value!r}")
+    return value
+
+
 def _check_description(sweep: dict) -> None:
     description = sweep.get("description")
     if description is not None and not isinstance(description, str):
@@ -416,8 +436,10 @@ def parse_config(data: dict, path: str | None = None, *, import_modules: bool = 
     workers = _workers_of(sweep)
     store = _store_of(sweep)
     _check_description(sweep)
+    rigorous = _rigorous_of(sweep)
     params = _parameters_of(data, mode)
-    spec = SweepSpec(family or "", mode, params, seeds, samples, sample_seed, modules, store, workers, path, data)
+    spec = SweepSpec(family or "", mode, params, seeds, samples, sample_seed, modules, store, workers, path, data,
+                     rigorous)
     _check_size(spec, limit)
     if import_modules:
         _import_config_modules(path, modules)

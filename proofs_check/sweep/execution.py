@@ -3,6 +3,7 @@ interrupts and the run record."""
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import os
 import sys
@@ -13,6 +14,7 @@ from proofs_check.sweep.config import MAX_WORKERS, Instance, SweepSpec
 from proofs_check.sweep.dask_backend import DEFAULT_CONNECT_TIMEOUT, _close_client, _dask_client, _dask_window, _run_dask
 from proofs_check.sweep.localpool import _run_inline, _run_local
 from proofs_check.sweep.progress import SweepProgress
+from proofs_check.sweep.registry import RIGOROUS_SUFFIX
 from proofs_check.sweep.store import Store, _Claims, _lease_owner, _LeaseKeeper
 
 
@@ -113,6 +115,9 @@ def run_sweep(spec: SweepSpec, store_path: str, *, scheduler: str | None = None,
     sw = spec.sweepable
     if sw.fn is None:
         raise ValueError(f"run_sweep: sweepable {sw.name!r} has no function (a record from a store)")
+    check_rigorous(spec)  # before any work
+    # the task name tells the workers (local or Dask) to judge the report in ball arithmetic
+    task_sw = dataclasses.replace(sw, name=sw.name + RIGOROUS_SUFFIX) if spec.rigorous else sw
     instances = spec.instances()
     address = _scheduler_address(scheduler)
     client = _dask_client(address, connect_timeout) if address else None  # fail fast, before touching the store
@@ -150,11 +155,11 @@ def run_sweep(spec: SweepSpec, store_path: str, *, scheduler: str | None = None,
         try:
             with _Signals():
                 if client is not None:
-                    _run_dask(client, sw, spec.modules, claims, on_result, address)
+                    _run_dask(client, task_sw, spec.modules, claims, on_result, address)
                 elif nworkers <= 1:
-                    _run_inline(sw, spec.modules, claims, on_result)
+                    _run_inline(task_sw, spec.modules, claims, on_result)
                 else:
-                    _run_local(nworkers, sw, spec.modules, claims, on_result)
+                    _run_local(nworkers, task_sw, spec.modules, claims, on_result)
             status = "finished"
         except SweepSignal as exc:
             signum = exc.signum
@@ -180,6 +185,23 @@ def run_sweep(spec: SweepSpec, store_path: str, *, scheduler: str | None = None,
         store.close()
         if client is not None:
             _close_client(client)
+
+
+def check_rigorous(spec: SweepSpec) -> None:
+    """For ``rigorous = true``: the sweepable has solve reports (``report``/``from_report``) and python-flint is
+    installed. Raises UsageError (one line; the CLI exits 2) otherwise; returns None for a plain sweep."""
+    import importlib.util
+
+    from proofs_check.commands import UsageError
+    from proofs_check.sweep.registry import rigorous_sweepables
+
+    if not spec.rigorous:
+        return
+    if spec.sweepable.report is None:
+        raise UsageError(f"sweep.rigorous: sweepable {spec.family!r} has no solve report with a rigorous recipe; "
+                         f"rigorous sweeps support: {', '.join(rigorous_sweepables()) or 'none'}")
+    if importlib.util.find_spec("flint") is None:
+        raise UsageError('sweep.rigorous (--rigorous) needs python-flint: pip install "ncproofs[rigorous]"')
 
 
 class SweepInterrupted(KeyboardInterrupt):

@@ -52,13 +52,31 @@ def counts(rows: list[dict]) -> dict[str, int]:
     return out
 
 
-def results_table(rows: list[dict], caption: str = ""):
+#: entries of a rigorous sweep's result shown by the summary (``rigorous = true``; docs/workflow.md)
+RIGOROUS_RESULT_COLUMNS = ("rigorous_lower", "rigorous_upper", "rigorous")
+
+
+def results_table(rows: list[dict], caption: str = "", *, rigorous: bool = False):
     """All given rows as a :class:`proofs_check.tables.Table` for reading (worst first): the
     first 12 hex digits of the key, the parameters, seed, verdict, score and the reason cut at
     160 characters. For analysis use :func:`flat_table` (every number, full precision).
+    ``rigorous=True`` (rows with ``result``, of a rigorous sweep) adds the proven bracket ``rigorous_lower``,
+    ``rigorous_upper`` (printed rounded down / up) and the ``rigorous`` flag before the reason.
 
     Returns the Table. Raises ``KeyError`` for rows without the keys of ``Store.rows()``."""
     from proofs_check.tables import Table
+
+    if rigorous:
+        plain = results_table(rows, caption)
+        j = plain.columns.index("reason")
+        body = [r[:j] + [(row.get("result") or {}).get(c) for c in RIGOROUS_RESULT_COLUMNS] + r[j:]
+                for r, row in zip(plain.rows, rows)]
+        meta = dict(plain.meta)
+        meta["columns"] = {**meta["columns"], "rigorous_lower": "proven lower bound (ball arithmetic), rounded down",
+                           "rigorous_upper": "proven feasible value (ball arithmetic), rounded up",
+                           "rigorous": "VERIFIED and every statement judged in balls proven"}
+        return Table(plain.columns[:j] + list(RIGOROUS_RESULT_COLUMNS) + plain.columns[j:], body, caption=caption,
+                     digits=plain.digits, meta=meta, rounding={"rigorous_lower": "down", "rigorous_upper": "up"})
 
     names: list[str] = []
     for r in rows:
@@ -73,9 +91,12 @@ def results_table(rows: list[dict], caption: str = ""):
                                    "score": "sweepable-defined badness, larger = worse"}})
 
 
-def summary_text(rows: list[dict], *, pending: int | None = None, worst_n: int = 10, fmt: str = "md") -> str:
+def summary_text(rows: list[dict], *, pending: int | None = None, worst_n: int = 10, fmt: str = "md",
+                 rigorous: bool = False) -> str:
     """The text ``ncproofs sweep`` prints: counts of verdicts, the overall (worst) verdict and
-    the ``worst_n`` worst instances as a table in ``fmt`` (md, latex, csv or json).
+    the ``worst_n`` worst instances as a table in ``fmt`` (md, latex, csv or json). ``rigorous=True`` (a
+    rigorous sweep; rows with ``result``): also how many instances are rigorous, and the bracket columns of
+    :func:`results_table`.
 
     Returns the text (ending in a newline). Raises TypeError (``rows`` not a list) or ValueError
     (bad ``worst_n`` or ``fmt``)."""
@@ -92,12 +113,16 @@ def summary_text(rows: list[dict], *, pending: int | None = None, worst_n: int =
              "verdicts: " + ", ".join(f"{v} {n}" for v, n in c.items() if n or v != "NOT_APPLICABLE")]
     overall = worst(r["verdict"] for r in rows).value if rows else None
     lines.append(f"overall: {overall if overall else 'none stored'}")
+    if rigorous:
+        proven = sum(1 for r in rows if (r.get("result") or {}).get("rigorous") is True)
+        bracket = sum(1 for r in rows if (r.get("result") or {}).get("rigorous_lower") is not None)
+        lines.append(f"rigorous (ball arithmetic): {proven} of {len(rows)} proven, {bracket} with a proven bracket")
     bad = [r for r in rows if r["verdict"] != "VERIFIED"][:worst_n]
     if worst_n > 0 and rows:
         shown = bad or rows[:worst_n]
         lines.append("")
         lines.append(f"worst {len(shown)} instance(s):" if bad else f"all VERIFIED; the {len(shown)} with the largest score:")
-        lines.append(results_table(shown).render(fmt).rstrip("\n"))
+        lines.append(results_table(shown, rigorous=rigorous).render(fmt).rstrip("\n"))
     return "\n".join(lines) + "\n"
 
 

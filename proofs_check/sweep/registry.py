@@ -27,21 +27,35 @@ class Sweepable:
     validate: Callable[[dict], None] | None
     version: str
     description: str
+    #: ``report(params, seed) -> SolveReport.to_dict()`` and ``from_report(report) -> result``, with
+    #: ``fn(params, seed) == from_report(report(params, seed))``: given for sweepables whose instances are solve
+    #: reports, so that a rigorous sweep (``rigorous = true``) can pass the report through
+    #: ``proofs_check.rigorous.apply`` before it is summarised (None: no rigorous sweep)
+    report: Callable[[dict, int], dict] | None = None
+    from_report: Callable[[dict], dict] | None = None
 
+
+#: the task name of a rigorous instance: the sweepable's name + this suffix (it travels to local and Dask workers
+#: with the name, see proofs_check.sweep.task._execute); no sweepable name may end with it
+RIGOROUS_SUFFIX = "#rigorous"
 
 _REGISTRY: dict[str, Sweepable] = {}
 
 
 def register_sweepable(name: str, fn: Callable[[dict, int], dict], *, parameters: Iterable[str] | None = None,
                        defaults: Mapping[str, Any] | None = None, validate: Callable[[dict], None] | None = None,
-                       version: str = "1", description: str = "", replace: bool = False) -> Sweepable:
+                       version: str = "1", description: str = "", replace: bool = False,
+                       report: Callable[[dict, int], dict] | None = None,
+                       from_report: Callable[[dict], dict] | None = None) -> Sweepable:
     """Register ``fn(params, seed) -> {"verdict": ..., ...}`` under ``name`` for ``ncproofs sweep``.
 
     ``parameters`` lists the accepted parameter names (unknown names in a config are an error);
     ``defaults`` are merged into every instance (and so into its key; numbers, strings, booleans
     or None); ``validate(params)`` raises ``ValueError`` naming the bad parameter; ``version``
     is part of every instance key: bump it when the computation changes so stored results are
-    not reused.
+    not reused. ``report(params, seed)`` (a ``SolveReport.to_dict()`` of a family with a rigorous recipe) and
+    ``from_report(report)`` (the result dict), given together with ``fn = from_report . report``, let
+    ``rigorous = true`` sweeps pass each report through ``proofs_check.rigorous.apply`` (docs/workflow.md).
 
     Returns the registered :class:`Sweepable`. Raises ``TypeError`` (wrong type) or
     ``ValueError`` (bad value; a name already registered to another function without
@@ -51,6 +65,12 @@ def register_sweepable(name: str, fn: Callable[[dict, int], dict], *, parameters
         raise TypeError(f"register_sweepable: name must be a str, got {type(name).__name__}")
     if not name or name != name.strip() or any(c.isspace() for c in name):
         raise ValueError(f"register_sweepable: name must be a non-empty string without spaces, got {name!r}")
+    if name.endswith(RIGOROUS_SUFFIX):
+        raise ValueError(f"register_sweepable: name must not end with {RIGOROUS_SUFFIX!r} (the rigorous task name)")
+    if (report is None) != (from_report is None):
+        raise TypeError(f"register_sweepable({name!r}): report and from_report go together (both or neither)")
+    if report is not None and not (callable(report) and callable(from_report)):
+        raise TypeError(f"register_sweepable({name!r}): report and from_report must be callable")
     if not callable(fn):
         raise TypeError(f"register_sweepable({name!r}): fn must be callable fn(params, seed) -> dict, "
                         f"got {type(fn).__name__} {fn!r}")
@@ -93,7 +113,7 @@ def register_sweepable(name: str, fn: Callable[[dict, int], dict], *, parameters
             raise ValueError(f"defaults for {name!r} name unknown parameters: {', '.join(extra)}")
     if name in _REGISTRY and not replace and _REGISTRY[name].fn is not fn:
         raise ValueError(f"sweepable {name!r} is already registered (pass replace=True to override)")
-    sw = Sweepable(name, fn, params, defaults, validate, str(version), description)
+    sw = Sweepable(name, fn, params, defaults, validate, str(version), description, report, from_report)
     _REGISTRY[name] = sw
     return sw
 
@@ -184,3 +204,33 @@ def result_from_claim(res: ClaimResult, *, score: float | None = None) -> dict:
     return {"verdict": res.verdict.value, "reason": res.reason, "score": score,
             "checks": [c.to_dict() for c in res.checks]}
 
+
+
+def rigorous_sweepables() -> list[str]:
+    """Names of the registered sweepables that support ``rigorous = true`` (their instances are solve reports:
+    ``report``/``from_report`` given), after importing the families."""
+    discover_builtin()
+    return sorted(n for n, sw in _REGISTRY.items() if sw.report is not None)
+
+
+def rigorous_result(sw: Sweepable, params: dict, seed: int) -> dict:
+    """One rigorous instance: ``sw.report(params, seed)`` through :func:`proofs_check.rigorous.apply`, then
+    ``sw.from_report``, with the bracket as top-level entries (so exports and summaries show them):
+    ``rigorous_lower`` (the proven lower bound, ``lower[0]``), ``rigorous_upper`` (the proven feasible value,
+    ``upper[1]``; None without one), ``rigorous`` (the report's flag: VERIFIED and every statement judged in
+    balls proven) and ``rigorous_status`` ("proven bracket", or why there is none). The verdict is the
+    judged report's."""
+    from proofs_check import rigorous as RG
+
+    if sw.report is None or sw.from_report is None:
+        raise ValueError(f"sweepable {sw.name!r} has no solve report: no rigorous sweep (supported: "
+                         f"{', '.join(rigorous_sweepables()) or 'none'})")
+    out = RG.apply(sw.report(dict(params), int(seed)))
+    res = dict(sw.from_report(out))
+    rig = (out.get("certificate") or {}).get("rigorous") or {}
+    res["rigorous_lower"] = rig["lower"][0] if rig.get("lower") else None
+    res["rigorous_upper"] = rig["upper"][1] if rig.get("upper") else None
+    res["rigorous"] = bool(out.get("rigorous"))
+    res["rigorous_status"] = ("proven bracket" if rig.get("lower") else
+                              f"{rig.get('status', 'none')}: {rig.get('reason', '')}")
+    return res

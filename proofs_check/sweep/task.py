@@ -9,13 +9,18 @@ import traceback
 
 from proofs_check.core import Verdict, clean
 from proofs_check.sweep.config import _import_modules
-from proofs_check.sweep.registry import _REGISTRY, VERDICT_ORDER, discover_builtin
+from proofs_check.sweep.registry import _REGISTRY, RIGOROUS_SUFFIX, VERDICT_ORDER, discover_builtin, rigorous_result
 
 
 def _execute(name: str, modules: list[str], params: dict, seed: int) -> tuple[dict, float, str]:
-    """Run one instance (in a worker). Never raises: a crash becomes an ERROR result."""
+    """Run one instance (in a worker). Never raises: a crash becomes an ERROR result. ``name`` ending in
+    :data:`~proofs_check.sweep.registry.RIGOROUS_SUFFIX`: the sweepable's solve report goes through
+    ``proofs_check.rigorous.apply`` (:func:`~proofs_check.sweep.registry.rigorous_result`)."""
     t0 = time.perf_counter()
     worker = f"{socket.gethostname()}:{os.getpid()}"
+    rigorous = name.endswith(RIGOROUS_SUFFIX)
+    if rigorous:
+        name = name[:-len(RIGOROUS_SUFFIX)]
     try:
         _import_modules(modules)
         if name not in _REGISTRY:
@@ -24,7 +29,7 @@ def _execute(name: str, modules: list[str], params: dict, seed: int) -> tuple[di
         if sw is None:
             raise RuntimeError(f"sweepable {name!r} is not registered in this worker "
                                f"(list the module that registers it under sweep.modules)")
-        res = sw.fn(dict(params), int(seed))
+        res = rigorous_result(sw, params, seed) if rigorous else sw.fn(dict(params), int(seed))
         if not isinstance(res, dict) or "verdict" not in res:
             raise TypeError(f"sweepable {name!r} must return a dict with a 'verdict', got {type(res).__name__}")
         try:
