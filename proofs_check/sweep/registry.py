@@ -208,7 +208,9 @@ def result_from_claim(res: ClaimResult, *, score: float | None = None) -> dict:
 
 def rigorous_sweepables() -> list[str]:
     """Names of the registered sweepables that support ``rigorous = true`` (their instances are solve reports:
-    ``report``/``from_report`` given), after importing the families."""
+    ``report``/``from_report`` given), after importing the families.
+
+    Returns the sorted list of names. Raises whatever a family module raises at import (a defect)."""
     discover_builtin()
     return sorted(n for n, sw in _REGISTRY.items() if sw.report is not None)
 
@@ -219,7 +221,10 @@ def rigorous_result(sw: Sweepable, params: dict, seed: int) -> dict:
     ``rigorous_lower`` (the proven lower bound, ``lower[0]``), ``rigorous_upper`` (the proven feasible value,
     ``upper[1]``; None without one), ``rigorous`` (the report's flag: VERIFIED and every statement judged in
     balls proven) and ``rigorous_status`` ("proven bracket", or why there is none). The verdict is the
-    judged report's."""
+    judged report's.
+
+    Returns the result dict. Raises ``ValueError`` when ``sw`` has no ``report``/``from_report``, and what the
+    sweepable or ``apply`` raises (``_execute`` stores it as an ERROR)."""
     from proofs_check import rigorous as RG
 
     if sw.report is None or sw.from_report is None:
