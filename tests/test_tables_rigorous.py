@@ -115,6 +115,13 @@ def test_latex_bracket_contains_closed_form_and_compiles(capsys, tmp_path, preci
         lo, hi = _latex_number(cells[-4]), _latex_number(cells[-3])
         assert lo <= ref <= hi, (k, n, lam, lo, hi)
         assert cells[-2] == "VERIFIED" and cells[-1] == "yes"
+    _compile(tmp_path, tex)
+
+
+test_latex_bracket_contains_closed_form_and_compiles = needs_tex(test_latex_bracket_contains_closed_form_and_compiles)
+
+
+def _compile(tmp_path, tex: str) -> None:
     if not HAVE_TEX:
         pytest.fail("pdflatex missing in CI")
     doc = tmp_path / "doc.tex"
@@ -126,7 +133,18 @@ def test_latex_bracket_contains_closed_form_and_compiles(capsys, tmp_path, preci
     assert proc.returncode == 0 and not errors, f"pdflatex failed: {errors[:5]}\n{log[-2000:]}"
 
 
-test_latex_bracket_contains_closed_form_and_compiles = needs_tex(test_latex_bracket_contains_closed_form_and_compiles)
+@needs_tex
+@pytest.mark.parametrize("args", [SCL_ARGS, ["feature-collapse", "--concepts", "3", "--length", "2",
+                                             "--words-per-concept", "2", "--layernorm", "--lambdas", "0.01",
+                                             "--dims", "3,4", "--zipf"]])
+def test_other_rigorous_latex_tables_compile(capsys, tmp_path, args):
+    rc, tex, err = _run(capsys, *args, "--rigorous", "--format", "latex")
+    assert rc == 0, err
+    head, body = _latex_body(tex)
+    assert head[-4:] == ["lower", "upper", "value statement", "rigorous"]
+    for cells in body:  # a proven bracket, lower <= upper, on every row of these instances
+        assert _latex_number(cells[-4]) <= _latex_number(cells[-3])
+    _compile(tmp_path, tex)
 
 
 def test_markdown_bracket_printed_outward(capsys):
