@@ -479,7 +479,7 @@ def instance_checks(inst: T.SCLInstance, *, starts: int = 6, seed: int = 0, hops
             if H2 is not None:
                 ev["second_minimiser_value"] = S.scl_loss(H2, y, inst.batches, tau, grad=False)
                 ev["second_minimiser_gram_diff"] = float(np.max(np.abs(H2.T @ H2 - T.of_gram(inst.counts))))
-                txt += (f"; second minimiser ({analysis.witness}) has loss {fmt(ev['second_minimiser_value'])} and a Gram "
+                txt += (f"; second minimiser{f' ({analysis.witness})' if analysis.witness else ''} has loss {fmt(ev['second_minimiser_value'])} and a Gram "
                         f"{fmt(ev['second_minimiser_gram_diff'], 3)} from the OF's")
             checks.append(hypothesis_fails(prefix + "geometry-of", "C1 and C2 (unique minimiser): " + txt, ev))
         else:

@@ -322,12 +322,19 @@ def _minimiser_statements(inst: T.UFMInstance, cf: dict, exp_geo: str, tol: floa
     counted only when Z* is proven the unique minimiser (at_certified_point with unique=True)."""
     cert, uniq, phase = cf["cert"], cf["uniq"], cf["phase"]
     gap = cert.gap
-    unique = bool(uniq["valid"]) and within(gap, tol)
+    band = _phase_name(phase["rho0"]) in ("threshold", "unknown")
+    unique = bool(uniq["valid"]) and within(gap, tol) and not band
     how = HOW_UNIQUE + f"; delta = {fmt(uniq['delta'], 3)}, face dimension {uniq['face_dimension']}"
     out = []
     ev_u = {k: v for k, v in uniq.items()}
     ev_u.update(certificate_gap=gap, tolerance=tol)
-    if unique:
+    if band:
+        # the closed form's phase may be the wrong one here (a vanishing simplex ETF or zero): its uniqueness
+        # certificate says nothing about the true minimiser, and neither do the statements measured at it
+        out.append(Check("minimiser-unique", Verdict.INCONCLUSIVE,
+                         f"at the phase threshold: rho0 = {phase['rho0']!r} is within {PHASE_RTOL:g} of 1, where float64 "
+                         "cannot tell which of a vanishing simplex ETF and zero is the minimiser", ev_u))
+    elif unique:
         out.append(Check("minimiser-unique", Verdict.VERIFIED,
                          f"Z* is the unique minimiser (b up to a constant shift for CE with a free bias): {how}", ev_u))
     else:
@@ -635,6 +642,15 @@ HOW_GENERAL_UNIQUE = ("the closed form is certified optimal (dual gap <= tol) an
 GENERAL_SOURCE = "docs/ufm_general.md (derived: Fenchel dual of the nuclear-norm reformulation)"
 
 
+def _near_phase_threshold(p: "SG.GeneralUFM") -> bool:
+    """The balanced closed form changes phase (simplex ETF <-> zero) between lam (1 - PHASE_RTOL) and
+    lam (1 + PHASE_RTOL): the phase is then not decided in float64 (the ufm-ce/ufm-mse band, same tolerance)."""
+    n = int(p.counts[0])
+    lo = p.loss.closed_form(p.K, n, p.lam * (1.0 - PHASE_RTOL))
+    hi = p.loss.closed_form(p.K, n, p.lam * (1.0 + PHASE_RTOL))
+    return lo is not None and hi is not None and bool(lo.get("trivial")) != bool(hi.get("trivial"))
+
+
 def _closed_form_point(p: "SG.GeneralUFM", cf: dict):
     """X (class coordinates) and b of a balanced closed form: Z = m J_K per class (CE-type: m = c*, b = 0;
     MSE: m = z / sqrt(n), b = 1/K); X = Zc sqrt(n)."""
@@ -777,6 +793,13 @@ def check_general(p: "SG.GeneralUFM", *, starts: int = 2, seed: int = 0, claimed
         claims.append(Check("minimiser-unique", Verdict.INCONCLUSIVE,
                             f"no geometry certificate: the uniqueness conditions are evaluated on K x K matrices, not "
                             f"formed for K = {p.K} > {SG.EXPAND_MAX} classes", {"classes": p.K}))
+    elif cf is not None and tight and _near_phase_threshold(p):
+        # within PHASE_RTOL of the phase threshold float64 cannot tell a vanishing simplex ETF from the zero
+        # minimiser: the closed form's phase may be the wrong one, so it proves nothing about the minimiser
+        claims.append(Check("minimiser-unique", Verdict.INCONCLUSIVE,
+                            f"at the phase threshold: lambda within {PHASE_RTOL:g} relative of the value where the closed "
+                            f"form switches between a simplex ETF and zero; float64 cannot tell which is the minimiser",
+                            {"phase_rtol": PHASE_RTOL, "closed_form_phase": "zero" if cf.get("trivial") else "collapse"}))
     elif cf is not None and tight:
         Xc, bc = _closed_form_point(p, cf)
         cc = SG.certificate(p, Xc, bc)
