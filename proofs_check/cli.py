@@ -221,9 +221,9 @@ def _dispatch(parser, args, smap, tmap, emap) -> int:
         if src:
             try:
                 counts = registry.counts_from_report(src)
-            except InputError:
+            except InputError as exc:
                 if args.counts_from:
-                    raise
+                    raise InputError(f"--counts-from: {str(exc).removeprefix('report: ')}") from None
                 src = None  # an unreadable default report is ignored, an explicit one is an error
         rows = registry.listing(claims, counts)
         if args.json:
@@ -241,6 +241,9 @@ def _dispatch(parser, args, smap, tmap, emap) -> int:
         from proofs_check.outputs import check_output_path
         from proofs_check.runner import run_claims, summary_table, write_reports
 
+        from proofs_check.outputs import check_distinct_outputs
+
+        check_distinct_outputs(("--report", args.report), ("--json", args.json_path), ("--html", args.html))
         check_output_path(args.report, "--report")  # before any claim runs
         check_output_path(args.json_path, "--json")
         html_report.check_html_path(args.html)
@@ -269,6 +272,9 @@ def _dispatch(parser, args, smap, tmap, emap) -> int:
             plots.check_plot_available()  # fail before an expensive solve
             plots.check_plot_path(args.plot)
         html_report.check_html_path(args.html)
+        from proofs_check.outputs import check_distinct_outputs
+
+        check_distinct_outputs(("--plot", getattr(args, "plot", None)), ("--html", args.html))
         out = clean(cmd.run(args))
         if getattr(args, "rigorous", False):
             from proofs_check import rigorous

@@ -91,6 +91,25 @@ def check_output_path(path, option: str) -> Path | None:
     return p
 
 
+def check_distinct_outputs(*pairs) -> None:
+    """Refuse two output options naming the same file (compared as resolved paths, so ``./r.json`` and a
+    symlink to it count as the same): one would silently replace the other. ``pairs``: (option, path or
+    None/''); empty ones are skipped. Raises UsageError naming both options."""
+    import os
+
+    from proofs_check.commands import UsageError
+
+    seen: dict[str, str] = {}
+    for option, path in pairs:
+        if not path:
+            continue
+        key = os.path.realpath(os.fspath(path))
+        if key in seen:
+            raise UsageError(f"{option}: same file as {seen[key]} ({os.fspath(path)}): one report would replace the "
+                             "other; give them different paths")
+        seen[key] = option
+
+
 def _fsync_dir(folder: Path) -> None:
     try:
         fd = os.open(folder, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))

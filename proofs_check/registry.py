@@ -178,8 +178,12 @@ def counts_from_report(report: str | os.PathLike | Mapping) -> dict[str, dict[st
                 report = json.load(f)
         except FileNotFoundError:
             raise InputError(f"report: no such file {path!r}") from None
-        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-            raise InputError(f"report: cannot read {path!r} as an `ncproofs run --json` report: {exc}") from None
+        except (OSError, UnicodeDecodeError, json.JSONDecodeError, RecursionError, ValueError) as exc:
+            raise InputError(f"report: cannot read {path!r} as an `ncproofs run --json` report: "
+                             f"{type(exc).__name__}: {' '.join(str(exc).split())[:200]}") from None
+        if not isinstance(report, Mapping):  # valid JSON, but not a report: bad input, not a defect
+            raise InputError(f"report: {path!r} is not an `ncproofs run --json` report (its top level is a "
+                             f"{type(report).__name__}, not an object)")
     if not isinstance(report, Mapping):
         raise TypeError(f"report must be a path or a dict (an `ncproofs run --json` report), got "
                         f"{type(report).__name__}")
@@ -187,7 +191,15 @@ def counts_from_report(report: str | os.PathLike | Mapping) -> dict[str, dict[st
     if not isinstance(claims, list) or not all(isinstance(c, Mapping) and isinstance(c.get("id"), str)
                                                for c in claims):
         raise InputError("report: not an `ncproofs run --json` report (needs a list 'claims' of objects with 'id')")
-    return {c["id"]: check_counts(c) for c in claims}
+    out = {}
+    for c in claims:
+        try:
+            out[c["id"]] = check_counts(c)
+        except (TypeError, ValueError, KeyError) as exc:  # a malformed entry of a file is bad input
+            raise InputError(f"report: claim {c['id']!r} is not an `ncproofs run --json` claim entry (its 'checks' "
+                             f"must be a list of checks with 'verdict' and 'independent'): "
+                             f"{' '.join(str(exc).split())[:200]}") from None
+    return out
 
 
 def listing(claims: list[Claim], counts: Mapping[str, Mapping[str, int]] | None = None) -> list[dict]:

@@ -157,7 +157,7 @@ def _summary(args) -> int:
         raise UsageError("--summary --rigorous needs CONFIG (the rigorous instances are those of a config)")
     path = _store_path(args, spec)
     _check_store_file(path, must_exist=True)
-    store = Store(path)
+    store = Store(path, readonly=True)  # --summary reads only: never creates tables, works on read-only files
     try:
         rows, pending = load_rows(store, spec, with_result=_wants_results(args, spec))
     except sqlite3.DatabaseError as exc:

@@ -408,7 +408,7 @@ def _rows_from(source, config, family) -> list[dict]:
     path = os.fspath(source)
     if not os.path.isfile(path):
         raise UsageError(f"--store {path}: no such store (run the sweep first)")
-    store = Store(path)
+    store = Store(path, readonly=True)
     try:
         return load_rows(store, spec, family=family)[0]
     finally:

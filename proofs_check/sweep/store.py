@@ -15,6 +15,9 @@ from proofs_check.core import clean
 from proofs_check.sweep.config import Instance, SweepSpec
 from proofs_check.sweep.registry import Sweepable
 
+#: The verdicts a stored row may hold (anything else is a damaged row).
+_VERDICTS = frozenset(("VERIFIED", "NOT_APPLICABLE", "INCONCLUSIVE", "REFUTED", "ERROR"))
+
 SCHEMA_VERSION = "1"
 _SEVERITY_SQL = ("CASE verdict WHEN 'ERROR' THEN 4 WHEN 'REFUTED' THEN 3 WHEN 'INCONCLUSIVE' THEN 2 "
                  "WHEN 'NOT_APPLICABLE' THEN 1 ELSE 0 END")
@@ -91,13 +94,17 @@ class Store:
     instance is computed by one sweep at a time.
     """
 
-    def __init__(self, path: str):
+    def __init__(self, path: str, *, readonly: bool = False):
         self.path = str(path)
         self.db = None
+        if readonly:
+            self._open_readonly()
+            return
         try:
             # isolation_level=None: autocommit; multi-statement writes use explicit
             # BEGIN IMMEDIATE ... COMMIT (the write lock is taken at BEGIN: no lock upgrades).
             self.db = sqlite3.connect(self.path, timeout=_BUSY_TIMEOUT, isolation_level=None)
+            self._refuse_foreign()
             _retry_locked(lambda: self.db.execute("PRAGMA journal_mode=WAL"))
             self.db.execute("PRAGMA synchronous=FULL")
             self.db.executescript("""
@@ -128,6 +135,39 @@ class Store:
         if schema != SCHEMA_VERSION:
             self.close()
             raise UsageError(f"--store {self.path}: schema {schema}, this ncproofs writes schema {SCHEMA_VERSION}")
+
+    def _refuse_foreign(self) -> None:
+        """A SQLite file with tables but no ncproofs ``meta`` table is somebody else's database: refuse it rather
+        than add the store's tables to it (a mistyped --store must not modify a file)."""
+        names = {r[0] for r in self.db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+        if names and "meta" not in names:
+            shown = ", ".join(sorted(names)[:5]) + (", ..." if len(names) > 5 else "")
+            self.close()
+            raise UsageError(f"--store {self.path}: a SQLite file that is not an ncproofs store (tables {shown}, no "
+                             "'meta' table); give the path of a sweep store or of a new file")
+
+    def _open_readonly(self) -> None:
+        """Open an existing store for reading only (--summary, --export, to_dataframe): nothing is created or
+        written, so a store on a read-only share, or somebody else's, can be read."""
+        from urllib.parse import quote
+
+        try:
+            self.db = sqlite3.connect(f"file:{quote(os.path.abspath(self.path))}?mode=ro", uri=True,
+                                      timeout=_BUSY_TIMEOUT, isolation_level=None)
+            self._refuse_foreign()
+            names = {r[0] for r in self.db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+            if "meta" not in names:
+                self.close()
+                raise UsageError(f"--store {self.path}: an empty file, not an ncproofs store (run the sweep first)")
+            row = self.db.execute("SELECT value FROM meta WHERE name='schema'").fetchone()
+            self.db.execute("SELECT count(*) FROM results").fetchone()
+        except sqlite3.DatabaseError as exc:
+            self.close()
+            raise UsageError(f"--store {self.path}: not a usable SQLite store ({exc})") from None
+        schema = row[0] if row else None
+        if schema != SCHEMA_VERSION:
+            self.close()
+            raise UsageError(f"--store {self.path}: schema {schema}, this ncproofs reads schema {SCHEMA_VERSION}")
 
     def close(self) -> None:
         if self.db is not None:
@@ -264,10 +304,18 @@ class Store:
         for key, fam, params, seed, verdict, reason, score, secs, run_id, result in self.db.execute(q, args):
             if wanted is not None and key not in wanted:
                 continue
-            row = {"key": key, "family": fam, "params": json.loads(params), "seed": seed, "verdict": verdict,
-                   "reason": reason, "score": score, "seconds": secs, "run_id": run_id}
-            if with_result:
-                row["result"] = json.loads(result)
+            try:  # a row that does not parse is a damaged store (bad input), not a defect of the tool
+                if verdict not in _VERDICTS:
+                    raise ValueError(f"verdict {verdict!r} is not one of {', '.join(sorted(_VERDICTS))}")
+                row = {"key": key, "family": fam, "params": json.loads(params), "seed": seed, "verdict": verdict,
+                       "reason": reason, "score": score, "seconds": secs, "run_id": run_id}
+                if with_result:
+                    row["result"] = json.loads(result)
+                    if not isinstance(row["result"], dict):
+                        raise ValueError("the stored result is not a JSON object")
+            except (ValueError, TypeError, RecursionError) as exc:
+                raise UsageError(f"--store {self.path}: damaged row {key!r}: {' '.join(str(exc).split())[:200]}") \
+                    from None
             out.append(row)
         return out
 
