@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import contextlib
 import math
+import time
 from dataclasses import dataclass
 
 import numpy as np
@@ -148,7 +149,8 @@ class _Memory:
 
 
 def minimize(fun, x0: np.ndarray, *, gtol: float, maxiter: int, memory: int = 10, maxfun: int | None = None,
-             gamma0: float | None = None, state: "_Memory | None" = None, flat_rtol: float = 0.0) -> Result:
+             gamma0: float | None = None, state: "_Memory | None" = None, flat_rtol: float = 0.0,
+             deadline: float | None = None) -> Result:
     """Minimise ``fun`` (x -> (f, g)) from x0 until max|g| <= gtol or ``maxiter`` iterations.
 
     ``gamma0``: initial inverse-Hessian scale while no pair is stored (a restart passes the last
@@ -157,6 +159,8 @@ def minimize(fun, x0: np.ndarray, *, gtol: float, maxiter: int, memory: int = 10
     ``fun`` may raise to stop early (the caller's target-value stop); any exception propagates.
     ``flat_rtol``: values within flat_rtol |f| of f(x) are compared by their derivatives only (see the
     module docstring, "Flat values"); 0 (the default) keeps the strong Wolfe line search unchanged.
+    ``deadline``: a ``time.perf_counter()`` value; the run stops after the first iteration that ends past it
+    (message "time budget reached"), so a caller's wall-clock budget holds inside one run too.
     """
     maxfun = 4 * maxiter + 20 if maxfun is None else maxfun
     x = np.array(x0, dtype=np.float64)
@@ -200,6 +204,8 @@ def minimize(fun, x0: np.ndarray, *, gtol: float, maxiter: int, memory: int = 10
         x, f, g = x_new, f_new, g_new
         if nfev >= maxfun:
             return result(nit + 1, "maximum number of evaluations reached")
+        if deadline is not None and time.perf_counter() > deadline:
+            return result(nit + 1, "time budget reached")
     return result(maxiter, "maximum number of iterations reached")
 
 

@@ -293,7 +293,7 @@ def solve_factored(p: GeneralUFM, *, rank: int | None = None, starts: int = 2, s
             continue
         x = x0
         for _round in range(20):  # restarts after rebalancing P, Q (same X, regulariser can only drop)
-            res = lbfgs.minimize(fun, x, gtol=gtol, maxiter=2000)
+            res = lbfgs.minimize(fun, x, gtol=gtol, maxiter=2000, deadline=t0 + time_budget)
             x = res.x
             P = x[:K * r].reshape(K, r)
             Q = x[K * r:K * r + r * G].reshape(r, G)
@@ -787,7 +787,8 @@ def solve_grouped(p: GeneralUFM, layout, *, starts: int = 1, seed: int = 0, gtol
         stale = 0
         small_gradient = False  # the default gtol was met once
         for _round in range(200):
-            res = lbfgs.minimize(fun_r, x, gtol=gt, maxiter=ROUND_ITERATIONS, flat_rtol=FLAT_RTOL, gamma0=gamma)
+            res = lbfgs.minimize(fun_r, x, gtol=gt, maxiter=ROUND_ITERATIONS, flat_rtol=FLAT_RTOL, gamma0=gamma,
+                                 deadline=t0 + time_budget)
             gamma = res.gamma
             P, Q, pp, qq, b = unpack_r(res.x)
             cand = GroupedPoint(P @ Q, pp * qq * sc, b.copy())

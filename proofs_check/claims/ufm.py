@@ -1063,10 +1063,14 @@ def check_regression(Y: np.ndarray, d: int, lw: float, lh: float, *, claimed_val
                         "(docs/ufm_general.md, 'Regression')", {"gap": cert.gap}))
     Z = cf["Z"]
     q = math.sqrt(p.lh / p.lw)
-    WW = q * SG._psd_sqrt(Z @ Z.T)
-    nrm, C = SG._cos(WW)
-    geometry = {"classifier_gram": WW.tolist() if m <= 50 else None, "classifier_norms": nrm.tolist()[:1000],
-                "classifier_cosines": C.tolist() if m <= 50 else None, "feature_rank": cf["rank"],
+    # W W^T = q (Z Z^T)^{1/2} = q U S U^T from the thin SVD of Z (m x N): never an m x m matrix unless it is
+    # printed (m <= 50); an audit saw 9.5 GB for m = 20 000 targets with the m x m square root
+    U_, s_, _ = np.linalg.svd(Z, full_matrices=False)
+    nrm = np.sqrt(np.clip(q * ((U_ * U_) @ s_), 0.0, None))
+    C = SG._cos(q * (U_ * s_) @ U_.T)[1] if m <= 50 else None
+    WW = q * (U_ * s_) @ U_.T if m <= 50 else None
+    geometry = {"classifier_gram": WW.tolist() if WW is not None else None, "classifier_norms": nrm.tolist()[:1000],
+                "classifier_cosines": C.tolist() if C is not None else None, "feature_rank": cf["rank"],
                 "note": "W W^T = sqrt(lh/lw) (Z Z^T)^{1/2}, H^T H = sqrt(lw/lh) (Z^T Z)^{1/2}: features lie in the "
                         "rank-r subspace of the top centred-target directions (Andriopoulos et al. 2024)",
                 "geometry_certificate": "unique Z* (strict convexity) at the exact closed form"}

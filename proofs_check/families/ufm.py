@@ -391,8 +391,42 @@ def _regression_args(p: argparse.ArgumentParser) -> None:
 
 
 def load_targets(path: str):
+    """The targets array of ``--targets``: the .npy header is read first (shape, dtype, file size), so a file
+    whose header announces more than ``MAX_TARGET_ENTRIES`` entries, or more bytes than it holds, is refused
+    before anything is loaded (an audit saw 2.45 GB read for a header the size check then refused)."""
+    import os
+
     import numpy as np
 
+    from proofs_check.claims.ufm import MAX_TARGET_ENTRIES
+
+    try:
+        with open(path, "rb") as f:
+            try:
+                version = np.lib.format.read_magic(f)
+                read = (np.lib.format.read_array_header_1_0 if version == (1, 0)
+                        else np.lib.format.read_array_header_2_0)
+                shape, fortran, dtype = read(f)
+            except (ValueError, OSError, EOFError) as exc:
+                raise UsageError(f"--targets: {path} is not a valid .npy file "
+                                 f"({' '.join(str(exc).split())[:160]})") from None
+            offset = f.tell()
+        entries = int(np.prod(shape, dtype=object)) if shape else 1
+        if entries > MAX_TARGET_ENTRIES:
+            raise UsageError(f"--targets: {path} announces {entries} entries (shape {tuple(shape)}) > "
+                             f"{MAX_TARGET_ENTRIES} (budget of the certificate's SVD)")
+        if dtype.hasobject:
+            raise UsageError(f"--targets: {path} holds Python objects ({dtype}), not numbers")
+        need = offset + entries * dtype.itemsize
+        size = os.path.getsize(path)
+        if size < need:
+            raise UsageError(f"--targets: {path} is truncated ({size} bytes, the header announces {need})")
+    except FileNotFoundError:
+        raise UsageError(f"--targets: file not found: {path}") from None
+    except IsADirectoryError:
+        raise UsageError(f"--targets: {path} is a directory, not a .npy file") from None
+    except PermissionError as exc:
+        raise UsageError(f"--targets: cannot read {path} ({exc.strerror})") from None
     try:
         Y = np.load(path, allow_pickle=False)
     except FileNotFoundError:
