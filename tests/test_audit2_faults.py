@@ -185,3 +185,29 @@ def test_regression_geometry_never_forms_an_m_by_m_matrix_for_wide_targets():
     U = (Z @ Vn[:, keep]) / np.sqrt(lam[keep])
     norms = np.sqrt(math.sqrt(1.0) * (U * U) @ np.sqrt(lam[keep]))
     assert np.allclose(rep["geometry"]["classifier_norms"], norms[:1000], rtol=1e-9, atol=1e-12)
+
+
+def test_batching_refuses_too_many_classes_and_summarises_pairs(capsys):
+    line = _one_line_exit_2(capsys, ["batching", "--counts", ",".join(["2"] * 301), "--batches", "0,1,2,3"])
+    assert "--counts" in line and "301 classes > 300" in line
+    batches = ";".join(f"{2 * i},{2 * i + 1},{2 * i + 2},{2 * i + 3}" for i in range(29))
+    assert cli.main(["batching", "--counts", ",".join(["2"] * 30), "--batches", batches]) == 0
+    out = capsys.readouterr().out
+    # 435 pairs: one summary line and the failing pairs, not a line per pair
+    assert "of 435 pairs hold" in out and "classes (0,1): yes" not in out
+    assert out.count("\n") <= 30 + 200 + 12  # a line per class, at most 200 failing pairs, the rest summarised
+    assert "more (see --json)" in out
+
+
+def test_a_budget_refusal_in_a_sweep_is_not_a_defect(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "ref.toml").write_text('[sweep]\nfamily = "ufm"\nmode = "grid"\nworkers = 1\n[parameters]\n'
+                                       'loss = "ce"\nk = [3, 5000]\nn = 5\nd = 5000\nlw = 1e-3\nlh = 1e-3\n')
+    rc = cli.main(["sweep", "ref.toml", "--quiet"])
+    capsys.readouterr()
+    con = sqlite3.connect(tmp_path / "ref.sqlite")
+    rows = {json.loads(p)["k"]: (v, r) for p, v, r in con.execute("select params, verdict, reason from results")}
+    con.close()
+    assert rows[5000][0] == "INCONCLUSIVE" and rows[5000][1].startswith("refused: ufm-ce (k = 5000")
+    assert rows[3][0] == "VERIFIED"
+    assert rc == 0  # nothing REFUTED, no ERROR

@@ -8,6 +8,7 @@ import time
 import traceback
 
 from proofs_check.core import Verdict, clean
+from theory._validate import InputError
 from proofs_check.sweep.config import _import_modules
 from proofs_check.sweep.registry import _REGISTRY, RIGOROUS_SUFFIX, VERDICT_ORDER, discover_builtin, rigorous_result
 
@@ -40,6 +41,11 @@ def _execute(name: str, modules: list[str], params: dict, seed: int) -> tuple[di
         out = dict(res)
         out["verdict"] = v.value
         out = clean(out)
+    except InputError as exc:
+        # the family refused the instance (its size is over the budget, a parameter out of range): that is not a
+        # defect, so not ERROR; stored as INCONCLUSIVE with the refusal (rerun with other limits after deleting it)
+        msg = " ".join(str(exc).split())
+        out = {"verdict": Verdict.INCONCLUSIVE.value, "reason": f"refused: {msg}", "refused": True}
     except Exception as exc:
         msg = "".join(traceback.format_exception_only(type(exc), exc)).strip()
         out = {"verdict": Verdict.ERROR.value, "reason": msg, "traceback": traceback.format_exc(limit=8)}
