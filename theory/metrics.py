@@ -75,6 +75,20 @@ def _torch():
     return torch
 
 
+#: Largest |entry| whose square (and sums of ~1e6 squares) stays finite in float64; the smallest nonzero
+#: largest |entry| of a chunk whose squares stay normal (below it, squared norms underflow to 0 or lose all
+#: precision, and the metrics would be null or wrong: audit, 1e-200 features gave all-null metrics).
+SQUARE_MAX = 1e150
+SQUARE_MIN = 1e-145
+
+
+def _check_underflow(amax: float, where: str) -> None:
+    if 0.0 < amax < SQUARE_MIN:
+        raise InputError(f"{where}features: the largest |entry| of a chunk is {amax:.3g}: squared norms underflow "
+                         f"(accepted: a largest |entry| >= {SQUARE_MIN:g} or all zero); rescale the features (the "
+                         "collapse metrics do not depend on their scale)")
+
+
 def state_bytes(K: int, d: int, *, weights: bool = False, tile_bytes: float = TILE_BYTES) -> float:
     """Bytes the accumulators and :func:`collapse_metrics` hold for K classes in dimension d."""
     kd = 8.0 * K * d
@@ -295,6 +309,7 @@ class ClassMeans:
             if not math.isfinite(sq):
                 _nonfinite(Xs, self.where, self.N)
                 raise InputError(f"{self.where}features: the squared norms overflow (entries above ~1e154)")
+            _check_underflow(float(torch.max(torch.abs(Xs))) if Xs.numel() else 0.0, self.where)
             self.sums.index_add_(0, y, Xs)
             self.counts += torch.bincount(y, minlength=self.K)
             self.min_value = min(self.min_value, float(Xs.min()))
@@ -308,6 +323,7 @@ class ClassMeans:
             if not math.isfinite(sq):
                 _nonfinite(Xs, self.where, self.N)
                 raise InputError(f"{self.where}features: the squared norms overflow (entries above ~1e154)")
+            _check_underflow(float(np.max(np.abs(Xs))) if Xs.size else 0.0, self.where)
             _add_by_class(self.sums, Xs, y)
             self.counts += np.bincount(y, minlength=self.K)
             self.min_value = min(self.min_value, float(Xs.min()))
@@ -400,6 +416,10 @@ class ClassScatter:
                 hint = " (did you pass W^T, d x K? transpose it)" if W.shape == (self.d, self.K) else ""
                 raise InputError(f"{self.where}weights must be K x d = {self.K} x {self.d} (one row per class), got "
                                  f"{W.shape[0]} x {W.shape[1]}{hint}")
+            amax = float(np.max(np.abs(W))) if W.size else 0.0
+            if amax > SQUARE_MAX:  # squared norms of W (NC3) would overflow: refuse, as for the features
+                raise InputError(f"weights (--weights): entries up to {amax:.3g} overflow when squared (accepted: "
+                                 f"|entries| <= {SQUARE_MAX:g}); rescale W (NC3 does not depend on its scale)")
             self.W_np = W
             self.W = self._to_state(W)
             if bias is not None:
