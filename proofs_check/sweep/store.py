@@ -126,15 +126,24 @@ class Store:
                 PRIMARY KEY (family, version));
             """)
             self.db.execute("INSERT OR IGNORE INTO meta VALUES ('schema', ?)", (SCHEMA_VERSION,))
+        except sqlite3.DatabaseError as exc:
+            self.close()
+            raise UsageError(f"--store {self.path}: not a usable SQLite store ({exc})") from None
+        self._check_schema("writes")
+
+    def _check_schema(self, verb: str) -> None:
+        """The store's schema version is this ncproofs' (and its results table can be read: a damaged file fails
+        here); else UsageError, the connection closed."""
+        try:
             row = self.db.execute("SELECT value FROM meta WHERE name='schema'").fetchone()
-            self.db.execute("SELECT count(*) FROM results").fetchone()  # reads the table: a damaged file fails here
+            self.db.execute("SELECT count(*) FROM results").fetchone()
         except sqlite3.DatabaseError as exc:
             self.close()
             raise UsageError(f"--store {self.path}: not a usable SQLite store ({exc})") from None
         schema = row[0] if row else None
         if schema != SCHEMA_VERSION:
             self.close()
-            raise UsageError(f"--store {self.path}: schema {schema}, this ncproofs writes schema {SCHEMA_VERSION}")
+            raise UsageError(f"--store {self.path}: schema {schema}, this ncproofs {verb} schema {SCHEMA_VERSION}")
 
     def _refuse_foreign(self) -> None:
         """A SQLite file with tables but no ncproofs ``meta`` table is somebody else's database: refuse it rather
@@ -156,18 +165,13 @@ class Store:
                                       timeout=_BUSY_TIMEOUT, isolation_level=None)
             self._refuse_foreign()
             names = {r[0] for r in self.db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
-            if "meta" not in names:
-                self.close()
-                raise UsageError(f"--store {self.path}: an empty file, not an ncproofs store (run the sweep first)")
-            row = self.db.execute("SELECT value FROM meta WHERE name='schema'").fetchone()
-            self.db.execute("SELECT count(*) FROM results").fetchone()
         except sqlite3.DatabaseError as exc:
             self.close()
             raise UsageError(f"--store {self.path}: not a usable SQLite store ({exc})") from None
-        schema = row[0] if row else None
-        if schema != SCHEMA_VERSION:
+        if "meta" not in names:
             self.close()
-            raise UsageError(f"--store {self.path}: schema {schema}, this ncproofs reads schema {SCHEMA_VERSION}")
+            raise UsageError(f"--store {self.path}: an empty file, not an ncproofs store (run the sweep first)")
+        self._check_schema("reads")
 
     def close(self) -> None:
         if self.db is not None:
