@@ -1037,18 +1037,7 @@ def _feature_collapse_enumerated(params: dict, *, prec: int = PRECISION_BITS) ->
             raise NotCertified("sentence probabilities from the frequencies do not match the enumeration")
         Wb = [[exact(x) for x in row] for row in W]
         Ub = [[exact(x) for x in row] for row in U]
-        if inst.layernorm:
-            Eb = []
-            sd = arb(d).sqrt()
-            for row in Wb:
-                mean = sum(row, arb(0)) / len(row)
-                v = [x - mean for x in row]
-                nrm = sum((x * x for x in v), arb(0)).sqrt()
-                if not certainly_positive(nrm):
-                    raise NotCertified("LayerNorm undefined at the candidate")
-                Eb.append([sd * x / nrm for x in v])
-        else:
-            Eb = Wb
+        Eb = _layernorm_balls(Wb, d) if inst.layernorm else Wb
         Zb = _matmul_balls(Ub, [list(col) for col in zip(*Eb)])  # U E^T: (K L) x n_w
         tm.lap("candidate in balls")
         ce, G = _fc_ce_balls(Zb, X, y, p_b, K, L, n_w)
@@ -1440,6 +1429,23 @@ def _fc_lambda_min_lower(S, guess: float):
     return g_lo
 
 
+def _layernorm_balls(rows, d: int):
+    """LayerNorm without affine part or eps, in balls: sqrt(d) (w - mean(w)) / ||w - mean(w)|| per row (rows of
+    balls); NotCertified when a centred row is not certainly nonzero."""
+    from flint import arb
+
+    out = []
+    sd = arb(d).sqrt()
+    for row in rows:
+        mean = sum(row, arb(0)) / len(row)
+        v = [x - mean for x in row]
+        nrm = sum((x * x for x in v), arb(0)).sqrt()
+        if not certainly_positive(nrm):
+            raise NotCertified("LayerNorm undefined at the candidate")
+        out.append([sd * x / nrm for x in v])
+    return out
+
+
 def feature_collapse_from_instance(params: dict, *, prec: int = PRECISION_BITS) -> RigorousBound:
     """Rigorous bracket for a feature-collapse instance (report dict ``instance``) at the claimed configuration
     (proofs_check.claims.feature_collapse.claimed_configuration builds it from theory), computed from the exact
@@ -1495,18 +1501,7 @@ def feature_collapse_from_instance(params: dict, *, prec: int = PRECISION_BITS) 
         mass_b = [exact(q) for q in cell_mass]
         reps = [ws[0] for ws in st.cell_words]
         Wr = [[exact(x) for x in W[w]] for w in reps]
-        if inst.layernorm:
-            Ec = []
-            sd = arb(d).sqrt()
-            for row in Wr:
-                mean = sum(row, arb(0)) / len(row)
-                v = [x - mean for x in row]
-                nrm = sum((x * x for x in v), arb(0)).sqrt()
-                if not certainly_positive(nrm):
-                    raise NotCertified("LayerNorm undefined at the candidate")
-                Ec.append([sd * x / nrm for x in v])
-        else:
-            Ec = Wr
+        Ec = _layernorm_balls(Wr, d) if inst.layernorm else Wr
         V = (arb_mat([[exact(x) for x in row] for row in st.urows]) * arb_mat(Ec).transpose()).tolist()
         ucount = np.bincount(st.rowtype.reshape(-1), minlength=len(st.urows))
         reg = (exact(inst.lw) / 2) * sum((len(ws) * sum((x * x for x in row), arb(0))
