@@ -261,7 +261,11 @@ def _open_npz(p: Path, what: str, diagnostics: list) -> dict:
             else:
                 try:
                     with zf.open(info) as member:
+                        _check_inflated_member(member, info, name)
+                    with zf.open(info) as member:
                         arr = np.lib.format.read_array(member, allow_pickle=False)
+                except InputError:
+                    raise
                 except (ValueError, OSError, zipfile.BadZipFile, EOFError) as exc:
                     raise InputError(f"{name}: cannot be read ({' '.join(str(exc).split())[:120]})") from None
                 diagnostics.append(f"{name} is compressed: loaded into memory ({arr.nbytes / 1e6:.3g} MB); "
@@ -271,6 +275,32 @@ def _open_npz(p: Path, what: str, diagnostics: list) -> dict:
     if not out and others:
         out["__keys__"] = others
     return out
+
+
+#: Largest compressed ``.npz`` member loaded into memory (bytes of the decompressed array): such a
+#: member is loaded whole, so its size is checked from its .npy header before any data is
+#: decompressed (a 5 MB file can hold a 5 GB member). np.savez (uncompressed) files are streamed.
+MAX_COMPRESSED_MEMBER_BYTES = 1 << 30
+
+
+def _check_inflated_member(member, info, name: str) -> None:
+    """Refuse a compressed member whose decompressed array exceeds the in-memory budget (header only)."""
+    shape, _fortran, dtype = _npy_header(member, name)
+    nbytes = int(np.prod([int(s) for s in shape], dtype=object)) * int(dtype.itemsize)
+    limit = MAX_COMPRESSED_MEMBER_BYTES
+    if nbytes > limit:
+        raise InputError(f"{name}: a compressed member of shape {tuple(int(s) for s in shape)} ({nbytes / 1e9:.3g} GB "
+                         f"decompressed, {info.compress_size / 1e6:.3g} MB in the file) exceeds the "
+                         f"{limit / 1e9:.3g} GB limit for compressed members; save it with np.savez (uncompressed: read "
+                         "in chunks) or as .npy")
+
+
+def _st_shape(info, name: str) -> tuple:
+    shape = info["shape"]
+    if not isinstance(shape, list) or not all(isinstance(s, int) and not isinstance(s, bool) and s >= 0
+                                              for s in shape):
+        raise InputError(f"{name}: shape must be a list of non-negative integers, got {shape!r:.80}")
+    return tuple(shape)
 
 
 def _open_safetensors(p: Path, what: str) -> dict:
@@ -284,6 +314,8 @@ def _open_safetensors(p: Path, what: str) -> dict:
             raise InputError(f"{what}: {p} is not a valid .safetensors file (header length {n})")
         try:
             header = json.loads(f.read(n))
+        except RecursionError:
+            raise InputError(f"{what}: {p} is not a valid .safetensors file (header nested too deeply)") from None
         except (ValueError, UnicodeDecodeError):
             raise InputError(f"{what}: {p} is not a valid .safetensors file (header is not JSON)") from None
     if not isinstance(header, dict):
@@ -295,8 +327,14 @@ def _open_safetensors(p: Path, what: str) -> dict:
         name = f"{what} {p}['{key}']"
         try:
             dt = _ST_DTYPES[info["dtype"]]
-            shape = tuple(int(s) for s in info["shape"])
-            begin, end = (int(x) for x in info["data_offsets"])
+            shape = _st_shape(info, name)
+            offsets = info["data_offsets"]
+            if not (isinstance(offsets, list) and len(offsets) == 2
+                    and all(isinstance(x, int) and not isinstance(x, bool) and x >= 0 for x in offsets)):
+                raise ValueError(offsets)
+            begin, end = offsets
+        except InputError:
+            raise
         except (KeyError, TypeError, ValueError):
             raise InputError(f"{name}: unsupported or malformed entry {info!r:.120}") from None
         item = 2 if dt == "bf16" else np.dtype(dt).itemsize
@@ -330,6 +368,12 @@ def _open_pt(p: Path, what: str) -> dict:
     for key, val in obj.items():
         name = f"{what} {p}['{key}']"
         if isinstance(val, torch.Tensor):
+            if val.layout != torch.strided:
+                raise InputError(f"{name}: a {str(val.layout).replace('torch.', '')} tensor; save a dense tensor "
+                                 "(tensor.to_dense())")
+            if val.device.type != "cpu" or val.is_meta:
+                raise InputError(f"{name}: a tensor on device {val.device.type!r} holds no data that can be read; "
+                                 "save a CPU tensor")
             out[str(key)] = ArraySource(name, val)
         elif isinstance(val, np.ndarray):
             out[str(key)] = ArraySource(name, val)
@@ -907,6 +951,10 @@ def _json_default(o):
 def main_from_args(args) -> int:
     from proofs_check.outputs import check_output_path
 
+    if args.plot:
+        from proofs_check.plots import check_plot_path
+
+        check_plot_path(args.plot)  # suffix .png/.pdf/.svg, as `solve --plot`
     plot_path = check_output_path(args.plot, "--plot") if args.plot else None
     if plot_path is not None:
         try:

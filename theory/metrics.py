@@ -115,6 +115,9 @@ ELEMENTWISE_PER_S = 5e8
 
 def estimate_seconds(N: int, d: int, K: int, *, weights: bool = False) -> dict:
     """Estimated seconds of both passes and of the K x K pairs (docs/measure.md, "Budgets")."""
+    for name, v, lo in (("N", N, 1), ("d", d, 1), ("K", K, 1)):
+        if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < lo:
+            raise InputError(f"{name} must be an integer >= {lo}, got {v!r}")
     gemm_pass = N * d * (d / 2.0 + (min(d, K) if d > K else 0) + (2.0 * K if weights else 0.0))
     elem_pass = 20.0 * N * d
     gemm_pairs = K * K * d / 2.0
