@@ -19,6 +19,10 @@ class _Parser(argparse.ArgumentParser):
         self.exit(2, f"ncproofs: error: {message}\n")
 
 
+ONLY_HELP = ("a family (ufm, ufm_general, scl, feature_collapse = feature-collapse, ntk, crh, deep_ufm: exactly that "
+             "family), else a claim id or former id, else a glob over ids, else an id substring; repeatable")
+
+
 def build_parser() -> tuple[argparse.ArgumentParser, dict, dict, dict]:
     solves, tables, extras = discover()
     p = _Parser(prog="ncproofs", description="Check theorems about optimal representations "
@@ -27,7 +31,7 @@ def build_parser() -> tuple[argparse.ArgumentParser, dict, dict, dict]:
 
     r = sub.add_parser("run", help="run the registered proof checks and write reports")
     r.add_argument("--only", action="append", metavar="PATTERN",
-                   help="run claims whose id contains PATTERN (or matches the glob, or whose family equals it); repeatable")
+                   help=ONLY_HELP)
     r.add_argument("--profile", choices=("quick", "full"), default="quick",
                    help="quick (default, a few minutes) or full (exhaustive, slow)")
     r.add_argument("--full", dest="profile", action="store_const", const="full", help="same as --profile full")
@@ -41,7 +45,7 @@ def build_parser() -> tuple[argparse.ArgumentParser, dict, dict, dict]:
     html_report.add_html_argument(r)
 
     li = sub.add_parser("list", help="list the registered claims with source and provenance")
-    li.add_argument("--only", action="append", metavar="PATTERN")
+    li.add_argument("--only", action="append", metavar="PATTERN", help=ONLY_HELP)
     li.add_argument("--json", action="store_true")
     li.add_argument("--counts-from", metavar="RUN.json", default=None,
                     help="show each claim's independent/consistency check counts from an `ncproofs run --json` "
@@ -215,7 +219,7 @@ def _dispatch(parser, args, smap, tmap, emap) -> int:
     if args.command == "list":
         import os
 
-        claims = registry.select(registry.all_claims(), args.only)
+        claims = registry.select(registry.all_claims(), args.only, strict=True)
         src = args.counts_from or ("ncproofs-report.json" if os.path.isfile("ncproofs-report.json") else None)
         counts = None
         if src:
@@ -227,7 +231,7 @@ def _dispatch(parser, args, smap, tmap, emap) -> int:
                 src = None  # an unreadable default report is ignored, an explicit one is an error
         rows = registry.listing(claims, counts)
         if args.json:
-            print(json.dumps([{**{k: r[k] for k in ("id", "family", "source", "provenance", "statement")},
+            print(json.dumps([{**{k: r[k] for k in ("id", "aliases", "family", "source", "provenance", "statement")},
                                "independent_checks": r["independent_checks"],
                                "consistency_checks": r["consistency_checks"]} for r in rows], indent=2))
         else:
@@ -248,7 +252,7 @@ def _dispatch(parser, args, smap, tmap, emap) -> int:
         check_output_path(args.json_path, "--json")
         html_report.check_html_path(args.html)
 
-        claims = registry.select(registry.all_claims(), args.only)
+        claims = registry.select(registry.all_claims(), args.only, strict=True)
         if not claims:
             raise UsageError(f"--only {args.only}: no claim matches (see `ncproofs list`)")
         if args.rigorous and not _flint_available():  # before any claim runs

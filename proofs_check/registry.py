@@ -17,6 +17,7 @@ import importlib
 import json
 import os
 import pkgutil
+import re
 from typing import Any, Iterable, Mapping
 
 from proofs_check.core import Claim, ClaimResult, SolveReport, Verdict
@@ -52,6 +53,50 @@ def all_claims() -> list[Claim]:
     return claims
 
 
+# ---- naming grammar, aliases and selection -------------------------------------------------
+
+#: The families. A claim id is ``<family>.<segment>(.<segment>)*``: its first part is the claim's
+#: family, each segment is lower case ``[a-z0-9][a-z0-9_-]*`` (docs/DEVELOPING.md, "Naming").
+FAMILIES = ("ufm", "ufm_general", "scl", "feature_collapse", "ntk", "crh", "deep_ufm")
+SEGMENT = r"[a-z0-9][a-z0-9_-]*"
+ID_RE = re.compile(rf"^(?:{'|'.join(FAMILIES)})(?:\.{SEGMENT})+$")
+
+#: Former claim ids (before one grammar) -> canonical id. ``--only OLD``, :func:`get` and saved
+#: reports keep working; ``ncproofs list`` and the JSON reports show the alias next to the id.
+ALIASES: dict[str, str] = {
+    **{f"ufm-{loss}-{name}": f"ufm.{loss}.{name}" for loss in ("ce", "mse")
+       for name in ("symbolic-derivation", "optimal-value", "collapse-etf", "trivial-phase")},
+    "ufm-ce-bias-penalty-invariance": "ufm.ce.bias-penalty-invariance",
+    "ufm-ls-optimal-value": "ufm_general.label-smoothing.optimal-value",
+    "ufm-ls-collapse-etf": "ufm_general.label-smoothing.collapse-etf",
+    "ufm-regression-optimal-value": "ufm_general.regression.optimal-value",
+    **{f"ntk-{name}": f"ntk.{name}" for name in ("spectrum", "inverse", "rates", "invariant", "scatter", "nc1-bound",
+                                                  "small-init-limit", "lazy-no-collapse", "e-zero")},
+}
+
+
+def valid_id(claim_id: str, family: str | None = None) -> bool:
+    """Does ``claim_id`` follow the grammar (and start with ``family`` when given)?"""
+    return (isinstance(claim_id, str) and ID_RE.match(claim_id) is not None
+            and (family is None or claim_id.split(".", 1)[0] == family))
+
+
+def canonical_family(name: str) -> str | None:
+    """The family a name spells (``feature-collapse`` and ``feature_collapse`` are one family), or None."""
+    fam = name.strip().lower().replace("-", "_")
+    return fam if fam in FAMILIES else None
+
+
+def aliases_of(claim_id: str) -> list[str]:
+    """Former ids of a claim (oldest spelling first)."""
+    return [old for old, new in ALIASES.items() if new == claim_id]
+
+
+def resolve_id(name: str) -> str:
+    """The canonical id of an id or a former id (unchanged when it is not an alias)."""
+    return ALIASES.get(name, name)
+
+
 def _patterns(patterns) -> list[str] | None:
     """None, one pattern (a string) or a list of non-empty strings."""
     if patterns is None:
@@ -80,38 +125,82 @@ def _claims(claims) -> list[Claim]:
     return out
 
 
-def select(claims: list[Claim], patterns: list[str] | str | None) -> list[Claim]:
-    """Claims whose id or family matches any pattern (glob, or substring when no glob chars).
-    ``patterns`` is None or empty (all claims), one string, or a list of strings.
+def _names(c: Claim) -> list[str]:
+    return [c.id, *aliases_of(c.id)]
 
-    Returns the matching claims in their order; raises ``TypeError`` for patterns that are not
-    strings."""
+
+def match(claims: list[Claim], pattern: str) -> list[Claim]:
+    """The claims one pattern selects, by the first rule that selects any:
+
+    1. a family name (``-`` and ``_`` alike): exactly that family (``ufm`` is the classic model only;
+       ``ufm_general`` the any-loss engine; ``'ufm*'`` both);
+    2. a claim id or a former id (an alias): that claim;
+    3. a glob (``*?[``): ids, former ids and families matching it;
+    4. otherwise: ids and former ids containing the pattern.
+    """
+    fam = canonical_family(pattern)
+    if fam is not None:
+        out = [c for c in claims if c.family == fam]
+        if out:
+            return out
+    exact = [c for c in claims if pattern in _names(c)]
+    if exact:
+        return exact
+    if any(ch in pattern for ch in "*?["):
+        return [c for c in claims if any(fnmatch.fnmatchcase(n, pattern) for n in _names(c))
+                or fnmatch.fnmatchcase(c.family, pattern.replace("-", "_"))]
+    return [c for c in claims if any(pattern in n for n in _names(c))]
+
+
+def select(claims: list[Claim], patterns: list[str] | str | None, *, strict: bool = False) -> list[Claim]:
+    """Claims that any pattern selects (:func:`match`), in registry order. ``patterns`` is None or
+    empty (all claims), one string, or a list of strings.
+
+    Returns the matching claims; raises ``TypeError`` for patterns that are not strings, and with
+    ``strict`` an :class:`UnknownClaimError` (bad input, with "did you mean") for a pattern that
+    selects nothing."""
     claims = _claims(claims)
     patterns = _patterns(patterns)
     if not patterns:
         return list(claims)
-    out = []
-    for c in claims:
-        for p in patterns:
-            glob = any(ch in p for ch in "*?[")
-            if (glob and (fnmatch.fnmatch(c.id, p) or fnmatch.fnmatch(c.family, p))) or \
-                    (not glob and (p in c.id or p == c.family)):
-                out.append(c)
-                break
-    return out
+    chosen: set[int] = set()
+    for p in patterns:
+        hit = match(claims, p)
+        if not hit and strict:
+            raise UnknownClaimError(f"--only {p}: no claim matches{suggest(claims, p)} (see `ncproofs list`)")
+        chosen.update(id(c) for c in hit)
+    return [c for c in claims if id(c) in chosen]
+
+
+def suggest(claims: list[Claim], name: str) -> str:
+    """``"; did you mean X or Y?"`` for the closest families and ids (empty when none is close)."""
+    import difflib
+
+    names = sorted({*FAMILIES, *(n for c in claims for n in _names(c))})
+    key = name.strip().lower()
+    close = difflib.get_close_matches(key, names, n=3, cutoff=0.6)
+    close += [n for n in difflib.get_close_matches(key.replace("-", "_"), names, n=3, cutoff=0.6) if n not in close]
+    if not close:  # a segment of an id: offer ids that contain a close segment
+        segs = {s: n for n in names for s in n.replace("-", ".").split(".")}
+        close = [segs[s] for s in difflib.get_close_matches(key, list(segs), n=3, cutoff=0.75)]
+    close = list(dict.fromkeys(close))[:3]
+    return "; did you mean " + " or ".join(close) + "?" if close else ""
 
 
 def get(claim_id: str) -> Claim:
-    """The registered claim with this id; an unknown id raises :class:`UnknownClaimError`
-    (an ``InputError`` and a ``KeyError``)."""
+    """The registered claim with this id (or former id, :data:`ALIASES`); an unknown id raises
+    :class:`UnknownClaimError` (an ``InputError`` and a ``KeyError``) with "did you mean"."""
     if not isinstance(claim_id, str):
         raise TypeError(f"claim_id must be a string, got {type(claim_id).__name__} {claim_id!r}")
     if not claim_id.strip():
         raise InputError("claim_id must be a non-empty string")
-    for c in all_claims():
-        if c.id == claim_id:
+    claims = all_claims()
+    want = resolve_id(claim_id)
+    for c in claims:
+        if c.id == want:
             return c
-    raise UnknownClaimError(f"claim_id: unknown claim id {claim_id!r} (see `ncproofs list`)")
+    raise UnknownClaimError(f"claim_id: unknown claim id {claim_id!r}{suggest(claims, claim_id)} "
+                            "(see `ncproofs list`)")
 
 
 # ---- counts of independent and consistency checks (known after a run) ----------------------
@@ -194,7 +283,7 @@ def counts_from_report(report: str | os.PathLike | Mapping) -> dict[str, dict[st
     out = {}
     for c in claims:
         try:
-            out[c["id"]] = check_counts(c)
+            out[resolve_id(c["id"])] = check_counts(c)  # a report saved before the renames: former ids
         except (TypeError, ValueError, KeyError) as exc:  # a malformed entry of a file is bad input
             raise InputError(f"report: claim {c['id']!r} is not an `ncproofs run --json` claim entry (its 'checks' "
                              f"must be a list of checks with 'verdict' and 'independent'): "
@@ -213,8 +302,8 @@ def listing(claims: list[Claim], counts: Mapping[str, Mapping[str, int]] | None 
     rows = []
     for c in claims:
         n = counts.get(c.id)
-        rows.append({"id": c.id, "family": c.family, "provenance": c.provenance.value, "source": c.source,
-                     "statement": c.statement,
+        rows.append({"id": c.id, "aliases": aliases_of(c.id), "family": c.family,
+                     "provenance": c.provenance.value, "source": c.source, "statement": c.statement,
                      "independent_checks": None if n is None else n["independent"],
                      "consistency_checks": None if n is None else n["consistency"],
                      "checks": check_counts_text(n)})

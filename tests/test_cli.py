@@ -17,15 +17,15 @@ def cli(*args):
 def test_list_shows_source_and_provenance(capsys):
     assert main(["list"]) == 0
     out = capsys.readouterr().out
-    assert "ufm-ce-optimal-value" in out and "derived" in out and "reconstructed" in out
+    assert "ufm.ce.optimal-value" in out and "derived" in out and "reconstructed" in out
 
 
 def test_run_only_writes_reports(tmp_path, capsys):
     md, js = tmp_path / "r.md", tmp_path / "r.json"
     assert main(["run", "--only", "ufm-mse", "--report", str(md), "--json", str(js), "--quiet"]) == 0
     data = json.loads(js.read_text())
-    assert {c["id"] for c in data["claims"]} == {"ufm-mse-symbolic-derivation", "ufm-mse-optimal-value",
-                                                  "ufm-mse-collapse-etf", "ufm-mse-trivial-phase"}
+    assert {c["id"] for c in data["claims"]} == {"ufm.mse.symbolic-derivation", "ufm.mse.optimal-value",
+                                                  "ufm.mse.collapse-etf", "ufm.mse.trivial-phase"}
     assert all(c["verdict"] == "VERIFIED" for c in data["claims"])
     assert all(c["provenance"] in ("quoted", "reconstructed", "derived") for c in data["claims"])
     assert "| claim | source | provenance | verdict |" in md.read_text()

@@ -100,7 +100,7 @@ def test_cli_run_html_and_bad_path(tmp_path, capsys):
     rc = main(["run", "--only", "ufm-ce", "--quiet", "--report", "", "--json", "", "--html", str(out)])
     assert rc == 0
     page = out.read_text()
-    assert "ufm-ce-optimal-value" in page and "Overall verdict" in page
+    assert "ufm.ce.optimal-value" in page and "Overall verdict" in page
     assert not _external_references(page)
     assert not list(tmp_path.glob(".r.html.*"))  # no temp file left behind
     capsys.readouterr()

@@ -294,7 +294,7 @@ def test_run_cli_collapse_etf_claim_is_rigorous(tmp_path):
     code = cli.main(["run", "--quiet", "--only", "ufm-ce-collapse-etf", "--rigorous", "--report", "", "--json",
                      str(out)])
     rep = json.loads(out.read_text())
-    assert code == 0 and rep["rigorous_claims"] == ["ufm-ce-collapse-etf"]
+    assert code == 0 and rep["rigorous_claims"] == ["ufm.ce.collapse-etf"]
     (c,) = rep["claims"]
     assert c["verdict"] == "VERIFIED" and c["rigorous"] is True
     for suffix in POINT["ce"]:

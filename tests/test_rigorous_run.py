@@ -33,7 +33,7 @@ def _run(tmp_path, *args):
 def test_run_rigorous_marks_value_claims_proven(tmp_path, capsys):
     code, rep, md = _run(tmp_path, "--only", "ufm-ce-optimal-value", "--only", "ufm-mse-collapse-etf", "--rigorous")
     assert code == 0 and rep["rigorous"] is True
-    assert sorted(rep["rigorous_claims"]) == ["ufm-ce-optimal-value", "ufm-mse-collapse-etf"]
+    assert sorted(rep["rigorous_claims"]) == ["ufm.ce.optimal-value", "ufm.mse.collapse-etf"]
     for c in rep["claims"]:
         assert c["verdict"] == "VERIFIED" and c["rigorous"] is True
         judged = [ch for ch in c["checks"] if "rigorous" in ch]
@@ -197,7 +197,7 @@ def test_html_report_marks_rigorous_claims(tmp_path):
     text = html.read_text()
     assert code == 0
     head_rows = [t for t in text.split("<tbody class='claim'")[1:]]
-    by_id = {("ufm-ce-optimal-value" if "ufm-ce-optimal-value" in t else "trivial"): t for t in head_rows}
+    by_id = {("ufm-ce-optimal-value" if "ufm.ce.optimal-value" in t else "trivial"): t for t in head_rows}
     assert ">rigorous</span>" in by_id["ufm-ce-optimal-value"] and "ball arithmetic" in by_id["ufm-ce-optimal-value"]
     assert ">rigorous</span>" not in by_id["trivial"]  # no value statement: nothing proven in balls
 

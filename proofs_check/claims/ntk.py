@@ -140,7 +140,7 @@ def _matrix_zero(name: str, exprs, substitutions=(), note: str = "") -> Check:
 
 
 def _claim(id_, statement, check, key=(), tags=()) -> Claim:
-    return Claim(f"ntk-{id_}", FAMILY, statement, SOURCE, Provenance.DERIVED, check, key, tags)
+    return Claim(f"ntk.{id_}", FAMILY, statement, SOURCE, Provenance.DERIVED, check, key, tags)
 
 
 def _instances(ctx: RunContext, extra: int = 2) -> list[th.NTKInstance]:

@@ -480,7 +480,7 @@ def value_claim(loss: str, *, predict: Predictor = default_predict, claim_id: st
     else:
         st = statement or ("For balanced UFM with MSE, weight decay and an unregularized bias (d >= k-1), the optimal "
                            "value is (k-1)((sqrt(n)-z)^2/(2N) + lam z) with lam = sqrt(lw lh), z = max(sqrt(n) - N lam, 0).")
-    return Claim(claim_id or f"{fam}-optimal-value", fam, st, DERIVED, Provenance.DERIVED, check,
+    return Claim(claim_id or f"ufm.{loss}.optimal-value", "ufm", st, DERIVED, Provenance.DERIVED, check,
                  key=("predicted", "lower_bound", "gap"))
 
 
@@ -500,11 +500,11 @@ def geometry_claim(loss: str, *, expected: str = "simplex-etf", claim_id: str | 
     if loss == "ce":
         st = ("Every global minimizer of the CE UFM with weight decay (d >= k-1, s < 1/k) has within-class collapse, "
               "class means forming a simplex ETF, self-duality mu_c = sqrt(lw/(n lh)) w_c, and a constant bias.")
-        return Claim(claim_id or "ufm-ce-collapse-etf", fam, st, ZHU, Provenance.RECONSTRUCTED, check,
+        return Claim(claim_id or "ufm.ce.collapse-etf", "ufm", st, ZHU, Provenance.RECONSTRUCTED, check,
                      key=("delta", "self_duality_error", "certificate_gap"))
     st = ("Every global minimizer of the MSE UFM with weight decay and unregularized bias (d >= k-1, z > 0) has "
           "within-class collapse, simplex-ETF class means and bias 1/k.")
-    return Claim(claim_id or "ufm-mse-collapse-etf", fam, st, ZHOU, Provenance.RECONSTRUCTED, check,
+    return Claim(claim_id or "ufm.mse.collapse-etf", "ufm", st, ZHOU, Provenance.RECONSTRUCTED, check,
                  key=("delta", "certificate_gap"))
 
 
@@ -575,7 +575,7 @@ def trivial_phase_claim(*, threshold: Callable[[int], float] = lambda k: 1.0 / k
         if loss == "ce":
             yield symbolic_zero("g'(0) vanishes at s = 1/k", T.symbolic_ce_reduction()["threshold"])
 
-    return Claim(claim_id or f"ufm-{loss}-trivial-phase", f"ufm-{loss}",
+    return Claim(claim_id or f"ufm.{loss}.trivial-phase", "ufm",
                  f"{loss.upper()} UFM: W = H = 0 is the global minimizer iff sqrt(n lw lh) >= 1/k.",
                  DERIVED, Provenance.DERIVED, check, key=("threshold_by_value",))
 
@@ -593,7 +593,7 @@ def symbolic_claim(loss: str) -> Claim:
     else:
         st = ("The MSE UFM reduces to singular-value soft thresholding of the centred labels (singular values "
               "sqrt(n)) at N lam; the resulting value is (k-1)((sqrt(n)-z)^2/(2N) + lam z).")
-    return Claim(f"ufm-{loss}-symbolic-derivation", f"ufm-{loss}", st, DERIVED, Provenance.DERIVED, check)
+    return Claim(f"ufm.{loss}.symbolic-derivation", "ufm", st, DERIVED, Provenance.DERIVED, check)
 
 
 def bias_penalty_claim() -> Claim:
@@ -607,7 +607,7 @@ def bias_penalty_claim() -> Claim:
             yield Check(f"lb={lb:g}: optimum = unregularized closed form", c.verdict, c.reason,
                         {**c.evidence, "bias_mean": rep.geometry.get("bias_mean")}, c.independent, c.rigorous)
 
-    return Claim("ufm-ce-bias-penalty-invariance", "ufm-ce",
+    return Claim("ufm.ce.bias-penalty-invariance", "ufm",
                  "A bias penalty (lb/2)||b||^2 does not change the optimal CE UFM value (the optimal bias is then 0).",
                  "docs/ufm.md (Zhu et al. setting)", Provenance.DERIVED, check)
 

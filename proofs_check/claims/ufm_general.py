@@ -16,7 +16,7 @@ import numpy as np
 from proofs_check.core import Check, Claim, Provenance, RunContext, close
 from proofs_check.rigorous import judge_report
 
-FAMILY = "ufm"
+FAMILY = "ufm_general"
 SOURCE = "docs/ufm_general.md (derived: Fenchel dual of the nuclear-norm reformulation)"
 REGRESSION_SOURCE = "Andriopoulos et al. 2024 (neural regression collapse); docs/ufm_general.md, Regression"
 #: docs/ufm_general.md reference: label smoothing (PyTorch convention, eps = 0.1), (k, n, d, lw, lh) =
@@ -68,7 +68,7 @@ def _tag(k, n, d, lw, lh, eps, conv) -> str:
 
 
 def make_ls_value_claim(predict: Callable[..., float] = label_smoothing_value,
-                        claim_id: str = "ufm-ls-optimal-value") -> Claim:
+                        claim_id: str = "ufm_general.label-smoothing.optimal-value") -> Claim:
     """The balanced label-smoothing optimum equals ``predict(k, n, lw, lh, eps, convention)``: checked against the
     certified optimum (dual bound of the conjugate at the solver's candidate) and the reference value."""
     from proofs_check.claims.ufm import check_general
@@ -94,7 +94,7 @@ def make_ls_value_claim(predict: Callable[..., float] = label_smoothing_value,
                  tags=("any-loss", "certified"))
 
 
-def make_ls_geometry_claim(claim_id: str = "ufm-ls-collapse-etf") -> Claim:
+def make_ls_geometry_claim(claim_id: str = "ufm_general.label-smoothing.collapse-etf") -> Claim:
     """Every minimiser of the balanced LS UFM in the collapse phase has simplex-ETF class means: decided at the
     closed form, proven the unique minimiser by a strictly complementary certificate (check_general)."""
     from proofs_check.claims.ufm import check_general
@@ -124,7 +124,7 @@ def _regression_targets(ctx: RunContext):
 
 
 def make_regression_value_claim(predict: Callable[[np.ndarray, float, float], float] = regression_value,
-                                claim_id: str = "ufm-regression-optimal-value") -> Claim:
+                                claim_id: str = "ufm_general.regression.optimal-value") -> Claim:
     """The regression UFM optimum is ``predict(Y, lw, lh)`` (soft thresholding of the centred targets)."""
     from proofs_check.claims.ufm import check_regression
 
@@ -136,7 +136,7 @@ def make_regression_value_claim(predict: Callable[[np.ndarray, float, float], fl
                 if c.name == "optimal-value":
                     yield Check(f"{tag}: optimal-value", c.verdict, c.reason, c.evidence, c.independent, c.rigorous)
 
-    return Claim(claim_id, "ufm-regression",
+    return Claim(claim_id, FAMILY,
                  "Regression UFM (targets Y, N x m; squared error, weight decay, free bias), d >= the rank of the "
                  "optimum: the optimal value is (1/(2N)) sum_j min(s_j, N lam)^2 + lam sum_j max(s_j - N lam, 0), s_j "
                  "the singular values of the centred targets, lam = sqrt(lw lh).",

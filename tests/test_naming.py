@@ -1,0 +1,109 @@
+"""One naming grammar: claim ids ``<family>.<segment>(.<segment>)*`` over the whole registry, former
+ids kept as aliases, and ``--only NAME`` (family first, then ids, then globs, then substrings, else
+"did you mean")."""
+
+import json
+
+import pytest
+
+from proofs_check import registry as R
+from proofs_check.cli import main
+from proofs_check.core import Check, Claim, Provenance, Verdict
+from theory._validate import InputError
+
+CLAIMS = R.all_claims()
+
+# ids that the family issues name for claims being added: they must fit the grammar unchanged
+NEW_IDS = ["ntk.general.nc1-at-e-zero", "ntk.assumption.consequences", "feature_collapse.trainable-ln.attained",
+           "feature_collapse.no-decay.no-minimum", "scl.theorem1.low_dim_gap", "scl.thread.eq1-eq2",
+           "deep_ufm.linear-mse.optimum", "deep_ufm.dnc.optimal-shallow", "ufm.relu.balanced-geometry",
+           "crh.magnitude.first-moment", "crh.noise-injection.rga"]
+
+
+@pytest.mark.parametrize("claim", CLAIMS, ids=[c.id for c in CLAIMS])
+def test_every_registered_id_follows_the_grammar(claim):
+    assert claim.family in R.FAMILIES, f"{claim.id}: family {claim.family!r} is not one of {R.FAMILIES}"
+    assert R.valid_id(claim.id, claim.family), (
+        f"{claim.id!r} does not follow <family>.<segment>(.<segment>)* with family {claim.family!r} "
+        f"and segments {R.SEGMENT}")
+
+
+@pytest.mark.parametrize("claim_id", NEW_IDS)
+def test_ids_named_by_the_family_issues_fit(claim_id):
+    assert R.valid_id(claim_id)
+
+
+@pytest.mark.parametrize("bad", ["ufm-ls-optimal-value", "UFM.ce.value", "ufm", "ufm.", "ufm..x", "ufm.ce value",
+                                 "feature-collapse.thm1", "ufm.-x", "scl.theorem1.", "mse.optimal-value"])
+def test_grammar_rejects(bad):
+    assert not R.valid_id(bad)
+
+
+def test_aliases_point_to_registered_ids_and_never_shadow_one():
+    ids = {c.id for c in CLAIMS}
+    assert len(ids) == len(CLAIMS)
+    for old, new in R.ALIASES.items():
+        assert new in ids, f"alias {old!r} points to {new!r}, which is not registered"
+        assert old not in ids and not R.valid_id(old)
+
+
+def test_family_spellings_select_the_same_claims():
+    a = R.select(CLAIMS, "feature-collapse")
+    assert a and a == R.select(CLAIMS, "feature_collapse") == R.select(CLAIMS, "Feature-Collapse")
+    assert {c.family for c in a} == {"feature_collapse"}
+
+
+def test_only_ufm_is_the_classic_model_only():
+    ufm = R.select(CLAIMS, "ufm")
+    assert ufm and {c.family for c in ufm} == {"ufm"}
+    both = R.select(CLAIMS, "ufm*")
+    assert {c.family for c in both} >= {"ufm", "ufm_general"}
+
+
+def test_former_id_selects_its_claim_and_get_resolves_it():
+    assert [c.id for c in R.select(CLAIMS, "ufm-ls-optimal-value")] == ["ufm_general.label-smoothing.optimal-value"]
+    assert R.get("ufm-ce-optimal-value").id == "ufm.ce.optimal-value"
+    assert R.get("ntk-e-zero").id == "ntk.e-zero"
+    # a former family-like prefix still selects by substring of the former ids
+    assert {c.id for c in R.select(CLAIMS, "ufm-ce")} == {c.id for c in CLAIMS if c.id.startswith("ufm.ce.")}
+
+
+def test_selection_order_exact_before_substring():
+    # an exact id selects that claim only, even where it is a substring of another id
+    fake = [Claim("scl.a", "scl", "s", "src", Provenance.DERIVED, lambda ctx: iter(())),
+            Claim("scl.a.b", "scl", "s", "src", Provenance.DERIVED, lambda ctx: iter(()))]
+    assert [c.id for c in R.select(fake, "scl.a")] == ["scl.a"]
+    assert [c.id for c in R.select(fake, "a.b")] == ["scl.a.b"]
+    assert [c.id for c in R.select(fake, "scl.a*")] == ["scl.a", "scl.a.b"]
+    assert [c.id for c in R.select(fake, "scl")] == ["scl.a", "scl.a.b"]
+
+
+def test_unknown_name_gets_did_you_mean():
+    with pytest.raises(InputError, match="did you mean feature_collapse"):
+        R.select(CLAIMS, "feature-colapse", strict=True)
+    with pytest.raises(InputError, match=r"did you mean scl\b"):
+        R.select(CLAIMS, "scll", strict=True)
+    with pytest.raises(InputError, match="did you mean"):
+        R.get("ufm.ce.optimal-valeu")
+    assert R.select(CLAIMS, "scll") == []  # not strict: an API caller gets an empty list
+
+
+def test_cli_unknown_only_is_exit_2_with_suggestion(capsys):
+    assert main(["run", "--only", "feature-colapse", "--quiet", "--report", "", "--json", ""]) == 2
+    err = capsys.readouterr().err
+    assert "did you mean feature_collapse" in err and len(err.strip().splitlines()) == 1
+    assert main(["list", "--only", "feature-collapse", "--only", "nosuchthing"]) == 2
+
+
+def test_list_json_shows_aliases(capsys, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    assert main(["list", "--only", "ufm_general", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    rows = out["claims"] if isinstance(out, dict) else out
+    by_id = {r["id"]: r for r in rows}
+    assert by_id["ufm_general.label-smoothing.optimal-value"]["aliases"] == ["ufm-ls-optimal-value"]
+
+
+def test_counts_from_a_report_saved_with_former_ids():
+    rep = {"claims": [{"id": "ufm-ce-optimal-value", "checks": [{"verdict": "VERIFIED", "independent": True}]}]}
+    assert R.counts_from_report(rep)["ufm.ce.optimal-value"]["independent"] == 1
