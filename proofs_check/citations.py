@@ -86,7 +86,7 @@ def _bib_value(v: str) -> str:
     v = " ".join(str(v).split())
     if _balanced_braces(v) and "\\" not in v:
         return v.replace("%", r"\%").replace("&", r"\&").replace("#", r"\#")
-    from proofs_check.tables import latex_escape
+    from proofs_check.latex_text import latex_escape
 
     return latex_escape(v)
 
