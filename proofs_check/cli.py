@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 
 from proofs_check import html_report, plots
@@ -169,28 +170,65 @@ def main(argv: list[str] | None = None) -> int:
         print(f"ncproofs: error: {where}: out of memory (reduce the instance size or pass a smaller budget)",
               file=sys.stderr)
         return 1
+    except OSError as exc:
+        # an OS error on a path the user named (ENAMETOOLONG, ENOSPC, EACCES, EROFS, ...): the
+        # user's environment, not a defect; one line naming the path. Without a path it is a defect.
+        line = _os_error_line(exc)
+        if line is None:
+            return _internal_error(exc, where, debug, args)
+        print(f"ncproofs: error: {line}", file=sys.stderr)
+        return 2
     except Exception as exc:  # a defect of the tool, never reported as bad input
-        tb = traceback.format_exc()
-        if debug:
-            sys.stderr.write(tb)
-        print(f"ncproofs: internal error in {where}: {type(exc).__name__}: {_one_line(exc)} "
-              "(rerun with --debug for the traceback)", file=sys.stderr)
-        if getattr(args, "json", False) is True:
-            print(json.dumps({"verdict": "ERROR", "reason": f"internal error: {type(exc).__name__}: {_one_line(exc)}",
-                              "traceback": tb}))
-        return 1
+        return _internal_error(exc, where, debug, args)
+
+
+def _internal_error(exc: BaseException, where: str, debug: bool, args) -> int:
+    import traceback
+
+    tb = traceback.format_exc()
+    if debug:
+        sys.stderr.write(tb)
+    print(f"ncproofs: internal error in {where}: {type(exc).__name__}: {_one_line(exc)} "
+          "(rerun with --debug for the traceback)", file=sys.stderr)
+    if getattr(args, "json", False) is True:
+        print(json.dumps({"verdict": "ERROR", "reason": f"internal error: {type(exc).__name__}: {_one_line(exc)}",
+                          "traceback": tb}))
+    return 1
+
+
+def _os_error_line(exc: OSError) -> str | None:
+    """One line for an OS error on a path (the user's file system: a name too long, a full disk, no
+    permission, a read-only folder); ``None`` when the error names no path (a defect)."""
+    path = exc.filename
+    if path is None or not exc.strerror:
+        return None
+    shown = os.fsdecode(path) if isinstance(path, (bytes, os.PathLike)) else str(path)
+    if len(shown) > 80:
+        shown = shown[:40] + "…" + shown[-20:]
+    return f"{shown}: {exc.strerror} (errno {exc.errno})"
+
+
+#: Largest integer any option accepts: integers are stored as int64 (seeds, counts, sizes).
+INT_OPTION_MAX = 2 ** 63 - 1
 
 
 def _non_finite_option(args: argparse.Namespace) -> str | None:
     """A NaN or infinite number in any option is bad input for every command (no option of
-    ncproofs means "unbounded" by inf): the message names the option."""
+    ncproofs means "unbounded" by inf), as is an integer beyond int64 or a negative seed: the
+    message names the option."""
     import math
 
     for name, value in vars(args).items():
         vals = value if isinstance(value, (list, tuple)) else [value]
+        opt = f"--{name.replace('_', '-')}"
         for v in vals:
             if isinstance(v, float) and not math.isfinite(v):
-                return f"--{name.replace('_', '-')} must be a finite number, got {v}"
+                return f"{opt} must be a finite number, got {v}"
+            if isinstance(v, int) and not isinstance(v, bool):
+                if abs(v) > INT_OPTION_MAX:
+                    return f"{opt} must be an integer of at most 2^63 - 1 in magnitude, got {v}"
+                if "seed" in name and v < 0:
+                    return f"{opt} must be a non-negative integer, got {v}"
     return None
 
 

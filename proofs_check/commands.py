@@ -64,17 +64,27 @@ def discover() -> tuple[list[SolveCommand], list[TableCommand], list[ExtraComman
 
 # ---- argument parsing helpers shared by the family modules ---------------------------------
 
+def _entries(text: str, what: str) -> list[str]:
+    """The comma-separated entries of ``text``; an empty entry ("2,,3", "2,") is an error, never dropped."""
+    parts = [x.strip() for x in text.split(",")]
+    if any(not x for x in parts):
+        raise argparse.ArgumentTypeError(f"expected comma-separated {what} with no empty entry, got {text!r}")
+    return parts
+
+
 def float_list(text: str) -> list[float]:
     """Parse "0.1,0.5,1" (argparse type). Errors name the value."""
+    parts = _entries(text, "numbers")
     try:
-        return [float(x) for x in text.split(",") if x.strip()]
+        return [float(x) for x in parts]
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected comma-separated numbers, got {text!r}") from None
 
 
 def int_list(text: str) -> list[int]:
+    parts = _entries(text, "integers")
     try:
-        return [int(x) for x in text.split(",") if x.strip()]
+        return [int(x) for x in parts]
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected comma-separated integers, got {text!r}") from None
 
