@@ -23,15 +23,8 @@ from typing import Any, Callable, Iterable
 import numpy as np
 
 
-class Verdict(str, Enum):
-    VERIFIED = "VERIFIED"
-    NOT_APPLICABLE = "NOT_APPLICABLE"  # a hypothesis of the theorem fails for the instance
-    INCONCLUSIVE = "INCONCLUSIVE"
-    REFUTED = "REFUTED"
-    ERROR = "ERROR"  # the check itself crashed: a defect, never hidden
-
-    def __str__(self) -> str:  # pragma: no cover - trivial
-        return self.value
+from proofs_check import statements as st  # noqa: E402  (statement types and the one judging rule)
+from proofs_check.statements import Verdict  # noqa: E402,F401  (defined there, re-exported here)
 
 
 # NOT_APPLICABLE has no severity: it never enters the worst verdict over applicable statements.
@@ -155,13 +148,24 @@ class Check:
     #: Only for value statements judged under ``--rigorous`` (docs/rigorous.md): True when the verdict
     #: VERIFIED was proven in ball arithmetic, False when the bracket did not prove it; None otherwise.
     rigorous: bool | None = None
+    #: What the check states (a :mod:`proofs_check.statements` value: "the optimum equals v", "min >= B", ...)
+    #: when a builder made it; ``--rigorous`` re-judges that statement with a proven bracket. None for checks
+    #: whose verdict is not a comparison of one quantity with a bracket (symbolic identities, hypotheses).
+    statement: st.Statement | None = field(default=None, compare=False)
 
     def __post_init__(self):
         self.verdict = Verdict(self.verdict)
 
+    def evidence_out(self) -> dict:
+        """The evidence as reported: with ``"statement"`` (its :meth:`~proofs_check.statements.Statement.to_dict`)
+        when the check has one, so a saved report can be re-judged (``solve --rigorous REPORT.json``)."""
+        if self.statement is None:
+            return self.evidence
+        return {**self.evidence, "statement": self.statement.to_dict()}
+
     def to_dict(self) -> dict:
         out = {"name": self.name, "verdict": self.verdict.value, "reason": self.reason,
-               "independent": bool(self.independent), "evidence": clean(self.evidence)}
+               "independent": bool(self.independent), "evidence": clean(self.evidence_out())}
         if self.rigorous is not None:
             out["rigorous"] = bool(self.rigorous)
         return out
@@ -398,10 +402,23 @@ def close(name: str, predicted, measured, *, rtol: float, atol: float = 0.0, wha
                  ev, independent)
 
 
+def judged(name: str, statement: "st.Statement", bracket: "st.Bracket", *, evidence: dict | None = None,
+           independent: bool = True, note: str = "") -> Check:
+    """The :class:`Check` of ``statement`` judged on ``bracket`` (the one rule,
+    :meth:`proofs_check.statements.Statement.judge`); ``note`` is appended to a VERIFIED reason."""
+    verdict, reason, extra = statement.judge(bracket)
+    ev = dict(evidence or {})
+    ev.update(extra)
+    if note and verdict is Verdict.VERIFIED:
+        reason += f" ({note})"
+    return Check(name, verdict, reason, ev, independent, statement=statement)
+
+
 def optimum_matches(name: str, predicted: float, *, attained: float | None, lower_bound: float | None,
                     tol: float, converged: bool = True, certificate: str = "",
                     evidence: dict | None = None) -> Check:
-    """Predicted global optimum against a feasible value and a proven lower bound.
+    """Predicted global optimum against a feasible value and a proven lower bound: the statement
+    :class:`~proofs_check.statements.ValueEquals` judged on the float bracket [lower_bound, attained].
 
     - REFUTED if a feasible point is below the prediction (attained < predicted - tol), or the
       proven lower bound is above it (lower_bound > predicted + tol). Both need finite numbers.
@@ -417,36 +434,25 @@ def optimum_matches(name: str, predicted: float, *, attained: float | None, lowe
     ev = dict(evidence or {})
     ev.update(predicted=predicted, attained=attained, lower_bound=lower_bound, tolerance=tol,
               certificate=certificate or None, converged=converged)
-    if not is_finite(predicted):
-        return Check(name, Verdict.INCONCLUSIVE, f"predicted optimum is not a finite number ({predicted})", ev)
-    if not is_finite(tol) or tol < 0:
-        return Check(name, Verdict.INCONCLUSIVE, f"tolerance is not a finite number >= 0 ({tol})", ev)
-    att = float(attained) if is_finite(attained) else None
-    lb = float(lower_bound) if is_finite(lower_bound) else None
-    if att is not None and exceeds(predicted - att, tol):
-        ev["witness_gap"] = predicted - att
-        return Check(name, Verdict.REFUTED, f"a feasible point attains {fmt(att)} < predicted optimum "
-                     f"{fmt(predicted)} (by {fmt(predicted - att, 3)} > tolerance {fmt(tol, 3)})", ev)
-    if lb is not None and exceeds(lb - predicted, tol):
-        ev["witness_gap"] = lb - predicted
-        return Check(name, Verdict.REFUTED, f"proven lower bound {fmt(lb)} > predicted optimum "
-                     f"{fmt(predicted)} (by {fmt(lb - predicted, 3)} > tolerance {fmt(tol, 3)})", ev)
-    if att is None:
-        return Check(name, Verdict.INCONCLUSIVE, "no finite feasible value", ev)
-    if lb is None:
-        return Check(name, Verdict.INCONCLUSIVE, "no certificate (proven lower bound) for the global optimum", ev)
-    gap = att - lb
-    ev["gap"] = gap
-    if not within(gap, tol):
-        return Check(name, Verdict.INCONCLUSIVE, f"certificate gap {fmt(gap, 3)} > tolerance {fmt(tol, 3)}", ev)
-    return Check(name, Verdict.VERIFIED, f"optimum {fmt(predicted)} certified: gap {fmt(gap, 3)} <= {fmt(tol, 3)}"
-                 + (f" ({certificate})" if certificate else ""), ev)
+    return judged(name, st.ValueEquals(_num(predicted), _num(tol)),
+                  st.FloatBracket(_num(lower_bound), _num(attained)), evidence=ev, note=certificate)
+
+
+def _num(x):
+    """A plain float for a statement or bracket (None when missing or not a number)."""
+    if x is None or isinstance(x, (bool, np.bool_)):
+        return None
+    try:
+        return float(x)
+    except (TypeError, ValueError):
+        return None
 
 
 def lower_bound_claim(name: str, claimed: float, *, proven_lower: float | None, feasible_value: float | None,
                       tol: float, feasible_points: int | None = None, certificate: str = "",
                       evidence: dict | None = None) -> Check:
-    """The statement "min >= claimed".
+    """The statement "min >= claimed" (:class:`~proofs_check.statements.AtLeast` on the float bracket
+    [proven_lower, feasible_value]).
 
     VERIFIED only by a proof: a proven lower bound >= claimed - tol. REFUTED by a witness: a feasible
     point with value < claimed - tol. Anything else (for example "no counterexample among N feasible
@@ -455,38 +461,42 @@ def lower_bound_claim(name: str, claimed: float, *, proven_lower: float | None, 
     ev = dict(evidence or {})
     ev.update(claimed_lower_bound=claimed, proven_lower_bound=proven_lower, feasible_value=feasible_value,
               tolerance=tol, feasible_points=feasible_points, certificate=certificate or None)
-    if not is_finite(claimed, tol):
-        return Check(name, Verdict.INCONCLUSIVE, f"claimed bound or tolerance is not finite ({claimed}, {tol})", ev)
-    if is_finite(feasible_value) and exceeds(claimed - feasible_value, tol):
-        ev["witness_gap"] = claimed - float(feasible_value)
-        return Check(name, Verdict.REFUTED, f"a feasible point attains {fmt(feasible_value)} < claimed lower bound "
-                     f"{fmt(claimed)}", ev)
-    if is_finite(proven_lower) and within(claimed - proven_lower, tol):
-        return Check(name, Verdict.VERIFIED, f"proven lower bound {fmt(proven_lower)} >= claimed {fmt(claimed)}"
-                     + (f" ({certificate})" if certificate else ""), ev)
-    why = ("no proven lower bound" if not is_finite(proven_lower)
-           else f"the best proven lower bound {fmt(proven_lower)} is below the claimed {fmt(claimed)}")
-    n = f"; no counterexample among {feasible_points} feasible points" if feasible_points else ""
-    return Check(name, Verdict.INCONCLUSIVE, f"not proven: {why}{n}", ev)
+    return judged(name, st.AtLeast(_num(claimed), _num(tol), feasible_points),
+                  st.FloatBracket(_num(proven_lower), _num(feasible_value)), evidence=ev, note=certificate)
 
 
 def upper_bound_claim(name: str, claimed: float, *, feasible_value: float | None, proven_lower: float | None,
                       tol: float, evidence: dict | None = None) -> Check:
-    """The statement "min <= claimed": VERIFIED by a feasible point with value <= claimed + tol;
-    REFUTED by a proven lower bound > claimed + tol; INCONCLUSIVE otherwise."""
+    """The statement "min <= claimed" (:class:`~proofs_check.statements.AtMost`): VERIFIED by a feasible
+    point with value <= claimed + tol; REFUTED by a proven lower bound > claimed + tol; INCONCLUSIVE
+    otherwise."""
     ev = dict(evidence or {})
     ev.update(claimed_upper_bound=claimed, feasible_value=feasible_value, proven_lower_bound=proven_lower,
               tolerance=tol)
-    if not is_finite(claimed, tol):
-        return Check(name, Verdict.INCONCLUSIVE, f"claimed bound or tolerance is not finite ({claimed}, {tol})", ev)
-    if is_finite(proven_lower) and exceeds(proven_lower - claimed, tol):
-        ev["witness_gap"] = float(proven_lower) - claimed
-        return Check(name, Verdict.REFUTED, f"proven lower bound {fmt(proven_lower)} > claimed upper bound "
-                     f"{fmt(claimed)}", ev)
-    if is_finite(feasible_value) and within(feasible_value - claimed, tol):
-        return Check(name, Verdict.VERIFIED, f"a feasible point attains {fmt(feasible_value)} <= {fmt(claimed)}", ev)
-    return Check(name, Verdict.INCONCLUSIVE, "not proven: no feasible point at or below the claimed upper bound "
-                 "and no proven lower bound above it", ev)
+    return judged(name, st.AtMost(_num(claimed), _num(tol)), st.FloatBracket(_num(proven_lower), _num(feasible_value)),
+                  evidence=ev)
+
+
+def min_below(name: str, reference: float, *, feasible_value: float | None, proven_lower: float | None,
+              tol: float, allowance: float = 0.0, what: str = "reference", evidence: dict | None = None) -> Check:
+    """The statement "min < reference" (:class:`~proofs_check.statements.MinBelow`) on the float bracket
+    [proven_lower, feasible_value] widened by ``allowance``: VERIFIED by a feasible point below reference -
+    tol, REFUTED by a proven lower bound >= reference, INCONCLUSIVE otherwise."""
+    ev = dict(evidence or {})
+    ev.update(reference=reference, feasible_value=feasible_value, proven_lower_bound=proven_lower, tolerance=tol)
+    return judged(name, st.MinBelow(_num(reference), _num(tol), what),
+                  st.FloatBracket(_num(proven_lower), _num(feasible_value), _num(allowance)), evidence=ev)
+
+
+def certified_optimum(name: str, value: float, *, proven_lower: float | None, tol: float, note: str = "",
+                      evidence: dict | None = None) -> Check:
+    """The statement "the reported feasible value ``value`` is the optimum" within ``tol``
+    (:class:`~proofs_check.statements.CertifiedOptimum` on the float bracket [proven_lower, value]): VERIFIED
+    when value - proven_lower <= tol, INCONCLUSIVE otherwise."""
+    ev = dict(evidence or {})
+    ev.update(feasible_value=value, proven_lower_bound=proven_lower, tolerance=tol)
+    return judged(name, st.CertifiedOptimum(_num(value), _num(tol)), st.FloatBracket(_num(proven_lower), _num(value)),
+                  evidence=ev, note=note)
 
 
 def lower_bound_holds(name: str, bound: float, feasible_value: float, *, tol: float,
@@ -520,7 +530,8 @@ def geometry_is(name: str, expected: str, geometry, *, evidence: dict | None = N
 def point_statement(name: str, deviation: float | None, tau: float, *, radius: float | None,
                     lipschitz: float = 1.0, how: str = "", what: str = "deviation",
                     evidence: dict | None = None) -> Check:
-    """A statement measured at a solver's point, about every minimiser.
+    """A statement measured at a solver's point, about every minimiser
+    (:class:`~proofs_check.statements.PointWithinRadius`).
 
     ``deviation`` is the measured violation at the point (0 = the statement holds exactly),
     ``tau`` the statement's tolerance, ``radius`` a proven bound on the distance from the point to
@@ -535,21 +546,8 @@ def point_statement(name: str, deviation: float | None, tau: float, *, radius: f
     ev = dict(evidence or {})
     ev.update(deviation=deviation, tolerance=tau, radius=radius, lipschitz=lipschitz,
               radius_proof=how or None)
-    if not is_finite(deviation, tau, lipschitz):
-        return Check(name, Verdict.INCONCLUSIVE, f"{what} at the point is not a finite number", ev)
-    if not is_finite(radius) or radius < 0:
-        return Check(name, Verdict.INCONCLUSIVE,
-                     f"no geometry certificate: a value gap does not certify the point ({what} at the point "
-                     f"{fmt(deviation, 3)}, tolerance {fmt(tau, 3)})", ev)
-    slack = lipschitz * radius
-    if within(deviation + slack, tau):
-        return Check(name, Verdict.VERIFIED, f"{what} {fmt(deviation, 3)} + proven radius term {fmt(slack, 3)} <= "
-                     f"{fmt(tau, 3)}" + (f" ({how})" if how else ""), ev)
-    if exceeds(deviation - slack, tau):
-        return Check(name, Verdict.REFUTED, f"{what} {fmt(deviation, 3)} - proven radius term {fmt(slack, 3)} > "
-                     f"{fmt(tau, 3)}: violated at every minimiser" + (f" ({how})" if how else ""), ev)
-    return Check(name, Verdict.INCONCLUSIVE, f"{what} {fmt(deviation, 3)} within the proven radius term "
-                 f"{fmt(slack, 3)} of the tolerance {fmt(tau, 3)}: not decided", ev)
+    s = st.PointWithinRadius(_num(deviation), _num(tau), _num(radius), _num(lipschitz), what, how)
+    return judged(name, s, s.bracket(), evidence=ev)
 
 
 def at_certified_point(check: Check, *, value: float | None, lower_bound: float | None, tol: float,
@@ -630,7 +628,7 @@ class SolveReport:
                "solution": self.solution, "certificate": self.certificate, "geometry": self.geometry,
                "routes": self.routes, "verdict": v.value, "reason": r,
                "claims": [{"id": c.name, "verdict": c.verdict.value, "reason": c.reason,
-                           "independent": bool(c.independent), "evidence": c.evidence,
+                           "independent": bool(c.independent), "evidence": c.evidence_out(),
                            **({"rigorous": bool(c.rigorous)} if c.rigorous is not None else {})}
                           for c in self.claims],
                "diagnostics": list(self.diagnostics)}

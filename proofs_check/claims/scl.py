@@ -350,33 +350,24 @@ def imbalanced_geometry_checks(inst: T.SCLInstance, H: np.ndarray, *, claimed_ge
 
 
 def _certified_value_check(name: str, value: float, bounds: Bounds, inst: T.SCLInstance) -> Check:
-    """The reported optimum (a feasible value) is the global optimum within the tolerance."""
-    tol = _tol(value, bounds.allowance, inst)
-    ev = {"feasible_value": value, "proven_lower_bound": bounds.value, "tolerance": tol, "route": bounds.route}
-    if not is_finite(bounds.value):
-        return Check(name, Verdict.INCONCLUSIVE, "no proven lower bound", ev)
-    gap = value - bounds.value
-    ev["gap"] = gap
-    if within(gap, tol):
-        return Check(name, Verdict.VERIFIED, f"feasible value {fmt(value)} is within {fmt(gap, 3)} of the proven "
-                     f"lower bound ({bounds.route})", ev)
-    return Check(name, Verdict.INCONCLUSIVE, f"certificate gap {fmt(gap, 3)} > tolerance {fmt(tol, 3)}", ev)
+    """The reported optimum (a feasible value) is the global optimum within the tolerance
+    (``core.certified_optimum``)."""
+    from proofs_check.core import certified_optimum
+
+    return certified_optimum(name, value, proven_lower=bounds.value, tol=_tol(value, bounds.allowance, inst),
+                             note=bounds.route or "", evidence={"route": bounds.route})
 
 
 def _below_check(name: str, reference: float, feasible: float, bounds: Bounds, what: str,
                  inst: T.SCLInstance) -> Check:
-    """The statement "min < reference" (strictly, by more than the tolerance): VERIFIED by a feasible
-    point below reference - tol; REFUTED by a proven lower bound >= reference - tol."""
-    tol = _tol(reference, bounds.allowance, inst)
-    ev = {"reference": reference, "feasible_value": feasible, "proven_lower_bound": bounds.value, "tolerance": tol}
-    if exceeds(reference - feasible, tol):
-        return Check(name, Verdict.VERIFIED, f"a feasible point attains {fmt(feasible)} < {what} {fmt(reference)} "
-                     f"(by {fmt(reference - feasible, 3)})", ev)
-    # a refutation needs a proof that min >= reference (not merely within the tolerance of it)
-    if is_finite(bounds.value) and exceeds(bounds.value - reference, REFERENCE_RTOL * max(1.0, abs(reference))):
-        return Check(name, Verdict.REFUTED, f"proven lower bound {fmt(bounds.value)} > {what} {fmt(reference)}", ev)
-    return Check(name, Verdict.INCONCLUSIVE, f"no feasible point below the {what} by more than {fmt(tol, 3)} and no "
-                 "proven bound excluding one", ev)
+    """The statement "min < reference" (strictly, by more than the tolerance; ``core.min_below``): VERIFIED
+    by a feasible point below reference - tol; REFUTED by a proven lower bound >= reference (both ends widened
+    by REFERENCE_RTOL relative)."""
+    from proofs_check.core import min_below
+
+    return min_below(name, reference, feasible_value=feasible, proven_lower=bounds.value,
+                     tol=_tol(reference, bounds.allowance, inst), allowance=REFERENCE_RTOL * max(1.0, abs(reference)),
+                     what=what)
 
 
 # --------------------------------------------------------------------------------------
