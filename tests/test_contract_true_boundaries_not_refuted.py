@@ -1,4 +1,4 @@
-"""Audit: true theorems at boundary instances are never REFUTED and never ERROR.
+"""Contract: true theorems at boundary instances are never REFUTED and never ERROR.
 
 Boundaries: exactly at a phase threshold, tiny lambda (1e-7), small tau (1e-3 and the smallest
 accepted 1e-4), k = 2, n = 1, d = k - 1, imbalanced counts, several seeds; where a hypothesis fails
@@ -225,7 +225,9 @@ from proofs_check import user as U  # noqa: E402
 
 
 def _user(kind, predict, solve, **kw):
-    return U.UserClaim(id="audit", statement="audit", source="audit", params={"k": hst.just(2)}, solve=solve,
+    return U.UserClaim(id="contract.true-boundary", statement=f"the {kind} of the user's solve equals the true "
+                       "prediction at a boundary instance", source="tests/test_contract_true_boundaries_not_refuted.py",
+                       params={"k": hst.just(2)}, solve=solve,
                        predict=predict, kind=kind, **kw)
 
 

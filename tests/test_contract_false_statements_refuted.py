@@ -1,4 +1,4 @@
-"""Audit: false statements fed through every claim factory and every ``check_instance`` with a
+"""Contract: false statements fed through every claim factory and every ``check_instance`` with a
 statement parameter must never be VERIFIED; where a certificate exists and the value is off by
 1e-4 relative (far beyond every stated tolerance), they must be REFUTED (a witness exists).
 
@@ -524,7 +524,9 @@ SCL_REF = ((3, 2), 1.0)  # Theorem 1 instance with a proven optimum 4.506563365.
 
 def _user(kind, predict, solve, **kw):
     kw.setdefault("rtol", 1e-9)
-    return U.UserClaim(id="audit", statement="audit", source="audit", params={"k": hst.just(2)}, solve=solve,
+    return U.UserClaim(id="contract.false-prediction", statement=f"the {kind} of the user's solve equals a "
+                       "prediction made false on purpose", source="tests/test_contract_false_statements_refuted.py",
+                       params={"k": hst.just(2)}, solve=solve,
                        predict=predict, kind=kind, **kw)
 
 
