@@ -21,7 +21,7 @@ import re
 from typing import Any, Iterable, Mapping
 
 from proofs_check.core import Claim, ClaimResult, SolveReport, Verdict
-from theory._validate import InputError
+from theory._validate import InputError, input_file
 
 
 class UnknownClaimError(InputError, KeyError):
@@ -258,10 +258,14 @@ def check_counts_text(counts: Mapping[str, int] | None) -> str:
     return text
 
 
+#: Largest saved run report read back (`list --counts-from`): a full run's JSON is a few MB.
+MAX_REPORT_BYTES = 256 * 2 ** 20
+
+
 def counts_from_report(report: str | os.PathLike | Mapping) -> dict[str, dict[str, int]]:
     """Check counts per claim id from a saved ``ncproofs run --json`` report (a path or the loaded dict)."""
     if isinstance(report, (str, os.PathLike)):
-        path = os.fspath(report)
+        path = input_file("report", report, max_bytes=MAX_REPORT_BYTES)
         try:
             with open(path, encoding="utf-8") as f:
                 report = json.load(f)

@@ -130,3 +130,39 @@ def as_labels(name: str, labels, n_samples: int | None = None) -> np.ndarray:
     if empty.size:
         raise InstanceError(f"{name}: class {int(empty[0])} is empty (labels must use every class 0..{k - 1})")
     return arr.astype(np.int64)
+
+
+def input_file(option: str, path, *, max_bytes: int | None = None) -> str:
+    """Check, before opening it, that ``path`` is a regular readable file of at most ``max_bytes``.
+
+    A FIFO, a character device (``/dev/zero``), a socket or a directory would block or never end
+    when read: each is refused from ``os.stat`` alone (which never blocks), as is a file larger than
+    the budget. Returns the path as a string; raises :class:`InputError` naming ``option``.
+    """
+    import os
+    import stat as _stat
+
+    if path is None or (isinstance(path, str) and path == ""):
+        raise InputError(f"{option}: no file given")
+    if not isinstance(path, (str, os.PathLike)):
+        raise InputError(f"{option}: a path is needed, got {type(path).__name__}")
+    shown = os.fspath(path)
+    try:
+        st = os.stat(shown)
+    except FileNotFoundError:
+        raise InputError(f"{option}: no such file: {shown}") from None
+    except (OSError, ValueError) as exc:
+        raise InputError(f"{option}: cannot open {shown} ({getattr(exc, 'strerror', None) or exc})") from None
+    mode = st.st_mode
+    if _stat.S_ISDIR(mode):
+        raise InputError(f"{option}: {shown} is a directory, not a file")
+    if not _stat.S_ISREG(mode):
+        kind = ("a FIFO (named pipe)" if _stat.S_ISFIFO(mode) else "a character device" if _stat.S_ISCHR(mode)
+                else "a block device" if _stat.S_ISBLK(mode) else "a socket" if _stat.S_ISSOCK(mode)
+                else "not a regular file")
+        raise InputError(f"{option}: {shown} is {kind}, not a regular file")
+    if not os.access(shown, os.R_OK):
+        raise InputError(f"{option}: {shown} is not readable")
+    if max_bytes is not None and st.st_size > max_bytes:
+        raise InputError(f"{option}: {shown} holds {st.st_size} bytes, above the limit of {max_bytes} bytes")
+    return shown

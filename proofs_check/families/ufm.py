@@ -399,7 +399,9 @@ def load_targets(path: str):
     import numpy as np
 
     from proofs_check.claims.ufm import MAX_TARGET_ENTRIES
+    from theory._validate import input_file
 
+    path = input_file("--targets", path)  # a FIFO or a device would block: refused from os.stat
     try:
         with open(path, "rb") as f:
             try:

@@ -447,6 +447,10 @@ def parse_config(data: dict, path: str | None = None, *, import_modules: bool = 
     return spec
 
 
+#: Largest sweep config read: a TOML config is a few KB; a bigger file is not a config.
+MAX_CONFIG_BYTES = 4 * 2 ** 20
+
+
 def load_config(path: str, *, import_modules: bool = True) -> SweepSpec:
     """Read and validate a TOML sweep config (see :func:`parse_config`).
 
@@ -460,9 +464,14 @@ def load_config(path: str, *, import_modules: bool = True) -> SweepSpec:
     path = os.fspath(path)
     if os.path.isdir(path):
         raise UsageError(f"{path}: is a directory, not a sweep config (a TOML file)")
+    from theory._validate import input_file
+
+    input_file("CONFIG", path, max_bytes=MAX_CONFIG_BYTES)  # a FIFO or /dev/zero would never end
     try:
         with open(path, "rb") as f:
             data = tomllib.load(f)
+    except RecursionError:
+        raise UsageError(f"{path}: malformed TOML: nested too deeply") from None
     except FileNotFoundError:
         raise UsageError(f"{path}: config file not found") from None
     except tomllib.TOMLDecodeError as exc:
