@@ -341,6 +341,9 @@ def _general_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
     p.add_argument("--claim-value", type=float, default=None, metavar="F",
                    help="a claimed optimal value to check (VERIFIED / REFUTED / INCONCLUSIVE)")
+    p.add_argument("--nonneg-features", action="store_true",
+                   help="features constrained to H >= 0 (post-ReLU), no bias: best point of several starts, a proven "
+                        "lower bound from the doubly nonnegative relaxation (ce, ls, weighted-ce; docs/ufm_general.md)")
 
 
 def general_problem(args: argparse.Namespace):
@@ -377,6 +380,15 @@ def general_problem(args: argparse.Namespace):
 def _run_general(args: argparse.Namespace) -> dict:
     from proofs_check.claims.ufm import check_general
 
+    if getattr(args, "nonneg_features", False):
+        from proofs_check.claims.ufm_relu import check_nonneg
+
+        if args.loss == "mse":
+            raise UsageError("--nonneg-features supports --loss ce, ls or weighted-ce")
+        if args.lambda_b:
+            raise UsageError("--lambda-b: the nonnegative-feature model has no bias term")
+        return check_nonneg(general_problem(args), starts=max(args.starts, 3), seed=args.seed,
+                            claimed_value=args.claim_value).to_dict()
     return check_general(general_problem(args), starts=args.starts, seed=args.seed,
                          claimed_value=args.claim_value).to_dict()
 
