@@ -210,9 +210,15 @@ def test_cli_bad_export_options_exit_2_before_any_work(tmp_path, capsys, monkeyp
     assert rc == 2 and "--format parquet is a file format" in err
     rc, _, err = _cli(["sweep", str(cfg), "--numbers", "score"], capsys)
     assert rc == 2 and "--numbers needs --group-by" in err
+    # whatever else is installed (a newcomer's `.[test]` has neither pandas nor pyarrow), the message names
+    # what is missing
     monkeypatch.setitem(sys.modules, "pyarrow", None)  # import pyarrow -> ImportError
     rc, _, err = _cli(["sweep", str(cfg), "--export", str(tmp_path / "x.parquet"), "--workers", "1"], capsys)
-    assert rc == 2 and "needs pyarrow" in err and "pip install" in err
+    assert rc == 2 and "needs pandas and pyarrow" in err and "pyarrow" in err.split("not installed:")[1]
+    assert "pip install" in err
+    monkeypatch.setitem(sys.modules, "pandas", None)
+    rc, _, err = _cli(["sweep", str(cfg), "--export", str(tmp_path / "x.parquet"), "--workers", "1"], capsys)
+    assert rc == 2 and "not installed: pandas, pyarrow" in err
     assert not db.exists()  # refused before the sweep ran
 
 

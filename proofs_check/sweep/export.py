@@ -349,11 +349,17 @@ def _import_pandas(what: str, hint: str = _PANDAS_HINT):
 
 
 def _check_parquet_deps(what: str = "--format parquet") -> None:
-    _import_pandas(what, _PARQUET_HINT)
-    try:
-        import pyarrow  # noqa: F401
-    except ImportError:
-        raise UsageError(f"{what} needs pyarrow, which is not installed: {_PARQUET_HINT}") from None
+    """Parquet needs pandas and pyarrow: one message naming every one that is missing."""
+    import importlib
+
+    missing = []
+    for name in ("pandas", "pyarrow"):
+        try:
+            importlib.import_module(name)
+        except ImportError:
+            missing.append(name)
+    if missing:
+        raise UsageError(f"{what} needs pandas and pyarrow; not installed: {', '.join(missing)}: {_PARQUET_HINT}")
 
 
 def table_to_dataframe(table):
