@@ -253,13 +253,6 @@ def kappa_symbols():
     return sp.symbols("kappa_d kappa_c kappa_n", real=True)
 
 
-def rational_normal(expr):
-    """Exact normal form of a rational function: numerator and denominator expanded, common factors
-    cancelled. An expression is identically zero iff this returns 0."""
-    sp = _sp()
-    return sp.cancel(sp.together(expr))
-
-
 def distinct(exprs) -> list:
     """Distinct expressions (matrices built from block patterns repeat entries)."""
     out, seen = [], set()
@@ -540,3 +533,329 @@ def sym_nonetf_identity(C: int = 3):
     ident = [sp.simplify(x) for x in ((m / lc) * G * G + beta * g * g.T - J)]
     ratio = sp.simplify((u.T * G * u)[0] / r)
     return ident, ratio
+
+
+# --------------------------------------------------------------------------------------
+# Beyond the block kernel (docs/ntk.md, "Beyond the block kernel"): a general fixed SPD feature
+# kernel K (N x N, samples ordered by class, class sizes ``counts``), imbalanced block kernels,
+# any loss through G = dL/dZ, discrete steps, and the reviewer's chain-rule implications.
+# --------------------------------------------------------------------------------------
+
+#: Largest N accepted for a general kernel (an N x N eigendecomposition and dense products).
+MAX_GENERAL_SAMPLES = 4000
+#: A kernel counts as symmetric when max|K - K^T| <= this times max|K| (float rounding of a file).
+KERNEL_SYMMETRY_RTOL = 1e-12
+#: Smallest accepted eigenvalue relative to the largest (the invariant uses K^-1): condition <= 1e12.
+KERNEL_MIN_RELATIVE_EIGENVALUE = 1e-12
+
+
+def check_counts(counts) -> tuple[int, ...]:
+    """Class sizes n_c >= 1, at least two classes (samples ordered class by class)."""
+    counts = as_int_tuple_checked("counts", counts)
+    if len(counts) < 2:
+        raise InstanceError(f"counts must list at least 2 classes, got {len(counts)}")
+    return counts
+
+
+def as_int_tuple_checked(name: str, values) -> tuple[int, ...]:
+    from theory._validate import as_int_tuple
+
+    return as_int_tuple(name, values, minimum=1, min_len=1)
+
+
+def class_indicator(counts) -> np.ndarray:
+    """S (C x N): S[c, i] = 1 when sample i is in class c (the one-hot targets Y = S)."""
+    counts = tuple(int(c) for c in counts)
+    return np.repeat(np.eye(len(counts)), counts, axis=1)
+
+
+def labels_from_counts(counts) -> np.ndarray:
+    return np.repeat(np.arange(len(counts)), counts)
+
+
+def within_projector(counts) -> np.ndarray:
+    """P_0 = I - S^T diag(n)^-1 S: orthogonal projector onto Q^perp (zero sum inside every class)."""
+    S = class_indicator(counts)
+    return np.eye(S.shape[1]) - S.T @ (S / np.asarray(counts, float)[:, None])
+
+
+def imbalanced_block_kernel(counts, consts) -> np.ndarray:
+    """K_ij = kappa_d (i = j), kappa_c (same class), kappa_n (otherwise), for class sizes ``counts``."""
+    kd, kc, kn = consts
+    S = class_indicator(counts)
+    N = S.shape[1]
+    return (kd - kc) * np.eye(N) + (kc - kn) * (S.T @ S) + kn * np.ones((N, N))
+
+
+def imbalanced_class_matrix(counts, consts) -> np.ndarray:
+    """Gamma (C x C) with K S^T = S^T Gamma for the imbalanced block kernel:
+    Gamma = diag(lambda_0 + n_c (kappa_c - kappa_n)) + kappa_n 1 n^T (column c carries n_c kappa_n)."""
+    kd, kc, kn = consts
+    n = np.asarray(counts, float)
+    return np.diag((kd - kc) + n * (kc - kn)) + kn * np.outer(np.ones(n.size), n)
+
+
+def imbalanced_eigenvalues(counts, consts) -> dict:
+    """Spectrum of the imbalanced block kernel: lambda_0 = kappa_d - kappa_c on Q^perp (multiplicity
+    N - C) and the C eigenvalues of Gamma (K restricted to the class-indicator space Q)."""
+    kd, kc, kn = consts
+    G = imbalanced_class_matrix(counts, consts)
+    return {"lambda_0": kd - kc, "multiplicity_0": int(sum(counts)) - len(counts),
+            "class_level": np.sort(np.linalg.eigvals(G).real)}
+
+
+def check_imbalanced_pd(counts, consts) -> None:
+    """InstanceError naming the eigenvalue when the imbalanced block kernel is not positive definite."""
+    kd, kc, kn = consts
+    if not kd - kc > 0 and int(sum(counts)) > len(counts):
+        raise InstanceError(f"kappa: block kernel is not positive definite: lambda_0 = kappa_d - kappa_c = "
+                            f"{kd - kc:.6g} <= 0 (within-class eigenvalue, multiplicity {sum(counts) - len(counts)})")
+    ev = imbalanced_eigenvalues(counts, consts)["class_level"]
+    if not ev[0] > 0:
+        raise InstanceError(f"kappa: block kernel is not positive definite: a class-level eigenvalue is "
+                            f"{ev[0]:.6g} <= 0 (eigenvalues of Gamma = K restricted to the class indicators, "
+                            f"counts {list(counts)})")
+
+
+def perturbation(N: int, norm: float, rho: float, seed: int) -> np.ndarray:
+    """K0 = rho ||Kb||_F A A^T / ||A A^T||_F with A = np.random.default_rng(1_000_000 + seed).standard_normal((N, N))
+    (a random PSD matrix of relative Frobenius size rho; ``norm`` = ||Kb||_F)."""
+    if rho == 0:
+        return np.zeros((N, N))
+    A = np.random.default_rng(1_000_000 + seed).standard_normal((N, N))
+    K0 = A @ A.T
+    return (rho * norm / np.linalg.norm(K0)) * K0
+
+
+def validate_kernel(K, N: int, name: str = "kernel") -> np.ndarray:
+    """An N x N finite symmetric positive definite float64 matrix (InstanceError naming what fails)."""
+    K = np.asarray(K)
+    if K.dtype.kind not in "fiu":
+        raise InstanceError(f"{name}: must be a numeric N x N array, got dtype {K.dtype}")
+    K = K.astype(float)
+    if K.ndim != 2 or K.shape != (N, N):
+        raise InstanceError(f"{name}: must be N x N = {N} x {N} (N = sum of the class counts), got shape {K.shape}")
+    if not np.all(np.isfinite(K)):
+        raise InstanceError(f"{name}: has {int(np.sum(~np.isfinite(K)))} non-finite entries (NaN or inf)")
+    big = float(np.max(np.abs(K))) if K.size else 0.0
+    asym = float(np.max(np.abs(K - K.T))) if K.size else 0.0
+    if not asym <= KERNEL_SYMMETRY_RTOL * max(big, 1e-300):
+        raise InstanceError(f"{name}: is not symmetric: max|K - K^T| = {asym:.3g} > {KERNEL_SYMMETRY_RTOL:g} max|K|")
+    K = (K + K.T) / 2
+    ev = np.linalg.eigvalsh(K)
+    if not ev[0] > KERNEL_MIN_RELATIVE_EIGENVALUE * max(float(ev[-1]), 1e-300):
+        raise InstanceError(f"{name}: is not positive definite: smallest eigenvalue {ev[0]:.6g} <= "
+                            f"{KERNEL_MIN_RELATIVE_EIGENVALUE:g} x largest {ev[-1]:.6g}")
+    if not (EIGEN_RANGE[0] <= ev[0] and ev[-1] <= EIGEN_RANGE[1]):
+        raise InstanceError(f"{name}: eigenvalues [{ev[0]:.3g}, {ev[-1]:.3g}] leave [{EIGEN_RANGE[0]:g}, "
+                            f"{EIGEN_RANGE[1]:g}] (float64-safe range)")
+    return K
+
+
+def general_invariant(W: np.ndarray, H: np.ndarray, Kinv: np.ndarray) -> np.ndarray:
+    """E = W^T W - H K^-1 H^T (any fixed SPD kernel)."""
+    return W.T @ W - H @ Kinv @ H.T
+
+
+def discrete_step_change(W: np.ndarray, H: np.ndarray, G: np.ndarray, K: np.ndarray, eta: float) -> np.ndarray:
+    """E(after) - E(before) for one discrete step W -= eta G H^T, H -= eta W^T G K (G = dL/dZ at the
+    old state, any loss, any batch mask inside G): exactly eta^2 (H G^T G H^T - W^T G K G^T W)."""
+    return eta * eta * (H @ G.T @ G @ H.T - W.T @ G @ K @ G.T @ W)
+
+
+def compressed_within_eigenvalue(K: np.ndarray, counts) -> float:
+    """Lambda_0 = lambda_max(P_0 K P_0): the largest eigenvalue of K compressed to Q^perp (lambda_0 for a
+    block kernel). It is the constant of the general NC1 bound."""
+    P0 = within_projector(counts)
+    return float(np.linalg.eigvalsh(P0 @ K @ P0)[-1])
+
+
+def general_nc1_bound(W: np.ndarray, H: np.ndarray, E: np.ndarray, K: np.ndarray, counts,
+                      constant: float = 1.0, Lambda0: float | None = None) -> dict:
+    """||D||_F^2 <= (r L/2)(e + sqrt(e^2 + 4 ||W D||_F^2/(r L))), L = Lambda_0 = lambda_max(P_0 K P_0),
+    e = max(0, -lambda_min(E)), r = rank D, at EVERY state (any loss): from
+    H^T (W^T W - E) H = H^T H K^-1 H^T H, K^-1 >= P_0 (P_0 K P_0)^+ P_0 and ||D^T D||_F^2 >= ||D||_F^4/r.
+    ``constant`` multiplies L (1 is the statement; other values exist to test that a false bound is refuted)."""
+    L = (compressed_within_eigenvalue(K, counts) if Lambda0 is None else Lambda0) * constant
+    P0 = within_projector(counts)
+    D = H @ P0
+    sv = np.linalg.svd(D, compute_uv=False)
+    r = int(np.count_nonzero(sv > 1e-10 * max(float(sv[0]) if sv.size else 0.0, 1e-300)))
+    x = float(np.sum(D * D))
+    e = max(0.0, -float(np.linalg.eigvalsh((E + E.T) / 2)[0]))
+    wd = float(np.linalg.norm(W @ D))
+    if r == 0:
+        return {"scatter": x, "bound": 0.0, "rank": 0, "e": e, "WD": wd, "Lambda0": L}
+    bound = 0.5 * r * L * (e + math.hypot(e, 2 * wd / math.sqrt(r * L)))
+    return {"scatter": x, "bound": bound, "rank": r, "e": e, "WD": wd, "Lambda0": L}
+
+
+def class_level_inverse(K: np.ndarray, counts) -> np.ndarray:
+    """Xi^-1 = S K^-1 S^T (C x C): at D = 0, H K^-1 H^T = U Xi^-1 U^T with U the class means (n x C)."""
+    S = class_indicator(counts)
+    X = np.linalg.solve(K, S.T)
+    A = S @ X
+    return (A + A.T) / 2
+
+
+def imbalanced_class_inverse(counts, consts) -> np.ndarray:
+    """Closed form of S K^-1 S^T for the imbalanced block kernel: diag(n) Gamma^-1 (K S^T = S^T Gamma)."""
+    n = np.asarray(counts, float)
+    A = np.diag(n) @ np.linalg.inv(imbalanced_class_matrix(counts, consts))
+    return (A + A.T) / 2
+
+
+def _psd_sqrt(A: np.ndarray) -> np.ndarray:
+    w, V = np.linalg.eigh((A + A.T) / 2)
+    return (V * np.sqrt(np.clip(w, 0, None))) @ V.T
+
+
+def zero_loss_class_gram(Xi_inv: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """The unique PSD uncentred class-mean Gram U^T U at a state with E = 0, D = 0 and zero loss, given the
+    bias b: U^T U Xi^-1 U^T U = B^T B with B = I - b 1^T, i.e.
+    U^T U = X^-1/2 (X^1/2 B^T B X^1/2)^1/2 X^-1/2 with X = Xi^-1."""
+    C = Xi_inv.shape[0]
+    B = np.eye(C) - np.outer(b, np.ones(C))
+    Xh = _psd_sqrt(Xi_inv)
+    Xih = np.linalg.inv(Xh)
+    return Xih @ _psd_sqrt(Xh @ B.T @ B @ Xh) @ Xih
+
+
+def block_sum_structure(K: np.ndarray, counts) -> dict:
+    """The ETF condition of a general kernel: K S^T = S^T (a I + c 1 1^T) (K maps the class-indicator space
+    into itself and acts there like a balanced block kernel). Returns a, c (least squares), the relative
+    defect ||K S^T - S^T (a I + c 11^T)||_F / ||K S^T||_F and whether the classes are balanced."""
+    S = class_indicator(counts)
+    C = S.shape[0]
+    KS = K @ S.T
+    X1 = S.T  # coefficient of a
+    X2 = S.T @ np.ones((C, C))  # coefficient of c
+    A = np.stack([X1.ravel(), X2.ravel()], axis=1)
+    coef, *_ = np.linalg.lstsq(A, KS.ravel(), rcond=None)
+    a, c = float(coef[0]), float(coef[1])
+    defect = float(np.linalg.norm(KS - a * X1 - c * X2) / max(np.linalg.norm(KS), 1e-300))
+    return {"a": a, "c": c, "defect": defect, "balanced": len(set(int(x) for x in counts)) == 1}
+
+
+def escape_rate_general(K: np.ndarray, counts, s: float = 1.0) -> float:
+    """Growth rate of the small-init escape: linearising at W = H = 0 with the bias fitted
+    (R_0 = (n/N) 1^T - Y, the same for MSE and for CE: softmax(b) = n/N), d^2W/dt^2 = s^2 R_0 K R_0^T W,
+    so the rate is s sqrt(lambda_max(R_0 K R_0^T)) (= s sqrt(m lambda_c) for a balanced block kernel)."""
+    S = class_indicator(counts)
+    n = np.asarray(counts, float)
+    R0 = np.outer(n / n.sum(), np.ones(S.shape[1])) - S
+    A = R0 @ K @ R0.T
+    return s * math.sqrt(max(float(np.linalg.eigvalsh((A + A.T) / 2)[-1]), 0.0))
+
+
+# ---- chain rule and Assumption 3.2 (reviewer's implications) ---------------------------------------
+
+def chain_rule_output_kernel(W: np.ndarray, Hgram: np.ndarray, Kfeat) -> np.ndarray:
+    """Theta[(k,i),(k',j)] = sum_{s,s'} W_ks W_k's' Kfeat[s,s'][i,j] + delta_kk' (<h_i, h_j> + 1).
+
+    ``Kfeat`` is either an N x N scalar kernel (independent neurons with the same kernel: Kfeat[s,s'] =
+    delta_ss' kappa) or an array (n, n, N, N) of per-neuron-pair feature kernels. Index order (k, i):
+    row k * N + i."""
+    C = W.shape[0]
+    Kf = np.asarray(Kfeat, float)
+    if Kf.ndim == 2:
+        out = np.kron(W @ W.T, Kf)
+    else:
+        out = np.einsum("ks,qt,stij->kiqj", W, W, Kf).reshape(C * Kf.shape[2], C * Kf.shape[3])
+    return out + np.kron(np.eye(C), Hgram + 1.0)
+
+
+def assumption_consequences(kappa, gamma, omega: float) -> dict:
+    """What Assumption 3.2 (independent neurons with block feature kernel kappa, and a block-diagonal output
+    kernel with constants gamma) forces: <W_k, W_k'> = 0 (k != k'), ||W_k||^2 = omega for every k, and the
+    feature Gram block constants a_t = gamma_t - 1 - omega kappa_t for t in (d, c, n); where kappa_t != 0,
+    omega = (gamma_t - a_t - 1)/kappa_t."""
+    a = tuple(g - 1.0 - omega * k for g, k in zip(gamma, kappa))
+    return {"WWt_offdiag": 0.0, "W_sq_norm": omega, "feature_gram": a}
+
+
+def collapse_consistency(kappa, gamma) -> dict:
+    """Both halves of Assumption 3.2 at a collapsed state (within-class features equal: a_d = a_c) need
+    gamma_d - gamma_c = omega (kappa_d - kappa_c) with one omega >= 0 for every pair type, i.e.
+    omega = (gamma_d - gamma_c)/(kappa_d - kappa_c); then a = gamma_d - 1 - omega kappa_d (= a_c) and
+    a_n = gamma_n - 1 - omega kappa_n, and the class-level Gram (a - a_n) I + a_n 1 1^T must be PSD:
+    a >= a_n and a + (C - 1) a_n >= 0 (checked for C >= 2 by the caller with its C)."""
+    kd, kc, kn = kappa
+    gd, gc, gn = gamma
+    omega = (gd - gc) / (kd - kc)
+    a = gd - 1.0 - omega * kd
+    a_c = gc - 1.0 - omega * kc
+    a_n = gn - 1.0 - omega * kn
+    return {"omega": omega, "a": a, "a_c": a_c, "a_n": a_n}
+
+
+def reviewer_first_implications(kappa, gamma, WWt: np.ndarray) -> dict:
+    """The reviewer's first list, as written: (i) <W_k, W_s> identical for k != s; (ii) <W_k, W_k - W_s>
+    = gamma_d/kappa_d = gamma_c/kappa_c = gamma_n/kappa_n; (iii) <h(x), h(x')> = -kappa <W_k, W_s>.
+    Returns the predicted values at a state with Gram W W^T (for each pair type t)."""
+    C = WWt.shape[0]
+    off = WWt[0, 1] if C > 1 else 0.0
+    return {"ii": tuple(g / k if k != 0 else None for g, k in zip(gamma, kappa)),
+            "iii": tuple(-k * off for k in kappa)}
+
+
+def reviewer_corrected_norm(kappa_t: float, gamma_t: float, hh: float, sign: float = 1.0) -> float:
+    """The reviewer's corrected formula <W_k, W_k> = gamma/kappa + (<h(x), h(x')> + 1)/kappa (sign = +1, as
+    written); sign = -1 gives the formula derived from the chain rule."""
+    return gamma_t / kappa_t + sign * (hh + 1.0) / kappa_t
+
+
+# ---- symbolic derivations for general kernels ----------------------------------------------------
+
+def _sym_general(N: int, C: int, d: int):
+    sp = _sp()
+    W = sp.Matrix(C, d, lambda i, j: sp.Symbol(f"w{i}{j}", real=True))
+    H = sp.Matrix(d, N, lambda i, j: sp.Symbol(f"h{i}_{j}", real=True))
+    G = sp.Matrix(C, N, lambda i, j: sp.Symbol(f"g{i}_{j}", real=True))
+    K = sp.Matrix(N, N, lambda i, j: sp.Symbol(f"k{min(i, j)}_{max(i, j)}", real=True))
+    return W, H, G, K
+
+
+def sym_general_invariant_derivative(N: int = 3, C: int = 2, d: int = 2):
+    """Entries of dE/dt for E = W^T W - H K^-1 H^T along dW = -G H^T, dH = -W^T G K with a generic symmetric
+    K (symbols k_ij = k_ji, K^-1 = adj(K)/det(K)) and a generic G = dL/dZ (symbols: any loss, any batch
+    mask): must all vanish. Returned with the denominator det(K) cleared."""
+    sp = _sp()
+    W, H, G, K = _sym_general(N, C, d)
+    adj = K.adjugate()
+    det = K.det()
+    dW = -G * H.T
+    dH = -W.T * G * K
+    # d/dt (H K^-1 H^T) * det = dH adj H^T + H adj dH^T
+    dE = (dW.T * W + W.T * dW) * det - (dH * adj * H.T + H * adj * dH.T)
+    return distinct(sp.expand(e) for e in dE)
+
+
+def sym_discrete_step_change(N: int = 3, C: int = 2, d: int = 2, predicted=None):
+    """E(W', H') - E(W, H) - predicted for W' = W - eta G H^T, H' = H - eta W^T G K (det K cleared).
+    ``predicted(W, H, G, K, eta)`` defaults to eta^2 (H G^T G H^T - W^T G K G^T W). Must all vanish."""
+    sp = _sp()
+    W, H, G, K = _sym_general(N, C, d)
+    eta = sp.Symbol("eta", positive=True)
+    adj, det = K.adjugate(), K.det()
+    W1 = W - eta * G * H.T
+    H1 = H - eta * W.T * G * K
+    pred = (predicted or (lambda W, H, G, K, e: e ** 2 * (H * G.T * G * H.T - W.T * G * K * G.T * W)))(W, H, G, K, eta)
+    diff = (W1.T * W1 - W.T * W - pred) * det - (H1 * adj * H1.T - H * adj * H.T)
+    return distinct(sp.expand(e) for e in diff)
+
+
+def sym_assumption_solution(C: int = 2):
+    """Solve the chain-rule equations of Assumption 3.2 symbolically: for each pair type t,
+    Theta_kk'(t) = kappa_t P_kk' + delta_kk' (a_t + 1) must equal delta_kk' gamma_t, with P = W W^T unknown.
+    Returns (solution dict for P's entries, per type) as sympy expressions in kappa_t, gamma_t, a_t."""
+    sp = _sp()
+    kt, gt, at = sp.symbols("kappa_t gamma_t a_t", real=True)
+    P = sp.Matrix(C, C, lambda i, j: sp.Symbol(f"p{min(i, j)}{max(i, j)}", real=True))
+    eqs = []
+    for i in range(C):
+        for j in range(i, C):
+            eqs.append(sp.Eq(kt * P[i, j] + (at + 1 if i == j else 0), gt if i == j else 0))
+    unknowns = sorted(set(P), key=str)
+    sol = sp.solve(eqs, unknowns, dict=True)
+    return sol[0] if sol else {}, (kt, gt, at), P
