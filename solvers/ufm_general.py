@@ -60,6 +60,14 @@ MAX_ENTRIES = 4_000_000
 #: evaluation; at most this many classes.
 MAX_GROUPED_CLASSES = 100_000
 FLOPS_PER_SECOND = 1e10
+#: Work budgets of the solvers (docs/ufm_general.md, "Budgets"): objective evaluations per start. They are
+#: counted, not timed, so the same input gives the same candidate, certificate and verdict at any machine load.
+FACTORED_EVALS_PER_START = 40_000
+GROUPED_EVALS_PER_START = 20_000
+#: Wall-clock safety net of the solvers (seconds): far above the time the work budgets take on an idle machine
+#: (measured: the largest accepted instances need < 60 s there). When it stops a run the output says so.
+WALL_SAFETY_S = 900.0
+SAFETY_MESSAGE = "stopped by the wall-clock safety limit; the work budget was not reached"
 
 
 @dataclass
@@ -258,14 +266,21 @@ def _fun(p: GeneralUFM, r: int, sq: np.ndarray, wts: np.ndarray):
 
 
 def solve_factored(p: GeneralUFM, *, rank: int | None = None, starts: int = 2, seed: int = 0,
-                   gtol: float | None = None, maxiter: int = 20000, time_budget: float = 60.0,
-                   x_init: tuple | None = None) -> Solution:
+                   gtol: float | None = None, maxiter: int = 20000, time_budget: float | None = None,
+                   x_init: tuple | None = None, max_evals: int | None = None) -> Solution:
     """L-BFGS on (P, Q, b) with X = P Q in class coordinates (rank r = min(d, K, G) unless given), from random
     starts (and ``x_init`` = (X, b) when given). Returns X, b of the best start; value = P(X, b) exactly
-    evaluated (a feasible value of the dimension-r problem)."""
+    evaluated (a feasible value of the dimension-r problem).
+
+    Budgets (docs/ufm_general.md, "Budgets"): ``max_evals`` objective evaluations per start (default
+    FACTORED_EVALS_PER_START; a count, so the result is the same at any machine load; ``maxiter`` bounds the
+    iterations per start as well); ``time_budget`` is only a wall-clock safety net (default WALL_SAFETY_S, far
+    above the work budget's time): when it stops a run, the diagnostics say so (``SAFETY_MESSAGE``)."""
     t0 = time.perf_counter()
     K, G = p.K, p.G
     r = int(rank if rank is not None else min(p.d, K, G))
+    per_start = int(max_evals if max_evals is not None else FACTORED_EVALS_PER_START)
+    safety = float(time_budget if time_budget is not None else WALL_SAFETY_S)
     sq = np.sqrt(p.counts.astype(float))
     wts = p.counts / float(p.N)
     fun = _fun(p, r, sq, wts)
@@ -287,21 +302,33 @@ def solve_factored(p: GeneralUFM, *, rank: int | None = None, starts: int = 2, s
         x0 = rng.standard_normal(K * r + r * G + K) * 0.5 / math.sqrt(r)
         x0[-K:] = 0.0
         inits.append(x0)
+    nfev_total, stop_reason = 0, None
     for x0 in inits:
-        if time.perf_counter() - t0 > time_budget and best is not None:
-            runs.append("skipped: time budget")
+        if stop_reason == "safety" and best is not None:
+            runs.append(f"skipped: {SAFETY_MESSAGE}")
             continue
-        x = x0
+        x, used, iters = x0, 0, 0
         for _round in range(20):  # restarts after rebalancing P, Q (same X, regulariser can only drop)
-            res = lbfgs.minimize(fun, x, gtol=gtol, maxiter=2000, deadline=t0 + time_budget)
+            left = per_start - used
+            res = lbfgs.minimize(fun, x, gtol=gtol, maxiter=min(2000, max(1, maxiter - iters)), maxfun=max(1, min(left, 8020)),
+                                 deadline=t0 + safety)
+            used += res.nfev
+            iters += res.nit
             x = res.x
             P = x[:K * r].reshape(K, r)
             Q = x[K * r:K * r + r * G].reshape(r, G)
             U_, s_, Vt_ = np.linalg.svd(P @ Q, full_matrices=False)
             s_ = np.sqrt(s_[:r])
             x = np.concatenate([(U_[:, :r] * s_).ravel(), (s_[:, None] * Vt_[:r]).ravel(), x[K * r + r * G:]])
-            if res.message.startswith("converged") or time.perf_counter() - t0 > time_budget:
+            if res.message == "time budget reached":
+                res.message, stop_reason = SAFETY_MESSAGE, "safety"
                 break
+            if res.message.startswith("converged"):
+                break
+            if used >= per_start or iters >= maxiter:
+                res.message = f"work budget reached ({used} evaluations, {iters} iterations)"
+                break
+        nfev_total += used
         P = x[:K * r].reshape(K, r)
         Q = x[K * r:K * r + r * G].reshape(r, G)
         b = x[K * r + r * G:].copy()
@@ -314,7 +341,9 @@ def solve_factored(p: GeneralUFM, *, rank: int | None = None, starts: int = 2, s
     val, X, b, res = best
     return Solution(val, "factored (class-reduced L-BFGS)", bool(res.message.startswith("converged")),
                     time.perf_counter() - t0, {"X": X, "b": b},
-                    {"rank_limit": r, "start_values": runs, "message": res.message, "gtol": gtol})
+                    {"rank_limit": r, "start_values": runs, "message": res.message, "gtol": gtol,
+                     "evaluations": nfev_total, "work_budget_evaluations_per_start": per_start,
+                     "wall_safety_s": safety, "stopped_by_wall_safety": stop_reason == "safety"})
 
 
 def polish_bias(p: GeneralUFM, X: np.ndarray, b: np.ndarray, iters: int = 30) -> np.ndarray:
@@ -734,15 +763,19 @@ RANK_SLACK = 10
 
 @_small_blas
 def solve_grouped(p: GeneralUFM, layout, *, starts: int = 1, seed: int = 0, gtol: float | None = None,
-                  time_budget: float = 60.0, x_init: GroupedPoint | None = None,
-                  target_gap_rtol: float = TARGET_GAP_RTOL, pinned: np.ndarray | None = None) -> Solution:
+                  time_budget: float | None = None, x_init: GroupedPoint | None = None,
+                  target_gap_rtol: float = TARGET_GAP_RTOL, pinned: np.ndarray | None = None,
+                  max_evals: int | None = None) -> Solution:
     """L-BFGS on the invariant point (A = P Q, beta_a = p_a q_a / (m_a - 1), b), regulariser
     lam (||P||^2 + ||Q||^2 + ||p||^2 + ||q||^2) / 2 (= lam ||X||_* at a balanced factorization), rebalanced by
     an SVD between restarts; bias polished by Newton steps on the m group biases.
 
     Stopping (per start): after every round of ROUND_ITERATIONS iterations the certificate is evaluated and the
     round with the smallest certified gap is kept. The solve ends when that gap is <= ``target_gap_rtol`` x value
-    ("converged: certified gap ..."); when the time budget is spent; when an explicitly given ``gtol`` is met; or
+    ("converged: certified gap ..."); when the work budget (``max_evals`` objective evaluations per start, default
+    GROUPED_EVALS_PER_START: a count, so the result does not depend on the machine's load) is spent; when the
+    wall-clock safety net ``time_budget`` (default WALL_SAFETY_S, far above the work budget's time) stops it, which
+    the message says (SAFETY_MESSAGE); when an explicitly given ``gtol`` is met; or
     as "stalled" when STALL_ROUNDS rounds did not halve the gap while it is already <= STALL_MAX_RTOL x value (the
     float64 floor of the certificate at this instance lies above the target, or progress is slow), or, at any
     gap, after the gradient met the default gtol once (where this solver stopped before the certificate was
@@ -755,6 +788,9 @@ def solve_grouped(p: GeneralUFM, layout, *, starts: int = 1, seed: int = 0, gtol
     t0 = time.perf_counter()
     m = layout.m
     r = m
+    per_start = int(max_evals if max_evals is not None else GROUPED_EVALS_PER_START)
+    safety = float(time_budget if time_budget is not None else WALL_SAFETY_S)
+    nfev_total, safety_hit = 0, False
     fun, unpack, sc = _grouped_fun(p, layout, r, pinned)
     explicit_gtol = gtol is not None
     gtol = gtol if gtol is not None else 1e-11 * max(1e-3, min(1.0, 10 * math.sqrt(p.lam)))
@@ -778,9 +814,10 @@ def solve_grouped(p: GeneralUFM, layout, *, starts: int = 1, seed: int = 0, gtol
     best, runs, res = None, [], None
     gap_info: dict = {}
     for x0 in inits:
-        if time.perf_counter() - t0 > time_budget and best is not None:
-            runs.append("skipped: time budget")
+        if safety_hit and best is not None:
+            runs.append(f"skipped: {SAFETY_MESSAGE}")
             continue
+        used = 0
         x, gt, gamma = x0, gtol, None
         rk, fun_r, unpack_r = r, fun, unpack  # the factor rank of this round (adapted below)
         best_c = None  # (gap, point, certificate) of the round with the smallest certified gap
@@ -788,7 +825,8 @@ def solve_grouped(p: GeneralUFM, layout, *, starts: int = 1, seed: int = 0, gtol
         small_gradient = False  # the default gtol was met once
         for _round in range(200):
             res = lbfgs.minimize(fun_r, x, gtol=gt, maxiter=ROUND_ITERATIONS, flat_rtol=FLAT_RTOL, gamma0=gamma,
-                                 deadline=t0 + time_budget)
+                                 maxfun=max(1, per_start - used), deadline=t0 + safety)
+            used += res.nfev
             gamma = res.gamma
             P, Q, pp, qq, b = unpack_r(res.x)
             cand = GroupedPoint(P @ Q, pp * qq * sc, b.copy())
@@ -816,8 +854,12 @@ def solve_grouped(p: GeneralUFM, layout, *, starts: int = 1, seed: int = 0, gtol
             if gap <= target_gap_rtol * abs(c.upper):
                 res.message = f"converged: certified gap {gap:.2e} <= {target_gap_rtol:g} x value"
                 break
-            if time.perf_counter() - t0 > time_budget:
-                res.message = f"time budget reached ({res.message}; certified gap {best_c[0]:.2e})"
+            if res.message == "time budget reached":
+                safety_hit = True
+                res.message = f"{SAFETY_MESSAGE} (certified gap {best_c[0]:.2e})"
+                break
+            if used >= per_start:
+                res.message = f"work budget reached ({used} evaluations; certified gap {best_c[0]:.2e})"
                 break
             if res.message.startswith("converged"):
                 if explicit_gtol:
@@ -841,6 +883,7 @@ def solve_grouped(p: GeneralUFM, layout, *, starts: int = 1, seed: int = 0, gtol
                                f"{target_gap_rtol:g} x value not reached: the float64 floor of the certificate or slow "
                                f"progress; stopped since the gap is <= {STALL_MAX_RTOL:g} x value)")
                 break
+        nfev_total += used
         gap_b, cpt, cb = best_c
         pt = GroupedPoint(cpt.A.copy(), cpt.beta.copy(), cpt.b.copy())
         pt.b = polish_bias_grouped(p, pt, layout)
@@ -854,7 +897,8 @@ def solve_grouped(p: GeneralUFM, layout, *, starts: int = 1, seed: int = 0, gtol
     return Solution(val, f"factored (grouped: {m} groups of exchangeable classes, L-BFGS)",
                     bool(res.message.startswith("converged")), time.perf_counter() - t0,
                     {"point": pt}, {"groups": m, "start_values": runs, "message": res.message, "gtol": gtol,
-                                    **gap_info})
+                                    "evaluations": nfev_total, "work_budget_evaluations_per_start": per_start,
+                                    "wall_safety_s": safety, "stopped_by_wall_safety": safety_hit, **gap_info})
 
 
 def _grouped_bias_grad(p: GeneralUFM, pt: GroupedPoint, layout) -> np.ndarray:
@@ -1096,3 +1140,237 @@ def minority_deviation(X: np.ndarray, labels: np.ndarray, group: int) -> float:
     Uc = U[idx] - U[idx].mean(axis=0)
     Vc = Vt[:, idx] - Vt[:, idx].mean(axis=1, keepdims=True)
     return 0.5 * (float(s @ np.sum(Uc * Uc, axis=0)) + float(s @ np.sum(Vc * Vc, axis=1)))
+
+
+# ---------------------------------------------------------------------------------------------------
+# Geometry certificate (docs/ufm_general.md, "Geometry certificate"): a proven enclosure of the unique
+# minimiser from the dual point of the value certificate
+# ---------------------------------------------------------------------------------------------------
+
+#: Relative allowance (x ||center||_F x size) for the float evaluation of the enclosure's centre and of the
+#: square roots |X| = (X^T X)^{1/2} (backward-stable SVD: errors ~ (size) u ||X||).
+GEOMETRY_FLOAT_FACTOR = 16.0
+#: The quadratic lower bound e^s - 1 - s >= s^2 / 3 holds for |s| <= 1; every entry's bound tau must be below
+#: min(e^-1, e - 2) to keep |s| <= 1 (docs/ufm_general.md, "Geometry certificate").
+TAU_MAX = 1.0 / 3.0
+E_MINUS_1 = math.e - 1.0
+
+
+def dual_columns(p: GeneralUFM, X: np.ndarray, b: np.ndarray, cert: Certificate) -> np.ndarray:
+    """The dual columns V = t (G - r 1^T) (K x G; class c's column is the per-sample dual vector N A_i of its
+    samples) of :func:`certificate` at (X, b): the same float operations, so the same dual point."""
+    sq = np.sqrt(p.counts.astype(float))
+    wts = p.counts / float(p.N)
+    _, grads = p.loss.value_grad(X / sq + b[:, None], p.y)
+    r = grads @ wts
+    Gc = grads - r[:, None] if p.lb == 0.0 else grads
+    return float(cert.details["scale_t"]) * Gc
+
+
+def _grouped_dual_slots(p: GeneralUFM, pt: "GroupedPoint", layout, cert: Certificate) -> np.ndarray:
+    """t Gc in slot form ((m + 1) x m): the dual point of :func:`certificate_grouped` (same float operations)."""
+    m = layout.m
+    sz = layout.sizes.astype(float)
+    wts = sz * _group_counts(p, layout) / p.N
+    Mu = layout.mult
+    _, Gs = p.loss.value_grad_slots(slot_logits(p, pt, layout), layout)
+    rb = ((wts[None, :] * Mu[:m] * Gs[:m]).sum(axis=1) + wts * Gs[m]) / sz
+    Gc = Gs.copy()
+    if p.lb == 0.0:
+        Gc[:m] -= rb[:, None]
+        Gc[m] -= rb
+    return float(cert.details["scale_t"]) * Gc
+
+
+def dual_columns_grouped(p: GeneralUFM, pt: "GroupedPoint", layout, cert: Certificate) -> np.ndarray:
+    """The K x K dual columns of the grouped certificate (the invariant dual point, expanded)."""
+    Gt = _grouped_dual_slots(p, pt, layout, cert)
+    lab = layout.labels
+    V = Gt[np.ix_(lab, lab)]
+    V[np.arange(layout.K), np.arange(layout.K)] = Gt[layout.m, lab]
+    return V
+
+
+def minimiser_enclosure(p: GeneralUFM, V: np.ndarray, lower: float, upper: float) -> dict:
+    """A proven enclosure of every minimiser (docs/ufm_general.md, "Geometry certificate").
+
+    ``V`` (K x G): the dual columns of a certificate whose proven lower bound is ``lower``; ``upper``: a
+    feasible value (raised here by the float-evaluation allowance of a value). For every (X, b) with
+    F(X, b) <= f_up, weak duality with the gap kept gives (1/N) sum_c n_c FY_c(u_c) <= f_up - D, FY the
+    Fenchel-Young gap of the loss: w KL(pi_c || softmax(u_c)) for softmax losses (pi_c = v_c / w_c + q_c),
+    (1/2)||u_c - t_c - v_c||^2 for the squared error. With a free bias (lb = 0) every minimiser has
+    X* sqrt(n) = 0 and (softmax) 1^T X* = 0, so X* = (J) U* D^{1/2} P (P the projector orthogonal to sqrt(n)),
+    unique by strict convexity in the centred logits, and ||X* - Xhat||_F <= radius with Xhat built from
+    the dual point alone. Also a rank bound of X* (structural and by Weyl's inequality on the dual point).
+
+    Returns ``ok`` (False with ``why`` when no enclosure is proven), ``center`` (Xhat, K x G), ``radius``
+    (Frobenius, float allowance included), ``rank_bound``, ``gap``, and the numbers of the derivation."""
+    from solvers.losses import CrossEntropy, SquaredError
+
+    u = UNIT_ROUNDOFF
+    K, G, N, lam = p.K, p.G, p.N, p.lam
+    out: dict = {"ok": False, "center": None, "radius": None, "rank_bound": None}
+    up = upper + ((2 * (K + G) + 16) * u + SPECTRAL_SLACK) * abs(upper)
+    gap = up - lower if is_finite_pair(up, lower) else math.inf
+    out["gap"] = gap
+    if p.lb != 0.0:
+        out["why"] = "the geometry certificate is derived for a free bias (lambda_b = 0)"
+        return out
+    if not (math.isfinite(gap) and gap >= 0.0):
+        out["why"] = f"no finite certified gap ({gap!r})"
+        return out
+    cnt = p.counts.astype(float)
+    sq = np.sqrt(cnt)
+    loss = p.loss
+    if isinstance(loss, CrossEntropy):
+        w = loss.w[p.y].astype(float)
+        Pi = V / w + loss.targets(p.y)
+        # relative float error of the computed pi entries (a division and an addition)
+        Pi_lo = Pi - 4 * u * (np.abs(V) / w + loss.targets(p.y))
+        if not np.all(Pi_lo > 0.0):
+            out["why"] = "the dual point has a zero probability: no quadratic growth of the Fenchel-Young gap there"
+            return out
+        wp = w * Pi_lo
+        tau = N * gap / (cnt * wp)  # per entry: pi_ci psi(delta_ci) <= N gap / (n_c w_c)
+        tmax = float(np.max(tau))
+        out.update(kind="softmax", max_tau=tmax, min_w_pi=float(np.min(wp)))
+        if not tmax < TAU_MAX:
+            out["why"] = (f"the certified gap {gap:.3g} is too large for the quadratic bound (max tau = {tmax:.3g} "
+                          f">= 1/3)")
+            return out
+        # sum_c n_c w_c sum_i pi_ci delta_ci^2 / 3 <= N gap  (e^s - 1 - s >= s^2/3 for |s| <= 1)
+        r2 = 3.0 * N * gap / float(np.min(wp))
+        logP = np.log(Pi)
+        C = logP - logP.mean(axis=0, keepdims=True)  # centred logits of the dual point
+        ferr = np.sqrt(float(np.sum(cnt[None, :] * (8 * u / Pi_lo + 4 * u * np.abs(logP)) ** 2))) * 2.0
+        Uc = C * sq
+        structural = min(K - 1, G - 1)
+        # gradient at the minimiser vs the dual columns: |p - pi| <= pi (e - 1)|delta|
+        e_grad = math.sqrt(E_MINUS_1 ** 2 * float(np.max(wp / np.maximum(Pi_lo, 1e-300) * Pi)) * 3.0 * N * gap) / N
+        out["uniqueness"] = ("strictly convex in the centred logits (Hessian diag(p) - p p^T positive definite on "
+                             "1-perp), so every minimiser has the same centred logits C*; 1^T X* = 0 and X* sqrt(n) = 0 "
+                             "(KKT), hence X* = C* D^{1/2} P and the centred bias J b* = C* n / N are unique")
+    elif isinstance(loss, SquaredError):
+        T = loss.T[:, p.y]
+        Uc = (T + V) * sq
+        r2 = 2.0 * N * gap
+        ferr = 4 * u * float(np.linalg.norm(np.abs(T) * sq + np.abs(V) * sq))
+        structural = min(K, G - 1)
+        e_grad = math.sqrt(2.0 * N * gap) / N
+        out.update(kind="squared")
+        out["uniqueness"] = ("strongly convex in the logits, so every minimiser has the same logits U*; X* sqrt(n) = 0 "
+                             "(KKT with a free bias), hence X* = U* D^{1/2} P and b* = U* n / N are unique")
+    else:
+        out["why"] = f"no geometry certificate for the loss {loss.name!r} (its Fenchel-Young gap is not derived)"
+        return out
+    v = sq / math.sqrt(N)
+    Xh = Uc - np.outer(Uc @ v, v)  # right projector P = I - sqrt(n) sqrt(n)^T / N
+    nX = float(np.linalg.norm(Xh))
+    radius = math.sqrt(r2) + ferr + GEOMETRY_FLOAT_FACTOR * (K + G) * u * nX
+    # rank: -grad_X L(X*) in lam d||X*||_*, so rank X* <= #{sigma_i(grad*) >= lam}; Weyl with
+    # ||grad* - Y||_2 <= e_grad (Y = V D^{1/2} / N the dual point in class coordinates)
+    sy = np.linalg.svd(V * sq / N, compute_uv=False)
+    sy_up = sy * (1.0 + SPECTRAL_SLACK) + 4.0 * max(K, G) * u * float(np.linalg.norm(V * sq)) / N
+    dual_rank = int(np.sum(sy_up >= lam - e_grad))
+    out.update(ok=True, center=Xh, radius=radius, radius_relative=radius / nX if nX > 0 else math.inf,
+               center_norm=nX, rank_bound=min(structural, dual_rank), rank_bound_structural=structural,
+               rank_bound_dual=dual_rank, gradient_radius=e_grad, float_allowance=radius - math.sqrt(r2),
+               why="proven enclosure: ||X* - Xhat||_F <= radius for every minimiser (and every point with "
+                   "F <= f_up)")
+    return out
+
+
+def is_finite_pair(a, b) -> bool:
+    return a is not None and b is not None and math.isfinite(a) and math.isfinite(b)
+
+
+def _interval_cos(Gc: np.ndarray, H: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Cosine and norm intervals from a Gram centre Gc and entrywise half-widths H (proven |G - Gc| <= H)."""
+    d = np.diag(Gc)
+    hd = np.diag(H)
+    dlo = np.clip(d - hd, 0.0, None)
+    dhi = d + hd
+    nlo, nhi = np.sqrt(dlo), np.sqrt(dhi)
+    den_lo = np.outer(nlo, nlo)
+    den_hi = np.outer(nhi, nhi)
+    lo_num, hi_num = Gc - H, Gc + H
+    with np.errstate(divide="ignore", invalid="ignore"):
+        c1 = np.where(den_lo > 0, lo_num / np.where(den_lo > 0, den_lo, 1.0), -np.inf)
+        c2 = lo_num / np.where(den_hi > 0, den_hi, 1.0)
+        c3 = np.where(den_lo > 0, hi_num / np.where(den_lo > 0, den_lo, 1.0), np.inf)
+        c4 = hi_num / np.where(den_hi > 0, den_hi, 1.0)
+    lo = np.minimum(c1, c2)
+    hi = np.maximum(c3, c4)
+    lo = np.where(den_lo > 0, lo, -1.0)
+    hi = np.where(den_lo > 0, hi, 1.0)
+    lo = np.clip(lo * (1 + 4 * UNIT_ROUNDOFF) - 4 * UNIT_ROUNDOFF, -1.0, 1.0)
+    hi = np.clip(hi * (1 + 4 * UNIT_ROUNDOFF) + 4 * UNIT_ROUNDOFF, -1.0, 1.0)
+    n = np.arange(d.size)
+    lo[n, n] = np.where(dlo > 0, 1.0, lo[n, n])
+    hi[n, n] = np.where(dlo > 0, 1.0, hi[n, n])
+    return lo, hi, nlo, nhi
+
+
+def geometry_enclosure(p: GeneralUFM, enc: dict, *, max_cosines: int = 100) -> dict:
+    """Proven intervals of the geometry of every minimiser from :func:`minimiser_enclosure`.
+
+    At a minimiser (d >= rank) every factorization is balanced: W W^T = q |X*^T|, class-mean Gram
+    D^{-1/2} |X*| D^{-1/2} / q (q = sqrt(lh/lw), |A| = (A^T A)^{1/2}). Araki-Yamagami (Commun. Math. Phys. 81,
+    1981): || |A| - |B| ||_F <= sqrt(2) ||A - B||_F, so both square roots lie within E = sqrt(2) radius (+ float
+    allowance) of those of the centre in Frobenius norm. Classifier Gram entries: half-width q E; centred class-mean
+    Gram J D^{-1/2} |X| D^{-1/2} J / q: entry (i, j) within E a_i a_j / q, a_i = ||D^{-1/2} J e_i||. Cosines and
+    norms by interval arithmetic; minority measures (imbalanced counts) as intervals."""
+    Xh = enc["center"]
+    K, G = Xh.shape
+    q = math.sqrt(p.lh / p.lw)
+    U, s, Vt = np.linalg.svd(Xh, full_matrices=False)
+    absT = (U * s) @ U.T  # (X X^T)^{1/2}
+    absX = (Vt.T * s) @ Vt  # (X^T X)^{1/2}
+    E = math.sqrt(2.0) * enc["radius"] + GEOMETRY_FLOAT_FACTOR * max(K, G) * UNIT_ROUNDOFF * float(np.sum(s))
+    cnt = p.counts.astype(float)
+    dinv = 1.0 / np.sqrt(cnt)
+    J = np.eye(G) - 1.0 / G
+    MG = J @ (absX * np.outer(dinv, dinv)) @ J / q
+    a = np.sqrt(((J * J) / cnt[:, None]).sum(axis=0))  # ||D^{-1/2} J e_i||
+    Hm = E * np.outer(a, a) / q
+    WG = q * absT
+    Hw = np.full((K, K), q * E)
+    mlo, mhi, mnlo, mnhi = _interval_cos(MG, Hm)
+    wlo, whi, wnlo, wnhi = _interval_cos(WG, Hw)
+    mcen, wcen = 0.5 * (mlo + mhi), 0.5 * (wlo + whi)
+    out = {"class_mean_cosines": mcen.tolist() if G <= max_cosines else None,
+           "class_mean_cosines_halfwidth": float(np.max(0.5 * (mhi - mlo))),
+           "classifier_cosines": wcen.tolist() if K <= max_cosines else None,
+           "classifier_cosines_halfwidth": float(np.max(0.5 * (whi - wlo))),
+           "class_mean_norms": (0.5 * (mnlo + mnhi)).tolist() if G <= 10 * max_cosines else None,
+           "class_mean_norms_halfwidth": float(np.max(0.5 * (mnhi - mnlo))),
+           "classifier_norms": (0.5 * (wnlo + wnhi)).tolist() if K <= 10 * max_cosines else None,
+           "classifier_norms_halfwidth": float(np.max(0.5 * (wnhi - wnlo))),
+           "gram_frobenius_radius": E,
+           "centring": "class means centred by the unweighted mean of the class means",
+           "how": "every minimiser: Gram matrices within sqrt(2) x radius of the centre's (Araki-Yamagami), "
+                  "cosines and norms by interval arithmetic (docs/ufm_general.md, 'Geometry certificate')"}
+    out["_intervals"] = {"mean_cos": (mlo, mhi), "cls_cos": (wlo, whi), "mean_norm": (mnlo, mnhi),
+                         "cls_norm": (wnlo, wnhi)}
+    if p.kind == "classification" and np.unique(p.counts).size > 1:
+        mino = np.flatnonzero(p.counts == p.counts.min())
+        majo = np.flatnonzero(p.counts == p.counts.max())
+        iu = [(i, j) for ii, i in enumerate(mino) for j in mino[ii + 1:]]
+
+        def pair_mean(lo, hi):
+            if not iu:
+                return None
+            return [float(np.mean([lo[i, j] for i, j in iu])), float(np.mean([hi[i, j] for i, j in iu]))]
+
+        def ratio(nlo, nhi):
+            dlo = float(np.mean(nlo[majo]))
+            if not dlo > 0:
+                return None
+            return [float(np.mean(nlo[mino])) / float(np.mean(nhi[majo])), float(np.mean(nhi[mino])) / dlo]
+
+        out["minority"] = {"minority_classes": mino.tolist()[:100], "majority_classes": majo.tolist()[:100],
+                           "minority_classifier_cosine": pair_mean(wlo, whi),
+                           "minority_mean_cosine": pair_mean(mlo, mhi),
+                           "classifier_norm_ratio": ratio(wnlo, wnhi), "mean_norm_ratio": ratio(mnlo, mnhi),
+                           "meaning": "proven intervals [lo, hi] at every minimiser"}
+    return out

@@ -139,16 +139,19 @@ def test_a_target_below_the_float_floor_stops_as_stalled_with_a_certified_gap():
 
 def test_no_stall_stop_above_the_claims_need_while_the_gradient_is_not_small(monkeypatch):
     """Above STALL_MAX_RTOL x value a stall only ends the solve after the gradient met the default gtol once (where
-    the solver used to stop unconditionally). With that bound at 0: gtol = 0 (never met) runs until the (short)
-    time budget; the default gtol ends in the 'after max |gradient|' stall, with the certified gap reported."""
+    the solver used to stop unconditionally). With that bound at 0: gtol = 0 (never met) runs until the (small)
+    work budget; the default gtol ends in the 'after max |gradient|' stall, with the certified gap reported."""
     counts = _tail()
     p = SG.classification(L.make_loss("ce", len(counts)), counts, len(counts), 1e-3, 1e-3, lb=0.01)
     lay = SG.class_layout(p)
     monkeypatch.setattr(SG, "STALL_MAX_RTOL", 0.0)
-    sol = SG.solve_grouped(p, lay, starts=1, time_budget=1.0, target_gap_rtol=1e-17, gtol=0.0)
-    assert sol.diagnostics["message"].startswith("time budget reached"), sol.diagnostics["message"]
-    assert sol.diagnostics["stalled"] is False
-    sol = SG.solve_grouped(p, lay, starts=1, time_budget=60.0, target_gap_rtol=1e-17)
+    sol = SG.solve_grouped(p, lay, starts=1, max_evals=1500, target_gap_rtol=1e-17, gtol=0.0)
+    assert sol.diagnostics["message"].startswith("work budget reached"), sol.diagnostics["message"]
+    assert sol.diagnostics["stalled"] is False and sol.diagnostics["evaluations"] <= 1500 + 40
+    # the wall-clock safety net says so when it stops a run
+    sol = SG.solve_grouped(p, lay, starts=1, time_budget=1e-3, target_gap_rtol=1e-17, gtol=0.0)
+    assert sol.diagnostics["message"].startswith(SG.SAFETY_MESSAGE) and sol.diagnostics["stopped_by_wall_safety"]
+    sol = SG.solve_grouped(p, lay, starts=1, target_gap_rtol=1e-17)
     d = sol.diagnostics
     assert d["message"].startswith("stalled") and "after max |gradient|" in d["message"], d["message"]
     c = SG.certificate_grouped(p, SG.clean_grouped(p, sol.variables["point"], lay), lay)
