@@ -424,7 +424,9 @@ def optimum_matches(name: str, predicted: float, *, attained: float | None, lowe
       proven lower bound is above it (lower_bound > predicted + tol). Both need finite numbers.
     - INCONCLUSIVE if any number is missing or not finite, there is no certificate, or the
       certificate gap (attained - lower_bound) exceeds tol.
-    - VERIFIED otherwise: predicted lies in [lower_bound - tol, attained + tol] with a gap <= tol.
+    - VERIFIED when [lower_bound, attained] lies in [predicted - tol, predicted + tol] (so the gap is <= tol
+      and every value the optimum can take is within tol of the prediction); INCONCLUSIVE when the bracket
+      straddles predicted +- tol.
 
     ``attained`` must be the objective evaluated at a feasible point, so it is an upper bound on
     the optimum whether or not the solver reported convergence: ``converged`` is recorded in the
@@ -613,6 +615,10 @@ class SolveReport:
     diagnostics: list[str] = field(default_factory=list)
     extra: dict = field(default_factory=dict)
     seconds: float | None = None
+    #: Live objects of the check (the problem, the candidate point, its layout), never serialised: under
+    #: ``--rigorous`` the family's ball-arithmetic recipe bounds this candidate instead of solving again
+    #: (:func:`proofs_check.rigorous.judge_report`).
+    live: dict = field(default_factory=dict, repr=False, compare=False)
 
     @property
     def verdict(self) -> Verdict:

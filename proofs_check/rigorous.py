@@ -1,46 +1,37 @@
-"""``solve --rigorous``: re-derive a report's certificate in ball arithmetic and judge its value claims
-(docs/rigorous.md).
+"""``--rigorous``: prove a bracket of each instance's optimum in ball arithmetic and re-judge the statements
+about it with the same rule as the float pipeline (docs/rigorous.md).
 
-:func:`apply` takes the JSON dict of a :class:`proofs_check.core.SolveReport` (``report.to_dict()``),
-rebuilds the instance from ``report["instance"]``, recomputes the certificate with the recipes of
-:mod:`solvers.rigorous` and returns a new dict with
+One engine, :func:`rejudge`, on live checks: the family's recipe (:data:`RECIPES`, report view -> a
+``solvers.rigorous.RigorousBound``) bounds the candidate the check already holds (``SolveReport.live``; a
+saved report without one is rebuilt from ``report["instance"]``), and every :class:`~proofs_check.core.Check`
+whose statement is about the optimum (``Check.statement``, a :mod:`proofs_check.statements` value) is judged
+again by that statement's own ``judge`` on the proven :class:`~proofs_check.statements.ExactBracket`. No check
+is recognised by its name or its evidence, none is renamed.
 
-- ``certificate["rigorous"] = {"lower": [lo, hi], "upper": [lo, hi], "method", "precision_bits", ...}``
-  (float pairs rounded outward; the proven lower bound is ``lower[0]``, the proven feasible value
-  ``upper[1]``), or ``{"status": "not certified" | "unsupported" | ..., "reason"}``;
-- on each value claim (``optimal-value`` and the lower-bound statements) a ``"rigorous"`` flag and
-  the rigorous numbers in its evidence; its verdict is decided by the rigorous bracket:
-  VERIFIED (rigorous) when [lower, upper] brackets the claimed optimum within the claim's tolerance,
-  REFUTED when the bracket proves it false (claimed < lower - tol, or claimed > upper + tol),
-  INCONCLUSIVE otherwise (a plain VERIFIED never survives a bracket that does not contain the claim);
-- UFM families (:data:`GEOMETRY_RECIPES`): after a rigorously VERIFIED optimum, the statements about every
-  minimiser (uniqueness, geometry, collapse, self-duality, bias) get ``"rigorous"`` and
-  ``evidence["rigorous_geometry"]`` from the ball-arithmetic uniqueness proof of the balanced closed form
-  (:func:`solvers.rigorous.ufm_balanced_uniqueness`); their verdicts are never changed;
-- a top-level ``"rigorous": true`` when every judged statement (value claims, and those statements) is
-  rigorously VERIFIED, and the verdict and reason recomputed with :func:`proofs_check.core.summarise`.
+- :func:`judge_report` / :func:`judge_checks`: ``run --rigorous`` (claims pass their live reports / checks);
+- :func:`apply`: a report dict (``solve --rigorous``, tables, sweeps and a saved ``REPORT.json``); its checks
+  come back with the statements they serialised (``evidence["statement"]``, :func:`proofs_check.statements.from_dict`).
 
-Without a rigorous bracket (unsupported family, a dual point that fails a ball check) the plain verdicts
-keep their meaning, ``"rigorous": false`` says so, and a diagnostic gives the reason.
+The result: ``certificate["rigorous"] = {"lower": [lo, hi], "upper": [lo, hi] | None, "method",
+"precision_bits", "inputs", ...}`` (float pairs rounded outward), or ``{"status": "not certified" |
+"unsupported", "reason"}`` (the float verdicts stand); each judged check carries ``rigorous`` (True: VERIFIED
+in balls) and ``rigorous_lower`` / ``rigorous_upper`` / ``float_verdict`` in its evidence. UFM families
+(:data:`GEOMETRY_RECIPES`): after a rigorously VERIFIED optimum, the statements about every minimiser get
+``"rigorous"`` and ``evidence["rigorous_geometry"]`` from the ball-arithmetic uniqueness proof of the balanced
+closed form; their verdicts are never changed.
 """
 
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
-from fractions import Fraction
 
-from proofs_check.core import Verdict, fmt, is_finite, summarise
+from proofs_check import statements as st
+from proofs_check.core import Check, Verdict, summarise
 
-
-@dataclass
-class _Item:
-    """What summarise needs from a claim dict."""
-
-    name: str
-    verdict: Verdict
-    reason: str
-    independent: bool = True
+#: How the inputs of the instance enter the ball arithmetic (stated in ``certificate.rigorous.inputs``).
+INPUTS = ("exact: each parameter is the double the CLI or the caller parsed (converted exactly, radius 0); targets "
+          "and weights derived from them (label-smoothing targets, class weights) are exact rationals of those "
+          "doubles")
 
 
 class NotSupported(Exception):
@@ -71,7 +62,7 @@ def _scl(out: dict, prec: int):
 
     p = out.get("instance") or {}
     T.SCLInstance(tuple(p["counts"]), p["tau"], p["d"], p.get("nonneg", True), p.get("batches"))  # validates
-    return R.scl_from_instance(p, prec=prec)
+    return R.scl_from_instance(p, prec=prec, H=(out.get("live") or {}).get("H"))
 
 
 def _feature_collapse(out: dict, prec: int):
@@ -137,12 +128,40 @@ def ufm_general_candidate(p):
     return layout, SG.clean_grouped(p, sol.variables["point"], layout)
 
 
+def live_candidate(live: dict):
+    """(layout, grouped point) of the candidate a ``solve ufm`` check left in ``SolveReport.live`` (``problem``
+    and either ``layout`` and ``point`` or the K x K class-reduced ``X``, ``b``), or None."""
+    import numpy as np
+
+    from solvers import losses as L
+    from solvers import rigorous as R
+    from solvers import ufm_general as SG
+
+    p = live.get("problem")
+    if p is None:
+        return None
+    if live.get("layout") is not None and live.get("point") is not None:
+        if live["layout"].m > R.VERIFIED_MAX:
+            raise NotSupported(f"{live['layout'].m} groups of exchangeable classes > {R.VERIFIED_MAX} (verified "
+                               f"floating-point Cholesky of the reduced m x m form)")
+        return live["layout"], live["point"]
+    if live.get("X") is None or p.G != p.K or p.K > R.VERIFIED_MAX:
+        return None
+    X, b = np.asarray(live["X"], float), np.asarray(live["b"], float)
+    return L.SlotLayout(np.arange(p.K)), SG.GroupedPoint(X, np.zeros(p.K), b)
+
+
 def _ufm_general(out: dict, prec: int):
     from solvers import rigorous as R
     from solvers import ufm_general as SG
 
-    p = ufm_general_problem(out.get("instance") or {})
-    layout, pt = ufm_general_candidate(p)
+    live = out.get("live") or {}
+    cand = live_candidate(live)
+    if cand is not None:  # the candidate the check holds: no second solve
+        p, (layout, pt) = live["problem"], cand
+    else:  # a saved report: the instance rebuilt from its dict, the candidate solved again
+        p = ufm_general_problem(out.get("instance") or {})
+        layout, pt = ufm_general_candidate(p)
     Zs = SG.slot_logits(p, pt, layout)
     rb = R.ufm_general_grouped(p.loss, p.counts, p.lw, p.lh, p.lb, layout, Zs, prec=prec)
     t0 = time.perf_counter()
@@ -167,10 +186,6 @@ def _ufm_regression(out: dict, prec: int):
 RECIPES = {"ufm-ce": _ufm, "ufm-mse": _ufm, "ufm": _ufm_general, "ufm-regression": _ufm_regression, "scl": _scl,
            "feature_collapse": _feature_collapse}
 
-#: Claim ids judged as "the optimum equals the claimed value" (evidence: predicted, tolerance); claims
-#: whose evidence has ``claimed_lower_bound`` (theorem-lower-bound, etf-lower-bound) are judged as
-#: "min >= claimed".
-VALUE_CLAIMS = ("optimal-value",)
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -190,10 +205,12 @@ HOW_BALLS_UNIQUE = ("unique minimiser proven in ball arithmetic: the closed form
                     "complementary with an injective face (docs/ufm.md 'Uniqueness'; docs/rigorous.md)")
 
 
-def _is_point(family: str, c: dict) -> bool:
-    if c.get("verdict") == Verdict.NOT_APPLICABLE.value:
+def _is_point(family: str, c: Check) -> bool:
+    """A statement of the family's report schema about every minimiser (by its statement id, e.g.
+    ``geometry-simplex-etf``: the ids the balanced uniqueness proof covers)."""
+    if c.verdict is Verdict.NOT_APPLICABLE:
         return False
-    cid = str(c.get("id", ""))
+    cid = str(c.name)
     return any(cid.startswith(p) if p.endswith("-") else cid == p for p in POINT_STATEMENTS.get(family, ()))
 
 
@@ -288,233 +305,165 @@ def _geo_ufm_general(out: dict, prec: int) -> dict:
 GEOMETRY_RECIPES = {"ufm-ce": _geo_ufm, "ufm-mse": _geo_ufm, "ufm": _geo_ufm_general}
 
 
-def _judge_point(c: dict, results: dict, why: str | None) -> dict:
-    """The claim dict with ``"rigorous"`` and ``evidence["rigorous_geometry"]``; the verdict is unchanged."""
-    cid = str(c.get("id", ""))
+def _judge_point(c: Check, results: dict, why: str | None) -> Check:
+    """``c`` with ``rigorous`` and ``evidence["rigorous_geometry"]``; the verdict is unchanged."""
     if why is not None:
         proven, detail = False, {"reason": why}
     else:
-        proven, detail = results.get(cid, (False, {"reason": f"no ball-arithmetic proof of {cid!r}"}))
-    ok = bool(proven) and c.get("verdict") == Verdict.VERIFIED.value
+        proven, detail = results.get(c.name, (False, {"reason": f"no ball-arithmetic proof of {c.name!r}"}))
+    ok = bool(proven) and c.verdict is Verdict.VERIFIED
     info = {**detail, "proven": ok}
     if proven and not ok:
-        info["reason"] = (f"provable in ball arithmetic, but the float verdict {c.get('verdict')} is not upgraded "
+        info["reason"] = (f"provable in ball arithmetic, but the float verdict {c.verdict.value} is not upgraded "
                           "(docs/rigorous.md)")
-    new = dict(c)
-    new["evidence"] = {**(c.get("evidence") or {}), "rigorous_geometry": info}
-    new["rigorous"] = ok
-    if ok:
-        new["reason"] = f"{c.get('reason', '')} [proven in ball arithmetic: margin delta >= {detail.get('delta_lower')!r}]"
-    return new
+    reason = c.reason + (f" [proven in ball arithmetic: margin delta >= {detail.get('delta_lower')!r}]" if ok else "")
+    return Check(c.name, c.verdict, reason, {**c.evidence, "rigorous_geometry": info}, c.independent, rigorous=ok,
+                 statement=c.statement)
 
 
 # ---------------------------------------------------------------------------------------------------
-# Judging value claims against a rigorous bracket (exact rational comparisons)
+# The one engine: the proven bracket, each statement about the optimum judged by its own rule
 # ---------------------------------------------------------------------------------------------------
 
-def judge_value(claimed, tol, lower: float, upper: float | None) -> tuple[Verdict, str]:
-    """"The optimum equals ``claimed``" against a proven bracket lower <= f* <= upper (doubles, already
-    rounded outward). Comparisons are exact (rationals): REFUTED when claimed < lower - tol or claimed >
-    upper + tol; VERIFIED when upper - lower <= tol and claimed lies in [lower - tol, upper + tol];
-    INCONCLUSIVE otherwise (also when a number is missing or not finite)."""
-    if not is_finite(claimed, tol, lower) or float(tol) < 0:
-        return Verdict.INCONCLUSIVE, "no finite claimed value, tolerance or rigorous lower bound"
-    c, t, lo = Fraction(float(claimed)), Fraction(float(tol)), Fraction(float(lower))
-    if c < lo - t:
-        return Verdict.REFUTED, (f"rigorous lower bound {fmt(lower, 17)} > claimed optimum {fmt(claimed, 17)} + "
-                                 f"tolerance {fmt(tol, 3)} (ball arithmetic)")
-    if not is_finite(upper):
-        return Verdict.INCONCLUSIVE, "no rigorous feasible value (upper end of the bracket)"
-    hi = Fraction(float(upper))
-    if c > hi + t:
-        return Verdict.REFUTED, (f"a feasible point has value <= {fmt(upper, 17)} (ball arithmetic) < claimed "
-                                 f"optimum {fmt(claimed, 17)} - tolerance {fmt(tol, 3)}")
-    if hi - lo > t:
-        return Verdict.INCONCLUSIVE, (f"rigorous bracket [{fmt(lower, 17)}, {fmt(upper, 17)}] is wider than the "
-                                      f"tolerance {fmt(tol, 3)}")
-    return Verdict.VERIFIED, (f"optimum {fmt(claimed, 17)} proven in ball arithmetic: bracket [{fmt(lower, 17)}, "
-                              f"{fmt(upper, 17)}] within tolerance {fmt(tol, 3)}")
+def _about_optimum(c: Check) -> bool:
+    return c.statement is not None and c.statement.about == st.OPTIMUM and c.verdict is not Verdict.NOT_APPLICABLE
 
 
-def judge_lower_bound(claimed, tol, lower: float, upper: float | None) -> tuple[Verdict, str]:
-    """"min >= claimed" against the bracket: VERIFIED when lower >= claimed - tol; REFUTED when a feasible
-    value upper < claimed - tol; INCONCLUSIVE otherwise."""
-    if not is_finite(claimed, tol, lower) or float(tol) < 0:
-        return Verdict.INCONCLUSIVE, "no finite claimed bound, tolerance or rigorous lower bound"
-    c, t, lo = Fraction(float(claimed)), Fraction(float(tol)), Fraction(float(lower))
-    if is_finite(upper) and Fraction(float(upper)) < c - t:
-        return Verdict.REFUTED, (f"a feasible point has value <= {fmt(upper, 17)} (ball arithmetic) < claimed lower "
-                                 f"bound {fmt(claimed, 17)} - tolerance {fmt(tol, 3)}")
-    if lo >= c - t:
-        return Verdict.VERIFIED, (f"rigorous lower bound {fmt(lower, 17)} >= claimed {fmt(claimed, 17)} - "
-                                  f"tolerance {fmt(tol, 3)} (ball arithmetic)")
-    return Verdict.INCONCLUSIVE, f"rigorous lower bound {fmt(lower, 17)} is below the claimed {fmt(claimed, 17)}"
+def _is_value(c: Check) -> bool:
+    """"The optimum equals v" (not "the reported value is the optimum"): what the uniqueness proof needs."""
+    return isinstance(c.statement, st.ValueEquals) and not isinstance(c.statement, st.CertifiedOptimum)
 
 
-#: Statements "the optimum is below a reference value by more than the tolerance" (evidence ``reference``,
-#: ``tolerance``) and "the reported feasible value is the optimum" (evidence ``feasible_value``, ``tolerance``).
-BELOW_CLAIMS = ("optimum-below-etf-value", "etf-not-minimiser")
-CERTIFIED_VALUE_CLAIMS = ("certified-optimum",)
+def _unsupported(status: str, reason: str, prec: int) -> dict:
+    return {"lower": None, "upper": None, "method": None, "precision_bits": prec, "status": status, "reason": reason}
 
 
-def _kind(c: dict) -> str | None:
-    ev = c.get("evidence") or {}
-    if c.get("verdict") == Verdict.NOT_APPLICABLE.value:
-        return None
-    cid = str(c.get("id", ""))
-    if cid.startswith(VALUE_CLAIMS) and "predicted" in ev:
-        return "value"
-    if "claimed_lower_bound" in ev:
-        return "lower"
-    if cid.startswith(BELOW_CLAIMS) and "reference" in ev and "tolerance" in ev:
-        return "below"
-    if cid.startswith(CERTIFIED_VALUE_CLAIMS) and "feasible_value" in ev and "tolerance" in ev:
-        return "certified"
-    return None
+def _bracket(view: dict, prec: int):
+    """(RigorousBound or None, certificate.rigorous dict) of the family's recipe on ``view``."""
+    from solvers import rigorous as R
+
+    recipe = RECIPES.get(view.get("family"))
+    try:
+        if recipe is None:
+            raise NotSupported(f"no rigorous recipe for family {view.get('family')!r} (supported: "
+                               f"{', '.join(sorted(RECIPES))})")
+        rb = recipe(view, prec)
+        rig = rb.to_dict()
+        rig.setdefault("inputs", INPUTS)
+        return rb, rig
+    except (NotSupported, R.Unsupported) as exc:
+        return None, _unsupported("unsupported", str(exc), prec)
+    except R.NotCertified as exc:
+        return None, _unsupported("not certified", str(exc), prec)
 
 
-def is_value_claim(c: dict) -> bool:
-    """A claim dict that the rigorous bracket judges (unless NOT_APPLICABLE): an ``optimal-value*`` statement with
-    a ``predicted`` value, a lower-bound statement (evidence ``claimed_lower_bound``), "the optimum is below a
-    reference" (``optimum-below-etf-value``, ``etf-not-minimiser``: evidence ``reference``) or "the reported
-    feasible value is optimal" (``certified-optimum``: evidence ``feasible_value``)."""
-    return _kind(c) is not None
+def rejudge(view: dict, checks: list, *, prec: int | None = None) -> tuple[list, dict, list, bool]:
+    """The checks of one instance re-judged in ball arithmetic. ``view``: ``family``, ``instance``,
+    ``predicted`` and optionally ``live`` (the candidate of the check, ``SolveReport.live``).
 
-
-def judge_below(reference, tol, lower: float, upper: float | None) -> tuple[Verdict, str]:
-    """"min < reference - tol" against the bracket: VERIFIED when a proven feasible value upper < reference -
-    tol; REFUTED when the proven lower bound >= reference; INCONCLUSIVE otherwise."""
-    if not is_finite(reference, tol, lower) or float(tol) < 0:
-        return Verdict.INCONCLUSIVE, "no finite reference, tolerance or rigorous lower bound"
-    r, t, lo = Fraction(float(reference)), Fraction(float(tol)), Fraction(float(lower))
-    if lo >= r:
-        return Verdict.REFUTED, (f"rigorous lower bound {fmt(lower, 17)} >= reference {fmt(reference, 17)}: the "
-                                 f"optimum is not below it (ball arithmetic)")
-    if is_finite(upper) and Fraction(float(upper)) < r - t:
-        return Verdict.VERIFIED, (f"a feasible point has value <= {fmt(upper, 17)} < reference {fmt(reference, 17)} "
-                                  f"- tolerance {fmt(tol, 3)} (ball arithmetic)")
-    return Verdict.INCONCLUSIVE, (f"rigorous bracket [{fmt(lower, 17)}, {fmt(upper, 17) if is_finite(upper) else '-'}] "
-                                  f"does not decide min < {fmt(reference, 17)} - {fmt(tol, 3)}")
-
-
-def _judge_claim(c: dict, lower: float, upper: float | None) -> dict | None:
-    """The claim dict updated by the rigorous bracket, or None when it is not a value claim."""
-    ev = c.get("evidence") or {}
-    kind = _kind(c)
-    if kind == "value":
-        v, why = judge_value(ev.get("predicted"), ev.get("tolerance"), lower, upper)
-    elif kind == "lower":
-        v, why = judge_lower_bound(ev.get("claimed_lower_bound"), ev.get("tolerance"), lower, upper)
-    elif kind == "below":
-        v, why = judge_below(ev.get("reference"), ev.get("tolerance"), lower, upper)
-    elif kind == "certified":
-        v, why = judge_value(ev.get("feasible_value"), ev.get("tolerance"), lower, upper)
-    else:
-        return None
-    new = dict(c)
-    new["evidence"] = {**ev, "rigorous_lower": lower, "rigorous_upper": upper, "float_verdict": c.get("verdict"),
-                       "float_reason": c.get("reason")}
-    new["verdict"] = v.value
-    new["reason"] = why
-    new["rigorous"] = v is Verdict.VERIFIED
-    new["independent"] = True  # a proof in ball arithmetic against the claimed number
-    return new
-
-
-# ---------------------------------------------------------------------------------------------------
-# The entry point used by the CLI
-# ---------------------------------------------------------------------------------------------------
-
-def apply(out: dict, *, prec: int | None = None) -> dict:
-    """A copy of the solve report ``out`` (a ``SolveReport.to_dict()``) with the rigorous certificate and
-    the value claims judged by it (see the module docstring). Does not modify ``out``."""
+    Returns (checks, certificate.rigorous, diagnostics, rigorous): each check about the optimum judged by its
+    statement on the proven bracket (``rigorous`` True when VERIFIED there), the statements about every
+    minimiser marked by the family's geometry recipe, and whether every judged check is proven."""
     from solvers import rigorous as R
 
     R.require_flint()
     prec = int(prec or R.PRECISION_BITS)
-    res = dict(out)
-    cert = dict(res.get("certificate") or {})
-    diags = list(res.get("diagnostics") or [])
     t0 = time.perf_counter()
-    recipe = RECIPES.get(res.get("family"))
-    claims = [dict(c) for c in res.get("claims") or []]
-    rb = None
-    try:
-        if recipe is None:
-            raise NotSupported(f"no rigorous recipe for family {res.get('family')!r} (supported: "
-                               f"{', '.join(sorted(RECIPES))})")
-        rb = recipe(res, prec)
-        rig = rb.to_dict()
-    except NotSupported as exc:
-        rig = {"lower": None, "upper": None, "method": None, "precision_bits": prec, "status": "unsupported",
-               "reason": str(exc)}
-    except R.Unsupported as exc:
-        rig = {"lower": None, "upper": None, "method": None, "precision_bits": prec, "status": "unsupported",
-               "reason": str(exc)}
-    except R.NotCertified as exc:
-        rig = {"lower": None, "upper": None, "method": None, "precision_bits": prec, "status": "not certified",
-               "reason": str(exc)}
+    rb, rig = _bracket(view, prec)
     rig["seconds_total"] = round(time.perf_counter() - t0, 6)
-    cert["rigorous"] = rig
-    res["certificate"] = cert
+    diags: list[str] = []
+    out = list(checks)
     judged = 0
     all_rigorous = rb is not None
     if rb is not None:
         lower, upper = rig["lower"][0], (rig["upper"][1] if rig.get("upper") else None)
-        for i, c in enumerate(claims):
-            new = _judge_claim(c, lower, upper)
-            if new is None:
+        bracket = st.ExactBracket(lower, upper, f"ball arithmetic, {rig.get('precision_bits', prec)} bits")
+        for i, c in enumerate(out):
+            if not _about_optimum(c):
                 continue
+            v, why, extra = c.statement.judge(bracket)
+            ev = {**c.evidence, **extra, "rigorous_lower": lower, "rigorous_upper": upper,
+                  "float_verdict": c.verdict.value, "float_reason": c.reason}
+            # a proof in ball arithmetic against the stated number: independent evidence
+            out[i] = Check(c.name, v, why, ev, True, rigorous=v is Verdict.VERIFIED, statement=c.statement)
             judged += 1
-            all_rigorous = all_rigorous and bool(new["rigorous"])
-            claims[i] = new
+            all_rigorous = all_rigorous and v is Verdict.VERIFIED
+        if not judged:
+            diags.append("--rigorous: no applicable value claim to judge (the bracket is reported in the certificate)")
     else:
         diags.append(f"--rigorous: {rig['status']}: {rig['reason']} (the float verdicts stand)")
-        for i, c in enumerate(claims):
-            if is_value_claim(c):
-                claims[i] = {**c, "evidence": {**(c.get("evidence") or {}),
-                                               "rigorous_status": f"{rig['status']}: {rig['reason']}"}}
-    for c in claims:
-        c.setdefault("rigorous", False)
-    if rb is not None and not judged:
-        diags.append("--rigorous: no applicable value claim to judge (the bracket is reported in the certificate)")
+        for i, c in enumerate(out):
+            if _about_optimum(c):
+                out[i] = Check(c.name, c.verdict, c.reason,
+                               {**c.evidence, "rigorous_status": f"{rig['status']}: {rig['reason']}"},
+                               c.independent, rigorous=False, statement=c.statement)
     # statements about every minimiser: only after a rigorously VERIFIED optimum (uniqueness needs it)
-    grecipe = GEOMETRY_RECIPES.get(res.get("family"))
-    pidx = [i for i, c in enumerate(claims) if grecipe is not None and _is_point(res["family"], c)]
+    family = view.get("family")
+    grecipe = GEOMETRY_RECIPES.get(family)
+    pidx = [i for i, c in enumerate(out) if grecipe is not None and _is_point(family, c)]
     if pidx:
-        value_ok = (rb is not None and judged > 0 and all_rigorous
-                    and any(_kind(c) == "value" and c.get("rigorous") for c in claims))
+        value_ok = rb is not None and judged > 0 and all_rigorous and any(_is_value(c) and c.rigorous for c in out)
         gres, why = {}, None
         t1 = time.perf_counter()
         if not value_ok:
             why = "the optimal value is not rigorously VERIFIED: the uniqueness proof needs the proven optimum"
         else:
             try:
-                gres = grecipe(res, prec)
-            except NotSupported as exc:
-                why = f"unsupported: {exc}"
-            except R.Unsupported as exc:
+                gres = grecipe({**view, "claims": [{"id": c.name} for c in out]}, prec)
+            except (NotSupported, R.Unsupported) as exc:
                 why = f"unsupported: {exc}"
             except R.NotCertified as exc:
                 why = f"not certified: {exc}"
         for i in pidx:
-            claims[i] = _judge_point(claims[i], gres, why)
+            out[i] = _judge_point(out[i], gres, why)
             judged += 1
-            all_rigorous = all_rigorous and bool(claims[i]["rigorous"])
-        rig["geometry"] = {"judged": [claims[i]["id"] for i in pidx],
-                           "proven": [claims[i]["id"] for i in pidx if claims[i]["rigorous"]],
+            all_rigorous = all_rigorous and bool(out[i].rigorous)
+        rig["geometry"] = {"judged": [out[i].name for i in pidx], "proven": [out[i].name for i in pidx if out[i].rigorous],
                            "reason": why, "seconds": round(time.perf_counter() - t1, 6)}
         if why is not None:
             diags.append(f"--rigorous: statements about the minimiser not proven in balls: {why} (float verdicts stand)")
+    verdict = summarise(out, what="statements")[0]
+    return out, rig, diags, bool(verdict is Verdict.VERIFIED and all_rigorous and judged > 0)
+
+
+# ---------------------------------------------------------------------------------------------------
+# Entry points
+# ---------------------------------------------------------------------------------------------------
+
+def checks_of_report(out: dict) -> list:
+    """The checks of a report dict (``SolveReport.to_dict()``, a saved ``REPORT.json``), each with the statement
+    it serialised (``evidence["statement"]``); the one place where a report is read back."""
+    res = []
+    for c in out.get("claims") or []:
+        ev = dict(c.get("evidence") or {})
+        res.append(Check(c.get("id", "?"), Verdict(c["verdict"]), c.get("reason", ""), ev,
+                         bool(c.get("independent", True)), rigorous=c.get("rigorous"),
+                         statement=st.from_dict(ev.get("statement"))))
+    return res
+
+
+def apply(out: dict, *, prec: int | None = None) -> dict:
+    """A copy of the solve report ``out`` (a ``SolveReport.to_dict()``) with the rigorous certificate and its
+    checks re-judged by :func:`rejudge` (see the module docstring). Does not modify ``out``."""
+    from proofs_check.core import clean
+
+    res = dict(out)
+    checks, rig, diags, rigorous = rejudge(res, checks_of_report(res), prec=prec)
+    cert = dict(res.get("certificate") or {})
+    cert["rigorous"] = rig
+    res["certificate"] = cert
+    claims = []
+    for c in checks:
+        d = {"id": c.name, "verdict": c.verdict.value, "reason": c.reason, "independent": bool(c.independent),
+             "evidence": clean(c.evidence_out()), "rigorous": bool(c.rigorous)}
+        claims.append(d)
     res["claims"] = claims
-    items = [_Item(c.get("id", "?"), Verdict(c["verdict"]), c.get("reason", ""), bool(c.get("independent", True)))
-             for c in claims]
-    v, reason = summarise(items, what="statements")
+    v, reason = summarise(checks, what="statements")
     res["verdict"], res["reason"] = v.value, reason
     # as ClaimResult.rigorous: the report is VERIFIED and every statement judged in balls (values, and the
     # statements about the minimiser where a geometry recipe exists) is proven there
-    res["rigorous"] = bool(v is Verdict.VERIFIED and all_rigorous and judged > 0)
-    res["diagnostics"] = diags
+    res["rigorous"] = rigorous
+    res["diagnostics"] = list(res.get("diagnostics") or []) + diags
     return res
 
 
@@ -532,62 +481,40 @@ def render_line(out: dict) -> str:
 
 
 # ---------------------------------------------------------------------------------------------------
-# `run --rigorous`: the same judgement for the checks a claim builds from its instances
+# `run --rigorous`: live reports and checks
 # ---------------------------------------------------------------------------------------------------
 
-def _to_checks(judged: dict, originals) -> list:
-    """Checks from the claim dicts of :func:`apply`, in order; ``Check.rigorous`` is set on value statements and
-    on the statements about every minimiser that a geometry recipe judged (True: proven in ball arithmetic;
-    False: judged, not proven), None elsewhere."""
-    from proofs_check.core import Check
-
-    out = []
-    for c, orig in zip(judged["claims"], originals):
-        was_value = is_value_claim({"id": orig["id"], "verdict": orig["verdict"], "evidence": orig["evidence"]})
-        # a statement about every minimiser judged by a geometry recipe (evidence "rigorous_geometry" added)
-        was_point = ("rigorous_geometry" in (c.get("evidence") or {})
-                     and "rigorous_geometry" not in (orig.get("evidence") or {}))
-        out.append(Check(c["id"], Verdict(c["verdict"]), c.get("reason", ""), dict(c.get("evidence") or {}),
-                         bool(c.get("independent", True)),
-                         rigorous=bool(c.get("rigorous")) if (was_value or was_point) else None))
-    return out
-
-
 def judge_report(rep, ctx=None, *, prec: int | None = None):
-    """``rep`` (a :class:`proofs_check.core.SolveReport`) with its value statements judged in ball arithmetic
-    when ``ctx.rigorous`` (``ncproofs run --rigorous``), else ``rep`` unchanged. Returns a new SolveReport:
-    claims as :class:`Check` with ``rigorous`` set on the value statements, ``certificate["rigorous"]`` and the
-    diagnostics of :func:`apply`."""
+    """``rep`` (a :class:`proofs_check.core.SolveReport`) with its checks re-judged in ball arithmetic when
+    ``ctx.rigorous`` (``ncproofs run --rigorous``), else ``rep`` unchanged. The recipe bounds the candidate in
+    ``rep.live`` when the family's check left one there. Returns a new SolveReport (``Check.rigorous`` set on
+    the judged checks, ``certificate["rigorous"]``, the diagnostics of :func:`rejudge`)."""
     import copy
 
     if ctx is not None and not getattr(ctx, "rigorous", False):
         return rep
-    d = rep.to_dict()
-    judged = apply(d, prec=prec)
+    view = {"family": rep.family, "instance": rep.instance, "predicted": rep.predicted, "live": rep.live}
+    checks, rig, diags, _ = rejudge(view, list(rep.claims), prec=prec)
     new = copy.copy(rep)
-    new.claims = _to_checks(judged, d["claims"])
-    new.certificate = judged.get("certificate")
-    new.diagnostics = list(judged.get("diagnostics") or [])
+    new.claims = checks
+    new.certificate = {**(rep.certificate or {}), "rigorous": rig}
+    new.diagnostics = list(rep.diagnostics) + diags
     return new
 
 
-def judge_checks(family: str, instance: dict, checks, ctx=None, *, value_names=(), prec: int | None = None) -> list:
+def judge_checks(family: str, instance: dict, checks, ctx=None, *, live: dict | None = None,
+                 prec: int | None = None, **_unused) -> list:
     """Checks that a claim built for one instance of ``family`` (``instance``: the dict its ``check_instance``
-    report would hold), judged like :func:`judge_report` when ``ctx.rigorous``; unchanged otherwise.
-    ``value_names``: names of checks that state the optimum (evidence ``predicted``/``tolerance``) without
-    being called ``optimal-value``."""
-    from proofs_check.core import SolveReport
-
+    report would hold), re-judged like :func:`judge_report` when ``ctx.rigorous``; unchanged otherwise. Each
+    check is judged by its own statement, whatever its name (``value_names`` of earlier versions is accepted
+    and not needed)."""
     checks = list(checks)
     if ctx is not None and not getattr(ctx, "rigorous", False):
         return checks
-    names = [c.name for c in checks]
-    for c in checks:  # judged under the canonical id, renamed back below
-        if c.name in value_names:
-            c.name = "optimal-value"
-    rep = judge_report(SolveReport(family, instance, claims=checks), None, prec=prec)
-    for c, name in zip(rep.claims, names):
-        c.name = name
-        if rep.diagnostics and c.rigorous is False:
-            c.evidence.setdefault("rigorous_diagnostics", list(rep.diagnostics))
-    return rep.claims
+    view = {"family": family, "instance": instance, "predicted": {}, "live": dict(live or {})}
+    out, _, diags, _ = rejudge(view, checks, prec=prec)
+    if diags:
+        for c in out:
+            if c.rigorous is False:
+                c.evidence.setdefault("rigorous_diagnostics", list(diags))
+    return out

@@ -192,8 +192,10 @@ class ValueEquals(Statement):
     """"The optimum equals ``predicted``" within the absolute tolerance ``tol``.
 
     REFUTED when upper < predicted - tol (a feasible point below it) or lower > predicted + tol (a proven
-    lower bound above it); INCONCLUSIVE when an end is missing or upper - lower > tol; VERIFIED otherwise
-    (predicted then lies in [lower - tol, upper + tol] and the bracket is at most tol wide)."""
+    lower bound above it); VERIFIED when the whole bracket lies in [predicted - tol, predicted + tol] (every
+    value the optimum can take is within tol of the prediction); INCONCLUSIVE otherwise (an end missing, a
+    bracket wider than tol, or one that straddles predicted +- tol). Widening a bracket never turns one
+    decision into the other."""
 
     predicted: Any
     tol: Any
@@ -221,6 +223,9 @@ class ValueEquals(Statement):
         gap = hi - lo
         if gap > t:
             return Verdict.INCONCLUSIVE, f"certificate gap {f(gap, 3)} > tolerance {f(t, 3)}{sx}", {"gap": float(gap)}
+        if hi - p > t or p - lo > t:  # the bracket is not inside [p - tol, p + tol]: some value in it is not p
+            return Verdict.INCONCLUSIVE, (f"bracket [{f(lo)}, {f(hi)}] is not within the tolerance {f(t, 3)} of the "
+                                          f"{self._what()} {f(p)}{sx}"), {"gap": float(gap)}
         return Verdict.VERIFIED, self._verified(b, gap, t) + sx, {"gap": float(gap)}
 
     def _no_lower(self) -> str:

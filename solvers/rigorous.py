@@ -636,18 +636,19 @@ def scl_structured(counts, tau: float, nonneg: bool, d: int, *, prec: int = PREC
                           "feasible_value_attained": bool(attained)}, tm.steps)
 
 
-def scl_from_instance(params: dict, *, prec: int = PRECISION_BITS) -> RigorousBound:
+def scl_from_instance(params: dict, *, prec: int = PRECISION_BITS, H=None) -> RigorousBound:
     """The rigorous SCL recipe for a report's instance dict (counts, tau, d, nonneg, batches): full batch
-    UFM+ (any counts) and balanced UFM; mini-batches through :func:`scl_minibatch`. Others raise NotCertified
-    with the reason."""
+    UFM+ (any counts) and balanced UFM; mini-batches through :func:`scl_minibatch` (``H``: the check's own
+    float candidate features, d x N, when it has them: no second solve). Others raise NotCertified with the
+    reason."""
     if params.get("batches"):
-        return scl_minibatch(params, prec=prec)
+        return scl_minibatch(params, prec=prec, H=H)
     counts = [int(c) for c in params["counts"]]
     nonneg = bool(params.get("nonneg", True))
     if not nonneg and (len(set(counts)) != 1 or counts[0] < 2):
         # imbalanced (or n = 1) full-batch SCL-UFM: no closed form; the dense Gram recipe of the mini-batch
         # case with the full batch as the one batch (N <= DENSE_MAX)
-        return scl_minibatch({**params, "batches": None}, prec=prec)
+        return scl_minibatch({**params, "batches": None}, prec=prec, H=H)
     return scl_structured(counts, float(params["tau"]), nonneg, int(params["d"]), prec=prec)
 
 
@@ -883,7 +884,7 @@ def scl_gram_feasible(counts, batches, tau: float, nonneg: bool, H, *, prec: int
     return F
 
 
-def scl_minibatch(params: dict, *, prec: int = PRECISION_BITS) -> RigorousBound:
+def scl_minibatch(params: dict, *, prec: int = PRECISION_BITS, H=None) -> RigorousBound:
     """The rigorous recipe of a mini-batch SCL report instance (counts, tau, d, nonneg, batches).
     UFM+: :func:`scl_minibatch_of` (any size). UFM (no closed-form minimiser): the float candidate is recomputed
     with the family's factored solver (SCL_MINIBATCH_STARTS starts, seed 0, SCL_MINIBATCH_SOLVER_BUDGET_S), the
@@ -906,10 +907,17 @@ def scl_minibatch(params: dict, *, prec: int = PRECISION_BITS) -> RigorousBound:
         raise Unsupported(f"mini-batch SCL-UFM with N = {inst.N} samples > {DENSE_MAX}: no closed-form candidate, "
                           f"and the N x N dual slack is verified by dense LDL^T in balls")
     tm = _Timer()
-    sol = SS.solve_factored(inst, starts=SCL_MINIBATCH_STARTS, seed=0, time_budget=SCL_MINIBATCH_SOLVER_BUDGET_S)
-    H = np.asarray(sol.variables["H"], dtype=float)
-    H = H / np.linalg.norm(H, axis=0, keepdims=True)
-    tm.lap("float candidate (factored solver)")
+    if H is not None and np.shape(H) == (d, inst.N) and np.all(np.isfinite(H)) and np.all(np.any(H != 0, axis=0)):
+        candidate = "the check's own float candidate (no second solve)"
+        H = np.asarray(H, dtype=float)
+        H = H / np.linalg.norm(H, axis=0, keepdims=True)
+        float_value = None
+    else:  # a saved report: solve again for a candidate (only the tightness depends on it)
+        sol = SS.solve_factored(inst, starts=SCL_MINIBATCH_STARTS, seed=0, time_budget=SCL_MINIBATCH_SOLVER_BUDGET_S)
+        H = np.asarray(sol.variables["H"], dtype=float)
+        H = H / np.linalg.norm(H, axis=0, keepdims=True)
+        candidate, float_value = f"solvers.scl.solve_factored, {SCL_MINIBATCH_STARTS} starts, seed 0", float(sol.value)
+        tm.lap("float candidate (factored solver)")
     rb = scl_gram_dense(counts, batches, tau, False, H.T @ H, prec=prec)
     tm.lap("lower bound")
     rb.upper = scl_gram_feasible(counts, batches, tau, False, H, prec=prec)
@@ -931,8 +939,7 @@ def scl_minibatch(params: dict, *, prec: int = PRECISION_BITS) -> RigorousBound:
                                         f"(N = {inst.N} > {SS.MAX_CERTIFICATE_SAMPLES} or too many cones)")
     rb.details["routes"] = routes
     rb.method = "ball-arithmetic Gram dual at the factored solver's point (dense LDL^T) and its loss"
-    rb.details.update(candidate=f"solvers.scl.solve_factored, {SCL_MINIBATCH_STARTS} starts, seed 0",
-                      candidate_float_value=float(sol.value))
+    rb.details.update(candidate=candidate, candidate_float_value=float_value)
     rb.steps = {**{k_: v for k_, v in tm.steps.items()}, **{"dense: " + k_: v for k_, v in rb.steps.items()}}
     return rb
 
@@ -1640,6 +1647,50 @@ def _spectral_upper_verified(R):
 #: "penalty": a_c = t g_c, the bias left free, the term -||t r||^2 / (2 lb) (tight at an optimum, where
 #: r = -lb b); "projected": a_c = t (g_c - r), no penalty term (the bound of the lb = 0 problem, whose optimum is
 #: <= the penalised one because (lb/2)||b||^2 >= 0). "best" computes both and keeps the larger lower bound.
+@dataclass(frozen=True)
+class BallLoss:
+    """The ball form of a UFM loss object: its targets and weights as exact numbers. ``softmax``: the
+    cross-entropy family w_y (lse(z) - <q, z>) with q_y = ``q_true``, q_c = ``q_other`` (exact rationals of the
+    smoothing double, summing to exactly 1); else one-hot squared error. ``weights``: the class weights (the
+    doubles given, exact)."""
+
+    name: str
+    softmax: bool
+    q_true: Fraction = Fraction(1)
+    q_other: Fraction = Fraction(0)
+    weights: tuple = ()
+
+
+def _ce_ball_form(loss) -> BallLoss:
+    q_true, q_other = balanced_targets(loss.K, loss.eps, loss.convention)
+    return BallLoss(loss.name, True, q_true, q_other, tuple(float(x) for x in loss.w))
+
+
+def _squared_ball_form(loss) -> BallLoss:
+    if not loss._one_hot():
+        raise Unsupported(f"loss {loss.name!r} (SquaredError with regression targets) has no ball form here: "
+                          f"regression has its own recipe (solvers.rigorous_regression)")
+    return BallLoss(loss.name, False)
+
+
+def ball_forms() -> dict:
+    """The table loss class -> ball form (the cvxpy way: one entry per class of ``solvers.losses``)."""
+    from solvers import losses as L
+
+    return {L.CrossEntropy: _ce_ball_form, L.SquaredError: _squared_ball_form}
+
+
+def ball_form(loss) -> BallLoss:
+    """The :class:`BallLoss` of a loss object, looked up by its class (and its bases); a loss class without
+    one (a ``UserLoss``) raises Unsupported naming it."""
+    table = ball_forms()
+    for cls in type(loss).__mro__:
+        if cls in table:
+            return table[cls](loss)
+    raise Unsupported(f"loss {getattr(loss, 'name', '?')!r} ({type(loss).__name__}) has no ball form "
+                      f"(solvers.rigorous.ball_forms: {', '.join(c.__name__ for c in table)})")
+
+
 UFM_GENERAL_VARIANTS = ("best", "penalty", "projected")
 
 
@@ -1680,8 +1731,6 @@ def ufm_general_grouped(loss, counts, lw: float, lh: float, lb: float, layout, Z
     import numpy as np
     from flint import arb
 
-    from solvers import losses as L
-
     lbf = float(lb)
     if not (math.isfinite(lbf) and lbf >= 0.0):
         raise NotCertified(f"bias penalty lb must be a finite number >= 0, got {lb!r}")
@@ -1696,10 +1745,8 @@ def ufm_general_grouped(loss, counts, lw: float, lh: float, lb: float, layout, Z
         variants = ["penalty", "projected"] if project else ["penalty"]
     else:
         variants = [variant]
-    softmax = isinstance(loss, L.CrossEntropy)
-    if not softmax and not (isinstance(loss, L.SquaredError) and loss._one_hot()):
-        raise Unsupported(f"loss {getattr(loss, 'name', '?')!r} has no ball recipe (cross-entropy family, "
-                          f"one-hot MSE)")
+    form = ball_form(loss)
+    softmax = form.softmax
     counts = np.asarray(counts, dtype=np.int64)
     m = int(layout.m)
     if m > VERIFIED_MAX:
@@ -1723,8 +1770,8 @@ def ufm_general_grouped(loss, counts, lw: float, lh: float, lb: float, layout, Z
         # per-slot gradients g[e][a] (e = m: own slot) as balls
         g = [[None] * m for _ in range(m + 1)]
         if softmax:
-            qt, qo = exact(loss.q_true), exact(loss.q_other)
-            w = [exact(float(loss.w[int(r)])) for r in layout.reps]
+            qt, qo = exact(form.q_true), exact(form.q_other)
+            w = [exact(form.weights[int(r)]) for r in layout.reps]
         if dual is not None:
             D = np.asarray(dual, dtype=float)
             if D.shape != (m + 1, m) or not np.all(np.isfinite(D)):
@@ -1876,14 +1923,11 @@ def ufm_general_feasible(loss, counts, lw: float, lh: float, layout, A, beta, b,
     import numpy as np
     from flint import arb
 
-    from solvers import losses as L
-
     lbf = float(lb)
     if not (math.isfinite(lbf) and lbf >= 0.0):
         raise NotCertified(f"bias penalty lb must be a finite number >= 0, got {lb!r}")
-    softmax = isinstance(loss, L.CrossEntropy)
-    if not softmax and not (isinstance(loss, L.SquaredError) and loss._one_hot()):
-        raise Unsupported(f"loss {getattr(loss, 'name', '?')!r} has no ball recipe")
+    form = ball_form(loss)
+    softmax = form.softmax
     A = np.asarray(A, dtype=float)
     m = int(layout.m)
     U, S, Vt = np.linalg.svd(A)
@@ -1935,9 +1979,9 @@ def ufm_general_feasible(loss, counts, lw: float, lh: float, layout, A, beta, b,
                 mx = max(float(z[e].mid()) for e in range(m + 1) if mult[e])
                 mxb = exact(mx)
                 lse = mxb + sum((mult[e] * (z[e] - mxb).exp() for e in range(m + 1) if mult[e]), zero).log()
-                qz = exact(loss.q_true) * z[m] + exact(loss.q_other) * sum(
+                qz = exact(form.q_true) * z[m] + exact(form.q_other) * sum(
                     (mult[e] * z[e] for e in range(m) if mult[e]), zero)
-                val = exact(float(loss.w[int(layout.reps[a])])) * (lse - qz)
+                val = exact(form.weights[int(layout.reps[a])]) * (lse - qz)
             else:
                 val = sum((mult[e] * z[e] * z[e] for e in range(m) if mult[e]), zero) / 2 + (z[m] - 1) ** 2 / 2
             data += sz[a] * cnt[a] * val

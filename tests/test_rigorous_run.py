@@ -122,13 +122,18 @@ def test_run_context_rigorous_must_be_bool(bad):
         RunContext(rigorous=bad)
 
 
-def test_judge_below_decides_only_with_a_proof():
-    # "min < reference - tol" with min in [lower, upper]
-    assert PR.judge_below(2.0, 1e-9, 1.0, 1.0 + 1e-12)[0] is Verdict.VERIFIED
-    assert PR.judge_below(1.0, 1e-9, 1.0, 1.0 + 1e-12)[0] is Verdict.REFUTED  # proven min >= reference
-    assert PR.judge_below(1.0 + 1e-10, 1e-9, 1.0, 1.0 + 1e-12)[0] is Verdict.INCONCLUSIVE  # within the tolerance
-    assert PR.judge_below(2.0, 1e-9, 1.0, None)[0] is Verdict.INCONCLUSIVE  # no proven feasible value
-    assert PR.judge_below(float("nan"), 1e-9, 1.0, 1.0)[0] is Verdict.INCONCLUSIVE
+def test_min_below_decides_only_with_a_proof():
+    # "min < reference - tol" with min in [lower, upper], judged by the statement on an exact bracket
+    from proofs_check.statements import ExactBracket, MinBelow
+
+    def below(ref, tol, lo, up):
+        return MinBelow(ref, tol).judge(ExactBracket(lo, up))[0]
+
+    assert below(2.0, 1e-9, 1.0, 1.0 + 1e-12) is Verdict.VERIFIED
+    assert below(1.0, 1e-9, 1.0, 1.0 + 1e-12) is Verdict.REFUTED  # proven min >= reference
+    assert below(1.0 + 1e-10, 1e-9, 1.0, 1.0 + 1e-12) is Verdict.INCONCLUSIVE  # within the tolerance
+    assert below(2.0, 1e-9, 1.0, None) is Verdict.INCONCLUSIVE  # no proven feasible value
+    assert below(float("nan"), 1e-9, 1.0, 1.0) is Verdict.INCONCLUSIVE
 
 
 def test_minibatch_ufm_statements_are_judged_in_balls():
@@ -148,7 +153,8 @@ def test_minibatch_ufm_statements_are_judged_in_balls():
     lo = rig["lower"][0]
     for c in d["claims"]:
         if c["id"] == "etf-not-minimiser":
-            c["evidence"] = {**c["evidence"], "reference": lo * (1 - 1e-9)}
+            # the statement travels in the saved report (evidence["statement"]): change what it states
+            c["evidence"] = {**c["evidence"], "statement": {**c["evidence"]["statement"], "reference": lo * (1 - 1e-9)}}
     bad = PR.apply(d)
     assert next(c for c in bad["claims"] if c["id"] == "etf-not-minimiser")["verdict"] == "REFUTED"
 

@@ -117,7 +117,7 @@ def test_true_statements_are_rigorously_verified(nonneg, bound_id):
 def test_false_claimed_optimum_off_by_1e6_is_refuted(sign):
     base = _report()
     c = _value_claim(base, "optimal-value")
-    c["evidence"]["predicted"] *= 1 + sign * 1e-6
+    c["evidence"]["statement"]["predicted"] *= 1 + sign * 1e-6  # the statement travels in the report
     out = PR.apply(base)
     assert _value_claim(out, "optimal-value")["verdict"] == "REFUTED"
     assert out["verdict"] == "REFUTED" and out["rigorous"] is False
@@ -126,7 +126,7 @@ def test_false_claimed_optimum_off_by_1e6_is_refuted(sign):
 def test_false_lower_bound_claim_is_refuted_by_the_feasible_value():
     base = _report()
     c = _value_claim(base, "theorem-lower-bound")
-    c["evidence"]["claimed_lower_bound"] *= 1 + 1e-6
+    c["evidence"]["statement"]["bound"] *= 1 + 1e-6
     out = PR.apply(base)
     assert _value_claim(out, "theorem-lower-bound")["verdict"] == "REFUTED"
 
@@ -308,7 +308,7 @@ def test_minibatch_true_statements_are_rigorously_verified():
 def test_minibatch_false_claimed_optimum_off_by_1e6_is_refuted(sign):
     base = _mb_report()
     c = _value_claim(base, "optimal-value")
-    c["evidence"]["predicted"] *= 1 + sign * 1e-6
+    c["evidence"]["statement"]["predicted"] *= 1 + sign * 1e-6  # the statement travels in the report
     out = PR.apply(base)
     assert _value_claim(out, "optimal-value")["verdict"] == "REFUTED"
     assert out["verdict"] == "REFUTED" and out["rigorous"] is False
@@ -317,7 +317,7 @@ def test_minibatch_false_claimed_optimum_off_by_1e6_is_refuted(sign):
 def test_minibatch_false_lower_bound_claim_is_refuted_by_the_feasible_value():
     base = _mb_report()
     c = _value_claim(base, "theorem-lower-bound")
-    c["evidence"]["claimed_lower_bound"] *= 1 + 1e-6
+    c["evidence"]["statement"]["bound"] *= 1 + 1e-6
     out = PR.apply(base)
     assert _value_claim(out, "theorem-lower-bound")["verdict"] == "REFUTED"
 

@@ -223,7 +223,8 @@ def test_not_certified_keeps_float_verdicts_and_says_so(monkeypatch):
 def test_unsupported_family_is_reported():
     out = PR.apply({"family": "nope", "instance": {}, "certificate": None, "claims": [
         {"id": "optimal-value", "verdict": "VERIFIED", "reason": "x", "independent": True,
-         "evidence": {"predicted": 1.0, "tolerance": 1e-9}}], "diagnostics": []})
+         "evidence": {"predicted": 1.0, "tolerance": 1e-9,
+                      "statement": {"type": "ValueEquals", "predicted": 1.0, "tol": 1e-9}}}], "diagnostics": []})
     assert out["certificate"]["rigorous"]["status"] == "unsupported"
     assert out["verdict"] == "VERIFIED" and out["rigorous"] is False
 
@@ -235,16 +236,22 @@ def test_low_dimension_gives_no_feasible_value_and_keeps_not_applicable():
     assert next(c for c in out["claims"] if c["id"] == "optimal-value")["verdict"] == "NOT_APPLICABLE"
 
 
-def test_judge_value_rules():
-    assert PR.judge_value(1.0, 1e-9, 1.0, 1.0)[0].value == "VERIFIED"
-    assert PR.judge_value(1.0 + 2e-9, 1e-9, 1.0, 1.0)[0].value == "REFUTED"
-    assert PR.judge_value(1.0 - 2e-9, 1e-9, 1.0, 1.0)[0].value == "REFUTED"
-    assert PR.judge_value(1.0, 1e-9, 1.0 - 1e-6, 1.0 + 1e-6)[0].value == "INCONCLUSIVE"
-    assert PR.judge_value(1.0, 1e-9, 1.0, None)[0].value == "INCONCLUSIVE"
-    assert PR.judge_value(float("nan"), 1e-9, 1.0, 1.0)[0].value == "INCONCLUSIVE"
-    assert PR.judge_lower_bound(1.0, 1e-9, 1.0, 1.0)[0].value == "VERIFIED"
-    assert PR.judge_lower_bound(1.0, 1e-9, 0.5, 0.9)[0].value == "REFUTED"
-    assert PR.judge_lower_bound(1.0, 1e-9, 0.5, 1.1)[0].value == "INCONCLUSIVE"
+def test_exact_bracket_rules_of_the_value_statements():
+    """The exact judging functions are gone: the statements' own judge on an ExactBracket decides."""
+    from proofs_check.statements import AtLeast, ExactBracket, ValueEquals
+
+    def value(c, tol, lo, up):
+        return ValueEquals(c, tol).judge(ExactBracket(lo, up))[0].value
+
+    assert value(1.0, 1e-9, 1.0, 1.0) == "VERIFIED"
+    assert value(1.0 + 2e-9, 1e-9, 1.0, 1.0) == "REFUTED"
+    assert value(1.0 - 2e-9, 1e-9, 1.0, 1.0) == "REFUTED"
+    assert value(1.0, 1e-9, 1.0 - 1e-6, 1.0 + 1e-6) == "INCONCLUSIVE"
+    assert value(1.0, 1e-9, 1.0, None) == "INCONCLUSIVE"
+    assert value(float("nan"), 1e-9, 1.0, 1.0) == "INCONCLUSIVE"
+    assert AtLeast(1.0, 1e-9).judge(ExactBracket(1.0, 1.0))[0].value == "VERIFIED"
+    assert AtLeast(1.0, 1e-9).judge(ExactBracket(0.5, 0.9))[0].value == "REFUTED"
+    assert AtLeast(1.0, 1e-9).judge(ExactBracket(0.5, 1.1))[0].value == "INCONCLUSIVE"
 
 
 # --- command line -------------------------------------------------------------------------------------

@@ -407,7 +407,9 @@ def test_k200_distinct_counts_cli_rigorous():
     c = _claim(out)
     assert c["verdict"] == "REFUTED", c
     tol = c["evidence"]["tolerance"]
-    assert PR.judge_value(float(ref), tol, lo, up)[0].name == "VERIFIED"
+    from proofs_check.statements import ExactBracket, ValueEquals
+
+    assert ValueEquals(float(ref), tol).judge(ExactBracket(lo, up))[0].name == "VERIFIED"
 
 
 def test_m130_verified_path_agrees_with_ldl_in_balls(monkeypatch):

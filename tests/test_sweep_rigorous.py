@@ -186,6 +186,7 @@ def test_verdict_is_the_judged_report(tmp_path):
             if c["id"] == "optimal-value":
                 ev = dict(c["evidence"])
                 ev["predicted"] = ev["predicted"] * (1 + 1e-6)
+                ev["statement"] = {**ev["statement"], "predicted": ev["predicted"]}  # what the report states
                 c = {**c, "evidence": ev, "verdict": "VERIFIED"}
             claims.append(c)
         return {**out, "claims": claims, "verdict": "VERIFIED"}

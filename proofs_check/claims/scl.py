@@ -547,7 +547,8 @@ def check_instance(inst: T.SCLInstance, *, starts: int = 6, seed: int = 0, hops:
         extra["batching"] = parts["analysis"].to_dict()
     return SolveReport(FAMILY, inst.to_dict(), parts["predicted"], parts["solution"], parts["certificate"],
                        parts["geometry"], parts["checks"], routes=parts["certificate"]["routes"],
-                       diagnostics=parts["diagnostics"], extra=extra, seconds=round(time.perf_counter() - t0, 3))
+                       diagnostics=parts["diagnostics"], extra=extra, seconds=round(time.perf_counter() - t0, 3),
+                       live=_live(parts))
 
 
 def _relabel(checks, lab: str):
@@ -580,7 +581,14 @@ def _judged(inst, parts, ctx) -> list[Check]:
     """The instance's checks, with the value statements judged in ball arithmetic under ``run --rigorous``."""
     from proofs_check.rigorous import judge_checks
 
-    return judge_checks(FAMILY, inst.to_dict(), parts["checks"], ctx)
+    return judge_checks(FAMILY, inst.to_dict(), parts["checks"], ctx, live=_live(parts))
+
+
+def _live(parts) -> dict:
+    """The check's float candidate for the ball-arithmetic recipe (``SolveReport.live``: no second solve)."""
+    sol = parts.get("sol")
+    H = getattr(sol, "variables", {}).get("H") if sol is not None else None
+    return {} if H is None else {"H": H}
 
 
 def _instance_claim_checks(inst, ctx, lab, **kw):
