@@ -758,14 +758,11 @@ class GramCertificate:
             nu = self.nu_blocks
             if nu is None:
                 return None
-            off = np.zeros((k, k))
-            for c in range(k):
-                for c2 in range(k):
-                    if c == c2:
-                        continue
-                    if not nu[c, c2] > 0:
-                        return None
-                    off[c, c2] = min(1.0, E / (2.0 * nu[c, c2]) + 2.0 * sq)
+            offd = ~np.eye(k, dtype=bool)
+            if not np.all(nu[offd] > 0):
+                return None
+            with np.errstate(divide="ignore", over="ignore"):
+                off = np.where(offd, np.minimum(1.0, E / (2.0 * np.where(offd, nu, 1.0)) + 2.0 * sq), 0.0)
         elif self.face == "simplex-etf":
             if len(set(self.counts)) != 1 or n[0] < 2:
                 return None
@@ -999,6 +996,60 @@ def etf_closed_form_certificate(counts: Sequence[int], tau: float) -> GramCertif
     return GramCertificate(lb, F0, 0.0, 0.0, 0.0, "closed-form dual point at the collapsed simplex ETF (exact "
                            "complementarity, S's spectrum analytic)", N, counts, face="simplex-etf", sigma=sigma,
                            eta=0.0, details=details)
+
+
+def of_closed_form_certificate(counts: Sequence[int], tau: float, F0: float | None = None,
+                               F0_rounding: float | None = None) -> GramCertificate:
+    """The dual point of the UFM+ Gram relaxation (full batch) at the collapsed orthogonal frame G0 = U U^T, in
+    closed form (docs/scl.md, "Closed-form dual point at the OF"): O(k), no N x N matrix.
+
+    At G0 an anchor of class c (n_c >= 2) gives each negative the softmax weight p_c = e^{-1/tau} / ((n_c - 1) +
+    (N - n_c) e^{-1/tau}) and each positive e^{1/tau} p_c, so the gradient of the loss in the symmetric matrices is
+    C = c_cc' on the pairs of classes (c, c') (0 on the diagonal) with c_cc = -(N - n_c) p_c / ((n_c - 1) tau) < 0
+    and c_cc' = ([n_c >= 2] p_c + [n_c' >= 2] p_c') / (2 tau) >= 0. Multipliers: N = C on the between-class entries
+    (where G0 = 0), mu_i = (n_c - 1) c_cc. Then S = C - N - Diag(mu) is block diagonal with eigenvalue 0 on the
+    class indicators and n_c (N - n_c) p_c / ((n_c - 1) tau) > 0 on the within-class zero-sum vectors: S is PSD,
+    S G0 = 0, <C, G0> = sum mu (complementarity 0, no shift), S - sigma Q >= 0 with sigma the smallest of those
+    eigenvalues (eta = 0), and nu_cc' > 0 unless both classes are singletons. Every minimiser G has
+    0 >= F(G) - F(G0) >= <S, G> + <N, G> >= 0, so range G lies in the class indicators and G_ij = 0 between
+    classes: G = G0 (unique) when at most one class is a singleton. Nothing of the proof is a float computation;
+    ``lower_bound`` is F(G0) (``F0``: the loss evaluated at the OF by the caller, else the closed form) minus its
+    evaluation rounding (``F0_rounding``, e.g. :func:`loss_rounding`, when larger than the few-ulps default)."""
+    counts = tuple(int(c) for c in counts)
+    tau = validate_tau(tau)
+    n = np.asarray(counts, dtype=float)
+    k, N = n.size, float(n.sum())
+    if k < 2:
+        raise InstanceError("the closed-form OF dual point needs k >= 2 classes")
+    multi = n >= 2
+    e = math.exp(-1.0 / tau)
+    logp = np.where(multi, -1.0 / tau - np.log(np.maximum(n - 1.0, 1.0) + (N - n) * e), -np.inf)
+    p = np.exp(logp)
+    if F0 is None:
+        F0 = float(sum(nc * math.log((nc - 1) + (N - nc) * e) for nc in counts if nc >= 2))
+    rnd = ROUND_SAFETY * EPS * (abs(F0) + N * (1.0 / tau + math.log(N) + 4.0))
+    lb = float(F0) - max(rnd, float(F0_rounding or 0.0))
+    nu = (p[:, None] + p[None, :]) / (2.0 * tau)
+    np.fill_diagonal(nu, 0.0)
+    analytic_pos = (multi[:, None] | multi[None, :]) & ~np.eye(k, dtype=bool)
+    # analytically > 0 (the proof needs only the sign); float underflow at tiny tau is replaced by the tiniest double
+    nu = np.where(analytic_pos & (nu <= 0), np.finfo(float).tiny, nu)
+    lam = np.where(multi, n * (N - n) * p / (np.maximum(n - 1.0, 1.0) * tau), np.inf)
+    sigma = float(lam.min()) * (1.0 - 1e-12) if np.any(multi) else 0.0
+    details = {"tau": float(tau), "exact_dual": True, "class_level": True,
+               "log_p_neg_min": float(np.max(logp[multi])) if np.any(multi) else None,
+               "S_eigenvalues": "0 on the class indicators (k), n_c (N - n_c) p_c / ((n_c - 1) tau) within classes",
+               "smallest_eigenvalue_of_S": 0.0}
+    cert = GramCertificate(lb, float(F0), 0.0, 0.0, 0.0, "closed-form dual point at the collapsed orthogonal frame "
+                           "(exact complementarity, S's spectrum analytic)", int(N), counts, face="orthogonal-frame",
+                           sigma=sigma, eta=0.0, nu_blocks=nu, details=details)
+    pairs = ~analytic_pos & ~np.eye(k, dtype=bool)
+    if np.any(pairs):
+        a, b = [int(x) for x in np.argwhere(pairs)[0]]
+        cert.face = None
+        cert.face_reason = (f"classes {a} and {b} are both singletons: no multiplier keeps them apart (they may share "
+                            "a direction)")
+    return cert
 
 
 def etf_closed_form_dual_matrices(counts: Sequence[int], tau: float) -> dict:

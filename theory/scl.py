@@ -710,7 +710,17 @@ def _batch_sizes(inst: "SCLInstance") -> list[int]:
     return [inst.N] if inst.batches is None else [len(b) for b in inst.batches]
 
 
-def estimate_cost(inst: "SCLInstance", *, starts: int = 1, hops: int = 0) -> dict:
+def certificate_first_applies(inst: "SCLInstance") -> bool:
+    """Whether `solve scl` can decide the instance from a certificate at a predicted closed form without a factored
+    solve (docs/scl.md, "Certificate first"): UFM+ with d >= k (full batch: the closed-form dual point at the OF;
+    mini-batches with N <= GRAM_CERT_MAX: the dense dual at the OF), or balanced full-batch UFM with n >= 2 and
+    d >= k - 1 (the ETF). Whether the certificate then closes is decided by the numbers, not here."""
+    if inst.nonneg:
+        return inst.d >= inst.k and (inst.full_batch or inst.N <= GRAM_CERT_MAX)
+    return inst.full_batch and inst.balanced and inst.counts[0] >= 2 and inst.d >= inst.k - 1
+
+
+def estimate_cost(inst: "SCLInstance", *, starts: int = 1, hops: int = 0, factored: bool = True) -> dict:
     """Memory (bytes) and time (seconds) an instance check needs at least, from its sizes only:
     ``starts`` factored starts of MIN_EVALS_PER_START loss evaluations each, plus the N x N Gram
     certificates when N <= GRAM_CERT_MAX. ``hops`` run under the solver's wall-clock budget and are
@@ -731,26 +741,39 @@ def estimate_cost(inst: "SCLInstance", *, starts: int = 1, hops: int = 0) -> dic
     eval_bytes = 5 * 8.0 * biggest_group + 2.0 * biggest_group
     param_bytes = 8.0 * d * N * (2 * 20 + 10)
     cert = N <= GRAM_CERT_MAX
-    cert_bytes = 12 * 8.0 * N * N if cert else 0.0
-    cert_seconds = 4.0 * N ** 3 / EIG_N3_PER_S if cert else 0.0
-    seconds = starts * MIN_EVALS_PER_START * eval_flops / FLOPS_PER_S + cert_seconds
-    memory = max(eval_bytes + param_bytes, cert_bytes)
+    k = inst.k
+    if not factored and inst.nonneg and inst.full_batch:
+        # closed-form dual at the OF (O(k)) + the class-reduced dual (a few k x k eigendecompositions) + the loss at
+        # the OF (one N x N evaluation); no dense N x N certificate
+        cert = False
+        cert_bytes = 8.0 * (8 * k * k + 4 * N * N)
+        cert_seconds = 6.0 * k ** 3 / EIG_N3_PER_S + 40.0 * N * N / FLOPS_PER_S
+    else:
+        cert_bytes = 12 * 8.0 * N * N if cert else 0.0
+        cert_seconds = 4.0 * N ** 3 / EIG_N3_PER_S if cert else 0.0
+    solve_flops = starts * MIN_EVALS_PER_START * eval_flops if factored else 0.0
+    seconds = solve_flops / FLOPS_PER_S + cert_seconds
+    memory = max(eval_bytes + param_bytes, cert_bytes) if factored else cert_bytes
     exp_cones = sum(m * (m - 1) for m in sizes)
     return {"memory_bytes": memory, "seconds": seconds, "eval_flops": eval_flops, "gram_entries": entries,
+            "work_flops": solve_flops + cert_seconds * FLOPS_PER_S, "factored": bool(factored),
             "certificate_seconds": cert_seconds,
             "gram_certificate": cert, "exp_cones": exp_cones, "starts": starts}
 
 
-def check_budget(inst: "SCLInstance", *, starts: int = 1, hops: int = 0) -> dict:
-    """:func:`estimate_cost`, raising InstanceError (one line: the estimate and the limit) when the
-    instance would exceed MEMORY_LIMIT_BYTES or TIME_LIMIT_S."""
-    est = estimate_cost(inst, starts=starts, hops=hops)
+def check_budget(inst: "SCLInstance", *, starts: int = 1, hops: int = 0, factored: bool = True) -> dict:
+    """:func:`estimate_cost`, raising InstanceError (one line: the estimated work, the machine rate it assumes and
+    the limit) when the instance would exceed MEMORY_LIMIT_BYTES or TIME_LIMIT_S x FLOPS_PER_S of work.
+    ``factored=False``: only the certificate route (certificate first)."""
+    est = estimate_cost(inst, starts=starts, hops=hops, factored=factored)
     if est["memory_bytes"] > MEMORY_LIMIT_BYTES:
         raise InstanceError(f"instance too large: N = {inst.N}, d = {inst.d}, largest batch group "
                             f"{est['gram_entries']} Gram entries needs ~{est['memory_bytes'] / 1e9:.3g} GB, "
                             f"limit {MEMORY_LIMIT_BYTES / 1e9:g} GB (reduce counts, dim or batch sizes)")
     if est["seconds"] > TIME_LIMIT_S:
         raise InstanceError(f"instance too large: {starts} starts x {MIN_EVALS_PER_START} evaluations of "
-                            f"~{est['eval_flops']:.3g} flops (N = {inst.N}, d = {inst.d}) need ~{est['seconds']:.3g} s, "
-                            f"limit {TIME_LIMIT_S:g} s (reduce starts, dim or counts)")
+                            f"~{est['eval_flops']:.3g} flops (N = {inst.N}, d = {inst.d}) + certificates: ~"
+                            f"{est['work_flops']:.3g} flops of work, limit {TIME_LIMIT_S * FLOPS_PER_S:.3g} (~"
+                            f"{est['seconds']:.3g} s vs {TIME_LIMIT_S:g} s at the {FLOPS_PER_S:.3g} flop/s measured on "
+                            "the 2-core machine; reduce starts, dim or counts)")
     return est
