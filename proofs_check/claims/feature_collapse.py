@@ -695,33 +695,6 @@ def make_type2_claim(instances: Callable[[RunContext], Iterable[FCInstance]] = _
                  SRC + ", Theorem 3", PROV, check, key=("optimum_predicted", "attained", "gap"), tags=("numeric",))
 
 
-def make_beyond_symmetry_claim(claim_id: str = "feature_collapse.beyond-symmetry") -> Claim:
-    def check(ctx):
-        cases = [FCInstance(3, 3, 2, 4, 0.02, K=8, latents="random", seed=1)]
-        if ctx.full:
-            cases.append(FCInstance(2, 4, 2, 3, 0.02, K=6, latents="random", seed=2))
-        for inst in cases:
-            pred = T.type1_prediction(inst)
-            sol = S.solve(inst, n_starts=2, seed=ctx.seed)
-            meas = S.measure(inst, sol.variables["W"], sol.variables["U"], b_pred=pred.b)
-            cert = sol.certificate
-            yield hypothesis_fails(
-                f"{_instance_label(inst)}: latent symmetry", "random latent variables (K < n_c^L): outside the "
-                "hypotheses of Theorems 1-3; reported for information",
-                {"instance": inst.to_dict(), "hamming_counts": T.hamming_counts(inst).tolist(),
-                 "symmetric_formula_value": pred.objective, "certified_value": sol.value,
-                 "certificate_gap": cert.gap if cert else None,
-                 "within_concept_deviation": meas["within_concept_deviation"],
-                 "concept_cosine_offdiag": meas["concept_cosine_offdiag"]})
-
-    return Claim(claim_id, FAMILY,
-                 "Beyond the symmetry assumption (random latents, K < n_c^L): words of a concept still collapse but "
-                 "the concept vectors are only roughly equiangular and the optimum differs from the symmetric "
-                 "formula; the exact conclusion needs the assumption. Reported as outside the hypotheses.",
-                 SRC + ", latent symmetry assumption", PROV, check,
-                 key=("within_concept_deviation", "certified_value", "symmetric_formula_value"), tags=("numeric",))
-
-
 CLAIMS = [
     make_derivations_claim(),
     make_constants_claim(),
@@ -730,5 +703,6 @@ CLAIMS = [
     make_low_dim_claim(),
     make_type3_claim(),
     make_type2_claim(),
-    make_beyond_symmetry_claim(),
 ]
+# Random latents (the former NOT_APPLICABLE 'beyond-symmetry' report, which could not fail) are decided by
+# feature_collapse.random-latents.word-collapse / .geometry in proofs_check/claims/feature_collapse_beyond.py.
