@@ -24,10 +24,24 @@ ONLY_HELP = ("a family (ufm, ufm_general, scl, feature_collapse = feature-collap
              "family), else a claim id or former id, else a glob over ids, else an id substring; repeatable")
 
 
+class _VersionAction(argparse.Action):
+    """``--version``: computed only when asked (the git commit costs a subprocess)."""
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        from proofs_check.envelope import SCHEMA_VERSION, git_commit, ncproofs_version
+
+        commit = git_commit()
+        print(f"ncproofs {ncproofs_version()}" + (f" (git {commit})" if commit else "")
+              + f", JSON schema {SCHEMA_VERSION}")
+        parser.exit(0)
+
+
 def build_parser() -> tuple[argparse.ArgumentParser, dict, dict, dict]:
     solves, tables, extras = discover()
     p = _Parser(prog="ncproofs", description="Check theorems about optimal representations "
                 "(neural collapse and relatives), symbolically and numerically.")
+    p.add_argument("--version", action=_VersionAction, nargs=0,
+                   help="print the version (and the git commit of a checkout) and exit")
     sub = p.add_subparsers(dest="command", parser_class=_Parser, metavar="COMMAND")
 
     r = sub.add_parser("run", help="run the registered proof checks and write reports")
@@ -40,6 +54,9 @@ def build_parser() -> tuple[argparse.ArgumentParser, dict, dict, dict]:
     r.add_argument("--report", default="ncproofs-report.md", help="Markdown report path ('' to skip)")
     r.add_argument("--json", dest="json_path", default="ncproofs-report.json", help="JSON report path ('' to skip)")
     r.add_argument("--quiet", action="store_true", help="no progress display")
+    r.add_argument("--fail-on", choices=("refuted", "inconclusive"), default="refuted",
+                   help="exit 1 when a claim is REFUTED or ERROR (default), or also INCONCLUSIVE (strict CI mode); "
+                        "NOT_APPLICABLE never fails")
     r.add_argument("--rigorous", action="store_true",
                    help="re-derive each value certificate in ball arithmetic (python-flint) and judge the value "
                         "statements by the proven bracket (docs/rigorous.md)")
@@ -191,8 +208,10 @@ def _internal_error(exc: BaseException, where: str, debug: bool, args) -> int:
     print(f"ncproofs: internal error in {where}: {type(exc).__name__}: {_one_line(exc)} "
           "(rerun with --debug for the traceback)", file=sys.stderr)
     if getattr(args, "json", False) is True:
-        print(json.dumps({"verdict": "ERROR", "reason": f"internal error: {type(exc).__name__}: {_one_line(exc)}",
-                          "traceback": tb}))
+        from proofs_check.envelope import envelope
+
+        print(json.dumps(envelope(getattr(args, "command", None) or "ncproofs", {
+            "verdict": "ERROR", "reason": f"internal error: {type(exc).__name__}: {_one_line(exc)}", "traceback": tb})))
     return 1
 
 
@@ -269,9 +288,13 @@ def _dispatch(parser, args, smap, tmap, emap) -> int:
                 src = None  # an unreadable default report is ignored, an explicit one is an error
         rows = registry.listing(claims, counts)
         if args.json:
-            print(json.dumps([{**{k: r[k] for k in ("id", "aliases", "family", "source", "provenance", "statement")},
-                               "independent_checks": r["independent_checks"],
-                               "consistency_checks": r["consistency_checks"]} for r in rows], indent=2))
+            from proofs_check.envelope import envelope
+
+            print(json.dumps(envelope("list", {
+                "counts_from": src,
+                "claims": [{**{k: r[k] for k in ("id", "aliases", "family", "source", "provenance", "statement")},
+                            "independent_checks": r["independent_checks"],
+                            "consistency_checks": r["consistency_checks"]} for r in rows]}), indent=2))
         else:
             w = max((len(c.id) for c in claims), default=10)
             for r in rows:
@@ -303,7 +326,7 @@ def _dispatch(parser, args, smap, tmap, emap) -> int:
         written = [p for p in (args.report, args.json_path, args.html) if p]
         if written:
             print("reports: " + ", ".join(written))
-        return run.exit_status
+        return run.exit_status_for(args.fail_on)
     if args.command == "solve":
         if args.family is None:
             raise UsageError("solve needs a family: " + ", ".join(smap))
@@ -327,6 +350,9 @@ def _dispatch(parser, args, smap, tmap, emap) -> int:
             html_report.write_solve_html(out, args.html)
             print(f"report: {args.html}", file=sys.stderr)
         if args.json:
+            from proofs_check.envelope import envelope
+
+            out = envelope("solve", out)
             text = json.dumps(out, separators=(",", ":"), allow_nan=False)
             # indented for reading; compact when large (k = 1000 cosines: 31 MB indented, 20 MB compact)
             print(json.dumps(out, indent=2, allow_nan=False) if len(text) < 1_000_000 else text)

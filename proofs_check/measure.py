@@ -934,8 +934,10 @@ def plot(out: dict, Mr: np.ndarray, path) -> None:
 
 
 def to_json(out: dict) -> str:
+    from proofs_check.envelope import envelope
+
     clean = {k: v for k, v in out.items() if not k.startswith("_")}
-    return json.dumps(clean, indent=2, allow_nan=False, default=_json_default)
+    return json.dumps(envelope("measure", clean), indent=2, allow_nan=False, default=_json_default)
 
 
 def _json_default(o):

@@ -12,6 +12,10 @@ from typing import Callable, TextIO
 from proofs_check.core import Claim, ClaimResult, RunContext, Verdict, clean, shorten, summarise
 
 
+#: what makes ``ncproofs run`` exit 1: REFUTED/ERROR (default), or also INCONCLUSIVE (strict CI mode)
+FAIL_ON = ("refuted", "inconclusive")
+
+
 @dataclass
 class RunResult:
     results: list[ClaimResult]
@@ -36,12 +40,26 @@ class RunResult:
     @property
     def exit_status(self) -> int:
         """0 when nothing is REFUTED and nothing errored, 1 otherwise."""
-        return 1 if any(r.verdict in (Verdict.REFUTED, Verdict.ERROR) for r in self.results) else 0
+        return self.exit_status_for("refuted")
+
+    def exit_status_for(self, fail_on: str = "refuted") -> int:
+        """``fail_on="refuted"``: 1 when a claim is REFUTED or ERROR; ``"inconclusive"`` (strict CI mode):
+        also when one is INCONCLUSIVE. NOT_APPLICABLE never fails a run."""
+        if fail_on not in FAIL_ON:
+            raise ValueError(f"fail_on must be one of {', '.join(FAIL_ON)}, got {fail_on!r}")
+        bad = {Verdict.REFUTED, Verdict.ERROR} | ({Verdict.INCONCLUSIVE} if fail_on == "inconclusive" else set())
+        return 1 if any(r.verdict in bad for r in self.results) else 0
 
     def to_dict(self) -> dict:
         import numpy, scipy, sympy
 
-        return clean({
+        from proofs_check.envelope import envelope
+        from proofs_check.registry import aliases_of
+
+        claims = [r.to_dict() for r in self.results]
+        for d in claims:  # former ids, so that scripts reading saved reports by an old id find it
+            d["aliases"] = aliases_of(d["id"])
+        return clean(envelope("run", {
             "tool": "ncproofs", "profile": self.context.profile, "seed": self.context.seed,
             "rigorous": self.context.rigorous,
             "rigorous_claims": [r.claim.id for r in self.results if r.rigorous] if self.context.rigorous else None,
@@ -51,8 +69,8 @@ class RunResult:
             "environment": {"python": platform.python_version(), "numpy": numpy.__version__,
                             "scipy": scipy.__version__, "sympy": sympy.__version__,
                             "platform": platform.platform()},
-            "claims": [r.to_dict() for r in self.results],
-        })
+            "claims": claims,
+        }))
 
 
 class Progress:

@@ -449,13 +449,15 @@ class Table:
     def to_json(self, *, caption: str | None = None, cite_keys: Sequence[str] = ()) -> str:
         from proofs_check.core import clean
 
+        from proofs_check.envelope import envelope
+
         d = {"columns": self.columns, "rows": clean(self.rows),
              "caption": self.caption if caption is None else caption, "meta": clean(self.meta)}
         if cite_keys:
             d["citations"] = list(cite_keys)
         if self.notes:
             d["notes"] = list(self.notes)
-        return json.dumps(d, indent=2) + "\n"
+        return json.dumps(envelope("table", d), indent=2) + "\n"
 
 
 # ---- CLI helpers (cli.py calls these for every `table` subcommand) --------------------------------

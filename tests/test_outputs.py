@@ -66,15 +66,13 @@ def _listing(tmp_path: Path) -> set[str]:
 
 def _expect_refused(argv, option, message, spy, capsys, tmp_path):
     before = _listing(tmp_path)
-    t0 = time.perf_counter()
     rc = cli.main(argv)
-    elapsed = time.perf_counter() - t0
     err = capsys.readouterr().err
     assert rc == 2, err
     assert err.startswith(f"ncproofs: error: {option}: ") and message in err, err
     assert err.count("\n") == 1 and "Traceback" not in err
+    # the spy, not a clock, shows that no work started (a timed assertion would depend on machine load)
     assert spy == [], f"work started before the output path was checked: {spy}"
-    assert elapsed < 1.0, f"refusing took {elapsed:.2f} s"
     assert _listing(tmp_path) == before  # nothing written, no temp file left
 
 

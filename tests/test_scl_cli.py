@@ -83,8 +83,10 @@ def test_solve_ufm_balanced_and_imbalanced(capsys):
 
 
 def test_batching_json(capsys):
-    rc, out = run_json(capsys, ["batching", "--counts", "4,4", "--batches", "0,1,4,5;2,3,6,7", "--json"])
+    rc, top = run_json(capsys, ["batching", "--counts", "4,4", "--batches", "0,1,4,5;2,3,6,7", "--json"])
     assert rc == 0
+    out = top["batching"]  # the analysis, under the same key as in `solve scl --json`
+    assert top["family"] == "scl" and top["instance"]["counts"] == [4, 4] and top["command"] == "batching"
     assert out["C1"] is False and out["C2"] is True and out["of_unique"] is False
     assert out["binding"] == [[0, 1, 4, 5], [2, 3, 6, 7, 0, 4]]
     assert out["binding_C1"] is True and out["binding_of_unique"] is True
