@@ -816,6 +816,7 @@ def _sym_general(N: int, C: int, d: int):
     return W, H, G, K
 
 
+@lru_cache(maxsize=None)
 def sym_general_invariant_derivative(N: int = 3, C: int = 2, d: int = 2):
     """Entries of dE/dt for E = W^T W - H K^-1 H^T along dW = -G H^T, dH = -W^T G K with a generic symmetric
     K (symbols k_ij = k_ji, K^-1 = adj(K)/det(K)) and a generic G = dL/dZ (symbols: any loss, any batch
@@ -828,7 +829,7 @@ def sym_general_invariant_derivative(N: int = 3, C: int = 2, d: int = 2):
     dH = -W.T * G * K
     # d/dt (H K^-1 H^T) * det = dH adj H^T + H adj dH^T
     dE = (dW.T * W + W.T * dW) * det - (dH * adj * H.T + H * adj * dH.T)
-    return distinct(sp.expand(e) for e in dE)
+    return tuple(distinct(sp.expand(e) for e in dE))
 
 
 def sym_discrete_step_change(N: int = 3, C: int = 2, d: int = 2, predicted=None):
@@ -842,7 +843,13 @@ def sym_discrete_step_change(N: int = 3, C: int = 2, d: int = 2, predicted=None)
     H1 = H - eta * W.T * G * K
     pred = (predicted or (lambda W, H, G, K, e: e ** 2 * (H * G.T * G * H.T - W.T * G * K * G.T * W)))(W, H, G, K, eta)
     diff = (W1.T * W1 - W.T * W - pred) * det - (H1 * adj * H1.T - H * adj * H.T)
-    return distinct(sp.expand(e) for e in diff)
+    return tuple(distinct(sp.expand(e) for e in diff))
+
+
+@lru_cache(maxsize=None)
+def sym_discrete_step_change_default(N: int = 3, C: int = 2, d: int = 2):
+    """:func:`sym_discrete_step_change` with the default prediction (cached)."""
+    return sym_discrete_step_change(N, C, d)
 
 
 def sym_assumption_solution(C: int = 2):
@@ -859,3 +866,39 @@ def sym_assumption_solution(C: int = 2):
     unknowns = sorted(set(P), key=str)
     sol = sp.solve(eqs, unknowns, dict=True)
     return sol[0] if sol else {}, (kt, gt, at), P
+
+
+def within_class_perturbation(counts, norm: float, rho: float, seed: int) -> np.ndarray:
+    """P_0 A A^T P_0 scaled to Frobenius size rho ||Kb||_F (``norm``), A as in :func:`perturbation`: a PSD
+    perturbation that keeps K S^T = S^T Gamma (the ETF block-sum condition) intact."""
+    N = int(sum(counts))
+    if rho == 0:
+        return np.zeros((N, N))
+    P0 = within_projector(counts)
+    A = np.random.default_rng(1_000_000 + seed).standard_normal((N, N))
+    K0 = P0 @ A @ A.T @ P0
+    K0 = (K0 + K0.T) / 2
+    return (rho * norm / np.linalg.norm(K0)) * K0
+
+
+def gram_identity_remainder(W, b, H, K, counts, Kinv=None) -> dict:
+    """At any state: W U = I - b 1^T + Rbar (Rbar = class-mean residual of MSE targets), and
+    (W U)^T (W U) = U^T E U + G_u Xi^-1 G_u + U^T X U with X = U S K^-1 D^T + D K^-1 S^T U^T + D K^-1 D^T.
+    Returns B = I - b 1^T, G_u = U^T U and the bound 2||B|| ||Rbar|| + ||Rbar||^2 + ||U||^2 (||E|| + ||X||) on
+    ||G_u Xi^-1 G_u - B^T B||_F (0 at E = 0, D = 0, zero loss)."""
+    S = class_indicator(counts)
+    n = np.asarray(counts, float)
+    C = S.shape[0]
+    Kinv = np.linalg.inv(K) if Kinv is None else Kinv
+    U = (H @ S.T) / n[None, :]
+    D = H - U @ S
+    R = W @ H + b[:, None] - S
+    Rbar = (R @ S.T) / n[None, :]
+    B = np.eye(C) - np.outer(b, np.ones(C))
+    E = W.T @ W - H @ Kinv @ H.T
+    X = U @ S @ Kinv @ D.T + D @ Kinv @ S.T @ U.T + D @ Kinv @ D.T
+    u2 = float(np.linalg.norm(U, 2)) ** 2
+    bound = (2 * float(np.linalg.norm(B, 2)) * float(np.linalg.norm(Rbar)) + float(np.linalg.norm(Rbar)) ** 2
+             + u2 * (float(np.linalg.norm(E)) + float(np.linalg.norm(X))))
+    return {"B": B, "Gu": U.T @ U, "bound": bound, "Rbar": float(np.linalg.norm(Rbar)), "E": float(np.linalg.norm(E)),
+            "X": float(np.linalg.norm(X))}
