@@ -29,9 +29,10 @@ EXTRA_OF_MODULE = {
     "matplotlib": "plots", "flint": "rigorous", "torch": "torch", "dask": "dask", "distributed": "dask",
     "pandas": "analysis", "pyarrow": "analysis", "sklearn": "measure", "safetensors": "measure",
     "mkdocs": "docs", "material": "docs", "mkdocstrings": "docs", "python-flint": "rigorous",
+    "scikit-learn": "measure",
 }
 _IMPORT_SKIP = re.compile(r"could not import '([A-Za-z0-9_.]+)'|No module named '([A-Za-z0-9_.]+)'|"
-                          r"^([A-Za-z0-9_.-]+)\b[^:]*? not installed")
+                          r"^([A-Za-z0-9_.-]+)\b.*? not installed|needs ([A-Za-z0-9_-]+) \(optional extra")
 _EXTRA_REASON = re.compile(r"^extra '([a-z]+)' \(([A-Za-z0-9_.]+)\) not installed")
 _SLOW_REASON = "slow: run with --runslow"
 
