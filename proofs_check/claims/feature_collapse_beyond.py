@@ -714,3 +714,103 @@ CLAIMS = [
     make_random_word_collapse_claim(),
     make_random_geometry_claim(),
 ]
+
+
+# ---------------------------------------------------------------------------------------------
+# `ncproofs solve feature-collapse --layernorm --trainable-ln [--ln-decay LAMBDA_LN]`
+# ---------------------------------------------------------------------------------------------
+
+def check_trainable(inst: FCInstance, ln_decay: float = 0.0, *, n_starts: int = 4, seed: int = 0):
+    """The solve report of the trainable-LayerNorm network (SolveReport).
+
+    Statements: ``has-minimiser`` (REFUTED with the witness sequence for lambda_LN = 0, VERIFIED by coercivity for
+    lambda_LN > 0); with lambda_LN > 0 also ``optimal-value`` (the proven bracket [atomic-dual bound, best feasible
+    value]) and ``minimiser-type-ii`` (VERIFIED only with the certificate about every minimiser: n_c = 2 with the
+    latent symmetry; INCONCLUSIVE with the gap otherwise; REFUTED when U = 0 is optimal). Budgets: L-BFGS iterations
+    (solvers.feature_collapse_ln.LN_MAXITER per start; 300 per start at lambda_LN = 0, where no minimiser exists)."""
+    import time
+
+    from proofs_check.core import SolveReport
+
+    t0 = time.perf_counter()
+    LN.ln_instance(inst)
+    ln_decay = LN.validate_ln_decay(ln_decay)
+    S.check_budget(inst, n_starts)
+    model = LN.TrainableLN(inst, ln_decay)
+    maxiter = LN.LN_MAXITER if ln_decay > 0 else 300
+    sol = LN.solve_trainable(inst, ln_decay, n_starts=n_starts, seed=seed, maxiter=maxiter)
+    claims: list[Check] = []
+    diagnostics: list[str] = []
+    routes = {"lbfgs": sol.to_dict()}
+    point = None
+    if sol.variables:
+        point = (sol.variables["W"], sol.variables["U"], sol.variables["g"], sol.variables["beta"])
+    else:
+        diagnostics.append("every L-BFGS start reached an embedding proportional to 1 (LayerNorm undefined)")
+    inst_d = dict(inst.to_dict(), trainable_ln=True, ln_decay=ln_decay)
+    predicted = {"has_minimiser": ln_decay > 0, "reduced_problem": "CE(V phi(W)^T) + sqrt(lambda lambda_LN) sum_i "
+                 "||V_(:,i)|| (V = U diag(g))" if ln_decay > 0 else "infimum not attained (rescaling)"}
+    cert = None
+    geometry: dict = {}
+    if point is not None:
+        for c in attainment_checks(inst, ln_decay, True, point=point):
+            c.name = "has-minimiser"
+            claims.append(c)
+    if ln_decay > 0:
+        cand = LN.aligned_candidate(inst, ln_decay)
+        if cand is not None and cand[4] == 0:
+            Z0 = np.zeros((inst.K * inst.L, inst.n_w))
+            lb0 = LN.atomic_lower_bound(model, Z0)
+            ok = exceeds(model.mu - lb0["dual_gauge"], 1e-9 * model.mu)
+            claims.append(Check("minimiser-type-ii", Verdict.REFUTED if ok else Verdict.INCONCLUSIVE,
+                                (f"U = 0 is optimal (dual gauge at Z = 0 {fmt(lb0['dual_gauge'])} < mu = {fmt(model.mu)}: "
+                                 f"minimum log K = {fmt(math.log(inst.K))}), so every W with U = 0 (features arbitrary, "
+                                 "not collapsed) is a minimiser") if ok else "at the threshold mu = dual gauge at 0",
+                                {"dual_gauge_at_zero": lb0["dual_gauge"], "mu": model.mu}))
+            predicted["geometry"] = "trivial (U = 0)"
+        else:
+            rep_candidate = (lambda i, lg: cand)
+            checks = type2_checks(inst, ln_decay, candidate=rep_candidate, n_starts=0)
+            lbs = []
+            if cand is not None:
+                lbs.append(LN.atomic_lower_bound(model, model.scores_matrix(*cand[:4]))["lower_bound"])
+            if sol.variables:
+                lbs.append(LN.atomic_lower_bound(model, sol.variables["Z"])["lower_bound"])
+            feas = [x for x in ([model.objective(*cand[:4], grad=False)] if cand is not None else []) +
+                    ([sol.value] if is_finite(sol.value) else [])]
+            lb, up = (max(lbs) if lbs else None), (min(feas) if feas else None)
+            cert = {"lower_bound": lb, "upper": up, "gap": (up - lb) if is_finite(lb, up) else None,
+                    "method": "atomic-dual bound (sign-vector enumeration), derived in docs/feature_collapse.md"}
+            tol = value_tol(up if up is not None else 1.0)
+            claims.append(optimum_matches("optimal-value", up if cand is None else model.objective(*cand[:4], grad=False),
+                                          attained=up, lower_bound=lb, tol=tol, certificate=cert["method"],
+                                          evidence={"instance": inst_d}))
+            geo = [c for c in checks if c.name.endswith("minimiser-type-ii")][0]
+            geo.name = "minimiser-type-ii"
+            if cand is not None and sol.variables and exceeds(model.objective(*cand[:4], grad=False) - sol.value, tol):
+                geo = Check("minimiser-type-ii", Verdict.REFUTED, "the aligned type-II point is not a minimiser: the "
+                            f"L-BFGS point attains {fmt(sol.value)} below it", geo.evidence)
+            if cand is None:
+                geo.reason = (f"no certificate about every minimiser (needs n_c = 2 and the latent symmetry): proven "
+                              f"bracket [{fmt(lb)}, {fmt(up)}], gap {fmt(cert['gap'], 3)}")
+            claims.append(geo)
+            if cand is not None:
+                predicted.update(geometry="type-II (coordinate-aligned)", c_star=cand[4], value=model.objective(
+                    *cand[:4], grad=False))
+    if point is not None:
+        E, F, _ = model.post_features(point[0], point[2], point[3])
+        alpha = np.repeat(np.arange(inst.n_c), inst.s_c)
+        spread = max(float(np.linalg.norm(F[alpha == a] - F[alpha == a].mean(axis=0), axis=1).max())
+                     for a in range(inst.n_c)) / max(float(np.linalg.norm(F, axis=1).max()), 1e-300)
+        from theory.geometry import classify_gram, cosine_matrix
+
+        means = np.array([F[alpha == a].mean(axis=0) for a in range(inst.n_c)])
+        geometry = {"classification": classify_gram(means @ means.T).classification,
+                    "what": "post-affine concept-mean features g * phi(w) + beta",
+                    "source": "the L-BFGS point (not certified as the minimiser)", "post_affine_within_concept_spread":
+                    spread, "post_affine_concept_cosines": cosine_matrix(means.T), "gain": point[2].tolist(),
+                    "bias": point[3].tolist()}
+    solution = sol.to_dict()
+    solution.pop("start_values", None)
+    return SolveReport(FAMILY, inst_d, predicted, solution, cert, geometry, claims, routes, diagnostics,
+                       seconds=time.perf_counter() - t0)

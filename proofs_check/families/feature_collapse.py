@@ -55,15 +55,29 @@ def _solve_args(p):
     p.add_argument("--cvxpy", choices=("auto", "yes", "no"), default="auto",
                    help="also solve the convex program with cvxpy: nuclear-norm form (no LN) or SDP relaxation (LN); "
                         "auto: small instances")
+    p.add_argument("--trainable-ln", action="store_true",
+                   help="LayerNorm with a learned gain and bias per coordinate (needs --layernorm); decayed by --ln-decay")
+    p.add_argument("--ln-decay", type=float, default=None, metavar="LAMBDA_LN",
+                   help="weight decay of the LayerNorm gain and bias (with --trainable-ln; default 0: not decayed)")
 
 
 def run_solve(args) -> dict:
-    """Parse the arguments, build the instance and return ``check_instance(...).to_dict()``."""
+    """Parse the arguments, build the instance and return ``check_instance(...).to_dict()`` (or, with
+    --trainable-ln, ``proofs_check.claims.feature_collapse_beyond.check_trainable(...).to_dict()``)."""
     from proofs_check.claims.feature_collapse import check_instance
 
+    if args.ln_decay is not None and not args.trainable_ln:
+        raise UsageError("--ln-decay applies only with --trainable-ln")
+    if args.trainable_ln and not args.layernorm:
+        raise UsageError("--trainable-ln needs --layernorm (the gain and bias belong to the LayerNorm)")
     inst = _instance(args, lam=args.lam, d=args.dim)
     if not 1 <= args.starts <= 64:
         raise UsageError(f"--starts must be in [1, 64], got {args.starts}")
+    if args.trainable_ln:
+        from proofs_check.claims.feature_collapse_beyond import check_trainable
+
+        return check_trainable(inst, 0.0 if args.ln_decay is None else args.ln_decay, n_starts=args.starts,
+                               seed=args.seed).to_dict()
     return check_instance(inst, n_starts=args.starts, seed=args.seed, cvxpy=args.cvxpy).to_dict()
 
 
