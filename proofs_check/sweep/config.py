@@ -18,13 +18,23 @@ from proofs_check.commands import UsageError
 from proofs_check.sweep.registry import _REGISTRY, Sweepable, _scalar_ok, discover_builtin, get_sweepable
 
 _SWEEP_KEYS = ("family", "mode", "seeds", "samples", "sample_seed", "modules", "store", "workers", "description",
-               "max_instances", "rigorous")
+               "max_instances", "rigorous", "instance_time_limit")
 
 #: Largest number of instances a config may describe unless it raises ``sweep.max_instances``:
 #: the instances are held in memory (about 1 kB each) and their keys read from the store before
 #: anything runs, so a typo such as ``num = 100000`` on three axes is refused at once, with the
 #: count, instead of filling the memory.
 MAX_INSTANCES = 1_000_000
+#: Largest ``sweep.max_instances`` a config may set: the instances are built in memory (about 1 kB
+#: each), so above this a sweep would need gigabytes before its first instance runs.
+MAX_INSTANCES_LIMIT = 2_000_000
+#: Default per-instance wall-clock limit (seconds) of a sweep (``sweep.instance_time_limit``): an
+#: instance still running after it is stopped, stored as INCONCLUSIVE "time limit", and its worker
+#: replaced. A safety net against a sweepable that never returns, far above any built-in instance.
+INSTANCE_TIME_LIMIT_S = 1800.0
+#: Largest magnitude of a number in [parameters]: integers are stored as int64, and no parameter
+#: of any family means anything above it (``k = 1e300`` would become a 301-digit integer).
+MAX_PARAMETER_MAGNITUDE = 2 ** 63 - 1
 #: Largest worker count (--workers / sweep.workers): each is a Python process.
 MAX_WORKERS = 512
 #: Seeds are stored as SQLite INTEGER (signed 64 bit).
@@ -75,6 +85,9 @@ class SweepSpec:
     #: ``rigorous = true`` in [sweep] (or ``ncproofs sweep --rigorous``): each instance's solve report goes
     #: through ``proofs_check.rigorous.apply``; part of every instance key and of the config hash
     rigorous: bool = False
+    #: ``sweep.instance_time_limit`` (seconds): not part of any key or hash (it decides no verdict of a
+    #: finished instance; an instance stopped by it is stored INCONCLUSIVE "time limit")
+    instance_time_limit: float = INSTANCE_TIME_LIMIT_S
 
     @property
     def sweepable(self) -> Sweepable:
@@ -159,7 +172,14 @@ def _num(name: str, spec: dict, key: str) -> float:
     v = spec.get(key)
     if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
         raise UsageError(f"parameters.{name}.{key} must be a finite number, got {v!r}")
+    if abs(v) > MAX_PARAMETER_MAGNITUDE:
+        raise UsageError(f"parameters.{name}.{key} must be at most 2^63 - 1 in magnitude, got {v!r}")
     return v
+
+
+def _magnitude_ok(name: str, v) -> None:
+    if isinstance(v, (int, float)) and not isinstance(v, bool) and abs(v) > MAX_PARAMETER_MAGNITUDE:
+        raise UsageError(f"parameters.{name}: {v!r} is out of range (numbers must be at most 2^63 - 1 in magnitude)")
 
 
 def _check_range_spec(name: str, spec: dict, *, grid: bool) -> None:
@@ -225,6 +245,9 @@ def _import_modules(modules: Iterable[str]) -> None:
     for m in modules:
         try:
             importlib.import_module(m)
+        except SystemExit as exc:  # sys.exit() in a module must not end the sweep "successfully"
+            raise UsageError(f"sweep.modules: importing {m!r} called sys.exit({exc.code!r}); a module of a sweep "
+                             "must register sweepables, not exit") from None
         except Exception as exc:  # ImportError or an error inside the module
             raise UsageError(f"sweep.modules: cannot import {m!r}: {type(exc).__name__}: {exc}") from None
 
@@ -258,8 +281,6 @@ def _check_tables(data) -> dict:
 
 def _modules_of(sweep: dict) -> list[str]:
     modules = sweep.get("modules", [])
-    if isinstance(modules, str):
-        modules = [modules]
     if not isinstance(modules, list) or not all(isinstance(m, str) and m.strip() for m in modules):
         raise UsageError(f"sweep.modules must be a list of module names, got {modules!r}")
     return modules
@@ -280,7 +301,18 @@ def _mode_of(sweep: dict) -> str:
 
 
 def _limit_of(sweep: dict) -> int:
-    return _int_value("sweep.max_instances", sweep.get("max_instances", MAX_INSTANCES), minimum=1)
+    limit = _int_value("sweep.max_instances", sweep.get("max_instances", MAX_INSTANCES), minimum=1)
+    if limit > MAX_INSTANCES_LIMIT:
+        raise UsageError(f"sweep.max_instances must be <= {MAX_INSTANCES_LIMIT} (the instances are built in memory, "
+                         f"about 1 kB each), got {limit}; split the sweep into several configs")
+    return limit
+
+
+def _time_limit_of(sweep: dict) -> float:
+    v = sweep.get("instance_time_limit", INSTANCE_TIME_LIMIT_S)
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or not 0 < v <= 1e6:
+        raise UsageError(f"sweep.instance_time_limit must be a number of seconds in (0, 1e6], got {v!r}")
+    return float(v)
 
 
 def _seeds_of(sweep: dict, limit: int) -> list[int]:
@@ -361,10 +393,14 @@ def _parameters_of(data: dict, mode: str) -> dict:
             bad = [v for v in spec if not _scalar_ok(v)]
             if bad:
                 raise UsageError(f"parameters.{name}: unsupported value {bad[0]!r} (numbers, strings, booleans)")
+            for v in spec:
+                _magnitude_ok(name, v)
         elif isinstance(spec, dict):
             _check_range_spec(name, spec, grid=(mode == "grid"))
         elif not _scalar_ok(spec):
             raise UsageError(f"parameters.{name}: unsupported value {spec!r} (numbers, strings, booleans)")
+        else:
+            _magnitude_ok(name, spec)
     return dict(params)
 
 
@@ -383,10 +419,16 @@ def _check_size(spec: "SweepSpec", limit: int) -> None:
 
 
 def _import_config_modules(path: str | None, modules: list[str]) -> None:
-    if path is not None:  # modules next to the config file are importable
+    """Import the modules the config names (and nothing else). The config's folder is searched only
+    when it names modules, and LAST (appended to ``sys.path``), so a file beside the config never
+    shadows a standard or installed module (a ``uuid.py`` or ``scipy.py`` there is never run): the
+    trust model is in docs/workflow.md ("Which code a sweep runs")."""
+    if not modules:
+        return
+    if path is not None:  # modules next to the config file are importable, after everything else
         cfg_dir = str(Path(path).resolve().parent)
         if cfg_dir not in sys.path:
-            sys.path.insert(0, cfg_dir)
+            sys.path.append(cfg_dir)
     _import_modules(modules)
 
 
@@ -439,7 +481,7 @@ def parse_config(data: dict, path: str | None = None, *, import_modules: bool = 
     rigorous = _rigorous_of(sweep)
     params = _parameters_of(data, mode)
     spec = SweepSpec(family or "", mode, params, seeds, samples, sample_seed, modules, store, workers, path, data,
-                     rigorous)
+                     rigorous, _time_limit_of(sweep))
     _check_size(spec, limit)
     if import_modules:
         _import_config_modules(path, modules)
@@ -466,6 +508,8 @@ def load_config(path: str, *, import_modules: bool = True) -> SweepSpec:
         raise UsageError(f"{path}: is a directory, not a sweep config (a TOML file)")
     from theory._validate import input_file
 
+    if not os.path.exists(path):
+        raise UsageError(f"{path}: config file not found")
     input_file("CONFIG", path, max_bytes=MAX_CONFIG_BYTES)  # a FIFO or /dev/zero would never end
     try:
         with open(path, "rb") as f:

@@ -157,9 +157,10 @@ def run_sweep(spec: SweepSpec, store_path: str, *, scheduler: str | None = None,
                 if client is not None:
                     _run_dask(client, task_sw, spec.modules, claims, on_result, address)
                 elif nworkers <= 1:
-                    _run_inline(task_sw, spec.modules, claims, on_result)
+                    _run_inline(task_sw, spec.modules, claims, on_result, time_limit=spec.instance_time_limit)
                 else:
-                    _run_local(nworkers, task_sw, spec.modules, claims, on_result)
+                    _run_local(nworkers, task_sw, spec.modules, claims, on_result,
+                               time_limit=spec.instance_time_limit)
             status = "finished"
         except SweepSignal as exc:
             signum = exc.signum

@@ -129,6 +129,8 @@ class _Worker:
         self.buf = bytearray()
         self.inflight: dict[int, Instance] = {}
         self.eof = False
+        #: monotonic time at which the oldest in-flight instance (the one running) started
+        self.running_since: float | None = None
 
 
 #: A sweep replaces a worker that died (a segfault, the OOM killer, os._exit in user code) and stores its
@@ -142,7 +144,8 @@ class _LocalPool:
     replaced: the instance it was computing comes back from :meth:`poll` as an ERROR result, the instances
     queued behind it go to the replacement."""
 
-    def __init__(self, n: int):
+    def __init__(self, n: int, time_limit: float | None = None):
+        self.time_limit = time_limit
         self.workers: list[_Worker] = []
         self._next = 0
         self._task: tuple[str, list[str]] | None = None  # (sweepable name, modules) of the run
@@ -181,6 +184,8 @@ class _LocalPool:
     def submit(self, w: _Worker, sw_name: str, modules: list[str], inst: Instance) -> None:
         self._task = (sw_name, list(modules))
         self._next += 1
+        if not w.inflight:
+            w.running_since = time.monotonic()
         w.inflight[self._next] = inst
         try:
             _write_all(w.task_w, _frame((self._next, sw_name, modules, inst.params, inst.seed)))
@@ -205,21 +210,31 @@ class _LocalPool:
                           "a result; the run is recorded as interrupted, finished instances are stored: rerun to "
                           "resume")
 
-    def _replace(self, w: _Worker) -> list[tuple[Instance, tuple]]:
+    def _replace(self, w: _Worker, timed_out: float | None = None) -> list[tuple[Instance, tuple]]:
         """Replace the dead worker ``w``: its running instance becomes an ERROR result (returned), the ones queued
-        behind it are sent to the new worker. Raises WorkerDied after MAX_DEATHS_IN_A_ROW deaths in a row."""
+        behind it are sent to the new worker. Raises WorkerDied after MAX_DEATHS_IN_A_ROW deaths in a row.
+        ``timed_out``: the worker was killed by the sweep after its instance ran that many seconds, past the
+        per-instance time limit: the instance is INCONCLUSIVE "time limit" (not a death of the worker)."""
         how = self._exit_text(w)
-        self._deaths_in_a_row += 1
-        if self._deaths_in_a_row >= MAX_DEATHS_IN_A_ROW:
-            raise self._died(w, how)
+        if timed_out is None:
+            self._deaths_in_a_row += 1
+            if self._deaths_in_a_row >= MAX_DEATHS_IN_A_ROW:
+                raise self._died(w, how)
         out = []
         queued = []
         if w.inflight:
             first = min(w.inflight)
             inst = w.inflight.pop(first)
-            reason = (f"the worker process died ({how}) while computing this instance (a crash in native code, "
-                      "the out-of-memory killer, or os._exit in the sweepable); the sweep replaced the worker")
-            out.append((inst, ({"verdict": "ERROR", "reason": reason}, 0.0, f"pid {w.proc.pid}")))
+            if timed_out is not None:
+                res = {"verdict": "INCONCLUSIVE", "time_limit": True,
+                       "reason": f"time limit: the instance ran {timed_out:.0f} s, past the per-instance limit of "
+                                 f"{self.time_limit:g} s (sweep.instance_time_limit); its worker was stopped and "
+                                 "replaced"}
+                out.append((inst, (res, float(timed_out), f"pid {w.proc.pid}")))
+            else:
+                reason = (f"the worker process died ({how}) while computing this instance (a crash in native code, "
+                          "the out-of-memory killer, or os._exit in the sweepable); the sweep replaced the worker")
+                out.append((inst, ({"verdict": "ERROR", "reason": reason}, 0.0, f"pid {w.proc.pid}")))
             queued = [w.inflight[i] for i in sorted(w.inflight)]
             w.inflight.clear()
         for fd in (w.task_w, w.result_r):
@@ -241,6 +256,11 @@ class _LocalPool:
         if not live:
             return []
         out = []
+        if self.time_limit is not None:
+            starts = [w.running_since for w in live if w.inflight and w.running_since is not None]
+            if starts:
+                left = max(0.0, min(starts) + self.time_limit - time.monotonic())
+                timeout = left if timeout is None else min(timeout, left)
         with selectors.DefaultSelector() as sel:
             for w in live:
                 sel.register(w.result_r, selectors.EVENT_READ, w)
@@ -261,6 +281,25 @@ class _LocalPool:
                 idx, payload = pickle.loads(bytes(w.buf[_FRAME.size:_FRAME.size + n]))
                 del w.buf[:_FRAME.size + n]
                 out.append((w.inflight.pop(idx), payload))
+                w.running_since = time.monotonic() if w.inflight else None
+        out.extend(self._stop_overdue())
+        return out
+
+    def _stop_overdue(self) -> list[tuple[Instance, tuple]]:
+        """Kill and replace every worker whose running instance is past the per-instance time limit."""
+        if self.time_limit is None:
+            return []
+        out = []
+        now = time.monotonic()
+        for w in list(self.workers):
+            if w.eof or not w.inflight or w.running_since is None:
+                continue
+            ran = now - w.running_since
+            if ran <= self.time_limit:
+                continue
+            w.proc.kill()
+            w.eof = True
+            out.extend(self._replace(w, timed_out=ran))
         return out
 
     def close(self, grace: float = 2.0) -> None:
@@ -282,7 +321,40 @@ class _LocalPool:
                 w.result_r = -1
 
 
-def _run_inline(sw: Sweepable, modules: list[str], claims: _Claims, on_result) -> None:
+class _InlineTimeLimit(BaseException):
+    """Raised by the alarm inside an inline instance (a BaseException: the sweepable's own
+    ``except Exception`` cannot swallow it)."""
+
+
+def _execute_limited(sw: Sweepable, modules: list[str], inst: Instance, time_limit: float | None) -> tuple:
+    """``_execute`` in this process, stopped by SIGALRM after ``time_limit`` seconds (main thread, POSIX)."""
+    import signal
+    import threading
+
+    usable = (time_limit is not None and hasattr(signal, "setitimer")
+              and threading.current_thread() is threading.main_thread())
+    if not usable:
+        return _execute(sw.name, modules, inst.params, inst.seed)
+
+    def alarm(signum, frame):
+        raise _InlineTimeLimit()
+
+    old = signal.signal(signal.SIGALRM, alarm)
+    t0 = time.monotonic()
+    signal.setitimer(signal.ITIMER_REAL, time_limit)
+    try:
+        return _execute(sw.name, modules, inst.params, inst.seed)
+    except _InlineTimeLimit:
+        ran = time.monotonic() - t0
+        return ({"verdict": "INCONCLUSIVE", "time_limit": True,
+                 "reason": f"time limit: the instance ran {ran:.0f} s, past the per-instance limit of {time_limit:g} s "
+                           "(sweep.instance_time_limit); it was stopped"}, ran, f"pid {os.getpid()}")
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, old)
+
+
+def _run_inline(sw: Sweepable, modules: list[str], claims: _Claims, on_result, time_limit: float | None = None) -> None:
     while True:
         inst = claims.take()
         if inst is None:
@@ -290,12 +362,12 @@ def _run_inline(sw: Sweepable, modules: list[str], claims: _Claims, on_result) -
                 return
             claims.wait()
             continue
-        on_result(inst, _execute(sw.name, modules, inst.params, inst.seed))
+        on_result(inst, _execute_limited(sw, modules, inst, time_limit))
 
 
 def _run_local(nworkers: int, sw: Sweepable, modules: list[str], claims: _Claims, on_result,
-               per_worker: int = 2) -> None:
-    pool = _LocalPool(nworkers)
+               per_worker: int = 2, time_limit: float | None = None) -> None:
+    pool = _LocalPool(nworkers, time_limit)
     try:
         try:
             while True:

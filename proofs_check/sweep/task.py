@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import os
 import socket
 import time
@@ -40,6 +41,13 @@ def _execute(name: str, modules: list[str], params: dict, seed: int) -> tuple[di
                              f"(expected one of {', '.join(VERDICT_ORDER)})") from None
         out = dict(res)
         out["verdict"] = v.value
+        if v is Verdict.VERIFIED:
+            bad = [k for k, x in out.items() if isinstance(x, (float, int)) and not isinstance(x, bool)
+                   and not math.isfinite(x)]
+            if bad:  # a number that is not finite never passes: not VERIFIED with a null
+                out["verdict"] = Verdict.INCONCLUSIVE.value
+                out["reason"] = (f"the sweepable returned VERIFIED with a number that is not finite ({bad[0]} = "
+                                 f"{out[bad[0]]!r}); a NaN or inf never passes")
         out = clean(out)
     except InputError as exc:
         # the family refused the instance (its size is over the budget, a parameter out of range): that is not a
