@@ -732,6 +732,15 @@ def _lowdim_minimum(counts, tau, d):
     return None, "no lower bound at dimension d < k (the Gram relaxation ignores the rank)"
 
 
+def _lowdim_lower(counts, tau, d, bound):
+    """A proven lower bound at dimension d < k: the bound plus the strict gap of solvers.scl.low_rank_gap (every
+    class with n_c >= 2), minus the rounding of the bound's evaluation. (None, why) when it does not apply."""
+    g = S.low_rank_gap(counts, tau, d)
+    if g is None:
+        return None, None
+    return bound + g["delta"] * (1.0 - 1e-12) - 4 * REFERENCE_RTOL * max(1.0, abs(bound)), g
+
+
 def make_lowdim_claim(required_dim: Callable[[Sequence[int]], int] = T.required_dim_for_bound,
                       strict=None, shared=None, claim_id: str = "scl.theorem1.low_dim_gap") -> Claim:
     def check(ctx: RunContext):
@@ -746,6 +755,7 @@ def make_lowdim_claim(required_dim: Callable[[Sequence[int]], int] = T.required_
             inst = T.SCLInstance(counts, tau, d, True)
             y = inst.labels
             exact, how = _lowdim_minimum(counts, tau, d)
+            low, gap_info = _lowdim_lower(counts, tau, d, bound)
             # a construction attaining the bound at dimension d (exact: its loss equals the bound)
             H_att = T.shared_singletons_features(counts, d) if d >= T.required_dim_for_bound(counts) else None
             att = None if H_att is None else S.scl_loss(H_att, y, None, tau, grad=False)
@@ -754,7 +764,14 @@ def make_lowdim_claim(required_dim: Callable[[Sequence[int]], int] = T.required_
             ev = {"instance": inst.to_dict(), "claimed_required_dim": need, "bound": bound, "construction_value": att,
                   "exact_minimum_at_d": exact, "proven_lower_bound": bounds.value}
             name = f"bound attained iff d >= claimed dimension [{lab}]"
+            ev["rank_d_lower_bound"] = low
+            ev["strict_gap"] = gap_info
             if d >= need:  # claimed: attained
+                if low is not None:  # d < k with every n_c >= 2: proven strict gap
+                    chk = optimum_matches(name, bound, attained=att, lower_bound=low, tol=tol,
+                                          certificate=gap_info["how"], evidence=ev)
+                    yield chk
+                    continue
                 if exact is not None:
                     chk = optimum_matches(name, bound, attained=exact, lower_bound=exact, tol=tol, certificate=how,
                                           evidence=ev)
@@ -769,6 +786,12 @@ def make_lowdim_claim(required_dim: Callable[[Sequence[int]], int] = T.required_
             if att is not None and within(att - bound, tol):
                 yield Check(name, Verdict.REFUTED, f"a construction at d = {d} (singletons sharing a direction) attains "
                             f"the bound {fmt(bound)} although d < {need} is claimed to leave a gap", ev)
+            elif low is not None:
+                yield condition(name, exceeds(low - bound, tol),
+                                verified=f"proven lower bound at d = {d}: {fmt(low)} = bound + {fmt(low - bound, 4)} "
+                                         f"({gap_info['how']})",
+                                refuted="the proven gap does not exceed the tolerance", evidence=ev,
+                                inconclusive=True)
             elif exact is not None:
                 yield condition(name, exceeds(exact - bound, tol),
                                 verified=f"the exact minimum at d = {d} ({how}) is {fmt(exact - bound, 4)} above the bound",
