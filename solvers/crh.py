@@ -582,7 +582,8 @@ def forward_backward(Ws: list[np.ndarray], X: np.ndarray, Y: np.ndarray, activat
     per-sample loss (per run).
     """
     if Ws[0].ndim == 3:  # loop over runs: 2-D products go to BLAS
-        per = [forward_backward([W[r] for W in Ws], X, Y, activation, loss_matrix) for r in range(Ws[0].shape[0])]
+        per = [forward_backward([W[r] for W in Ws], X[r] if X.ndim == 3 else X, Y[r] if Y.ndim == 3 else Y,
+                                activation, loss_matrix) for r in range(Ws[0].shape[0])]
         hs = [np.stack([p[0][l] for p in per]) for l in range(len(Ws))]
         gbs = [np.stack([p[1][l] for p in per]) for l in range(len(Ws))]
         return hs, gbs, np.array([p[2] for p in per])
@@ -654,9 +655,9 @@ def objective(theta, X, Y, widths, gamma: float, activation: str = "tanh"):
 # The small MLP experiment (docs/crh.md), vectorised over weight decays
 # --------------------------------------------------------------------------------------------
 
-def make_task(cfg: CRHExperiment):
-    """Data and the initial weights of the experiment (deterministic in cfg.seed)."""
-    rng = np.random.default_rng(cfg.seed)
+def make_task(cfg: CRHExperiment, seed: int | None = None):
+    """Data and the initial weights of the experiment (deterministic in ``seed``, default cfg.seed)."""
+    rng = np.random.default_rng(cfg.seed if seed is None else seed)
     d_in, d_out = cfg.widths[0], cfg.widths[-1]
     X = rng.standard_normal((cfg.n_samples, d_in))
     B = rng.standard_normal((cfg.task_rank, d_in)) / np.sqrt(d_in)
@@ -757,12 +758,19 @@ class Dynamics:
 
 @dataclass
 class ExperimentResult:
-    """Time-averaged layer statistics of every run (one run per weight decay).
+    """Time-averaged layer statistics of every run (one run per (seed, weight decay), seed-major:
+    ``config.runs``).
 
     ``raw[r][l]`` / ``normalized[r][l]``: LayerMatrices of layer l (0-based; layer l maps hs[l] to
     z_l) in run r, averaged over the recorded checkpoints. ``S[r][l]`` = averaged E[g_b h_a^T],
     ``W_mean[r][l]`` averaged weights, ``W_final[r][l]`` final weights, ``loss[r]`` the averaged
     training loss (without the penalty), ``diverged[r]`` whether the run blew up.
+
+    For the magnitude statements (docs/crh.md, "Magnitudes"): ``first_moment[r][l]`` = the checkpoint
+    average of E[g_b h_b^T] = E[g_b h_a^T] W^T (full data, current weights), ``step_outer[r][l]`` = the
+    average over every SGD step of the second half of D D^T with D = Delta W / eta the step direction,
+    ``W_half[r][l]`` the weights at the start of the second half (the drift of Z_b over the half is
+    then W_final W_final^T - W_half W_half^T over ``half_steps`` steps).
     """
 
     config: CRHExperiment
@@ -774,15 +782,20 @@ class ExperimentResult:
     loss: list
     diverged: list
     seconds: float
-    #: SGD steps actually taken (cfg.steps unless the wall-clock budget stopped the loop)
+    #: SGD steps actually taken (cfg.steps unless the wall-clock safety limit stopped the loop)
     steps_done: int = -1
-    #: True when the wall-clock budget stopped training before cfg.steps
+    #: True when the wall-clock safety limit stopped training before cfg.steps
     budget_reached: bool = False
-    #: checkpoints averaged (0 when the budget stopped training before the first one)
+    #: checkpoints averaged (0 when training stopped before the first one)
     n_recorded: int = -1
     time_budget_s: float | None = None
-    #: loss and alignments recorded along training (:class:`Dynamics`)
+    #: loss and alignments recorded along training (:class:`Dynamics`; single-seed experiments only)
     dynamics: Dynamics | None = None
+    first_moment: list | None = None
+    step_outer: list | None = None
+    W_half: list | None = None
+    W_init: list | None = None
+    half_steps: int = 0
 
     @property
     def complete(self) -> bool:
@@ -791,15 +804,22 @@ class ExperimentResult:
 
     @property
     def budget_message(self) -> str:
-        return (f"time budget reached at step {self.steps_done} of {self.config.steps} (budget {self.time_budget_s:g} s; "
-                f"{self.n_recorded} of {self.config.n_records} checkpoints recorded)")
+        return (f"stopped by the wall-clock safety limit ({self.time_budget_s:g} s) at step {self.steps_done} of "
+                f"{self.config.steps}; the work budget was not reached ({self.n_recorded} of "
+                f"{self.config.n_records} checkpoints recorded)")
+
+    def gamma(self, run: int) -> float:
+        return self.config.runs[run][1]
+
+    def run_index(self, seed_index: int, gamma_index: int) -> int:
+        return seed_index * len(self.config.weight_decays) + gamma_index
 
     def layer(self, run: int, layer: int, mode: str = "raw") -> LayerMatrices | None:
         return (self.raw if mode == "raw" else self.normalized)[run][layer]
 
     def stationarity_residual(self, run: int, layer: int) -> float | None:
         """||E[g_b h_a^T] - gamma W|| / ||gamma W|| with time averages; None at gamma = 0."""
-        g = self.config.weight_decays[run]
+        g = self.gamma(run)
         if g == 0 or self.diverged[run] or self.W_mean[run][layer] is None:
             return None
         gW = g * self.W_mean[run][layer]
@@ -828,40 +848,60 @@ def _record_dynamics(dyn: Dynamics | None, done: int, Ws, X, Y, act, loss_at, al
     dyn.seconds += time.perf_counter() - t0
 
 
-def _sgd_loop(cfg, X, Y, Ws, gam, eta, rng, record_set, acc_raw, acc_nrm, acc_S, acc_W, acc_loss,
-              deadline: float = float("inf"), dyn: Dynamics | None = None, loss_at=frozenset(),
-              align_at=frozenset()) -> tuple[int, int]:
-    """The SGD loop of :func:`run_experiment` (updates Ws and the accumulators in place; records the
-    dynamics after ``loss_at`` / ``align_at`` steps into ``dyn``).
+def _sgd_loop(cfg, Xs, Ys, Ws, gam, eta, rngs, record_set, acc, deadline: float = float("inf"),
+              dyn: Dynamics | None = None, loss_at=frozenset(), align_at=frozenset(), noise_rng=None,
+              X_full=None, Y_full=None) -> tuple[int, int]:
+    """The SGD loop of :func:`run_experiment` (updates Ws and the accumulators in ``acc`` in place;
+    records the dynamics after ``loss_at`` / ``align_at`` steps into ``dyn``).
 
-    Stops when ``time.perf_counter()`` passes ``deadline`` (checked every ``_CLOCK_EVERY`` steps).
-    Returns (steps done, checkpoints recorded)."""
-    R, L, N, B = len(cfg.weight_decays), cfg.n_layers, cfg.n_samples, cfg.batch_size
+    ``Xs``/``Ys``: data per seed (n_seeds, N, d); runs are seed-major, ``len(weight_decays)`` per seed;
+    every seed has its own minibatch order (``rngs``). The work is fixed by ``cfg.steps``; the loop stops
+    early only when ``time.perf_counter()`` passes ``deadline`` (the wall-clock safety net, checked every
+    ``_CLOCK_EVERY`` steps). Returns (steps done, checkpoints recorded)."""
+    L, N, B = cfg.n_layers, cfg.n_samples, cfg.batch_size
+    n_seeds, n_g = Xs.shape[0], len(cfg.weight_decays)
+    R = n_seeds * n_g
     batches_per_epoch = max(1, N // B)
-    perm = None
     act = cfg.activation
+    half = cfg.steps // 2
+    noise_l = cfg.noise_layer if cfg.neuron_noise > 0 else None
+    sig = cfg.neuron_noise
+    seed_ix = np.arange(n_seeds)[:, None]
+    single = n_seeds == 1
+    perms = None
     recorded = 0
     for t in range(cfg.steps):
         if t % _CLOCK_EVERY == 0 and time.perf_counter() > deadline:
             return t, recorded
+        if t == half:
+            acc["W_half"] = [W.copy() for W in Ws]
         j = t % batches_per_epoch
         if j == 0:
-            perm = rng.permutation(N)
-        idx = perm[j * B:(j + 1) * B]
-        # forward
-        hs = [X[idx]]
-        zs = []
+            perms = np.stack([r.permutation(N) for r in rngs])
+        idx = perms[:, j * B:(j + 1) * B]
+        if single:
+            xb, yb = Xs[0][idx[0]], Ys[0][idx[0]]
+        else:
+            xb = np.repeat(Xs[seed_ix, idx], n_g, axis=0)
+            yb = np.repeat(Ys[seed_ix, idx], n_g, axis=0)
+        # forward (hs: clean activations for the activation derivative; hu: what the next layer reads)
+        hs, hu, zs = [xb], [xb], []
         for l in range(L):
-            z = np.matmul(hs[-1], Ws[l].transpose(0, 2, 1))
+            z = np.matmul(hu[-1], Ws[l].transpose(0, 2, 1))
             zs.append(z)
             if l < L - 1:
-                hs.append(np.tanh(z) if act == "tanh" else np.maximum(z, 0.0))
-        g = Y[idx] - zs[-1]
+                h = np.tanh(z) if act == "tanh" else np.maximum(z, 0.0)
+                hs.append(h)
+                hu.append(h + sig * noise_rng.standard_normal(h.shape) if noise_l == l + 1 else h)
+        g = yb - zs[-1]
         # backward + update (g_b of layer l; update uses the pre-update W for backprop)
         for l in range(L - 1, -1, -1):
             W = Ws[l]
             h = hs[l]
-            S = np.matmul(g.transpose(0, 2, 1), h)
+            S = np.matmul(g.transpose(0, 2, 1), hu[l])
+            if t >= half:
+                D = S / B - gam * W
+                acc["DD"][l] += np.matmul(D, D.transpose(0, 2, 1))
             if l > 0:
                 g = np.matmul(g, W)
                 g *= (1.0 - h * h) if act == "tanh" else (zs[l - 1] > 0)
@@ -870,148 +910,193 @@ def _sgd_loop(cfg, X, Y, Ws, gam, eta, rng, record_set, acc_raw, acc_nrm, acc_S,
         fb = None
         if t in record_set:
             recorded += 1
-            fb = fhs, fgbs, loss = forward_backward(Ws, X, Y, act)
-            acc_loss += loss
+            fb = fhs, fgbs, loss = forward_backward(Ws, X_full, Y_full, act)
+            acc["loss"] += loss
             for l in range(L):
                 ha, gb = fhs[l], fgbs[l]
                 hb = np.stack([_rows_matmul(ha[r], Ws[l][r].T) for r in range(R)])
                 ga = np.stack([_rows_matmul(gb[r], Ws[l][r]) for r in range(R)])
-                for mode, acc in (("raw", acc_raw[l]), ("normalized", acc_nrm[l])):
-                    acc["H_a"] += _second_moment(ha, mode)
-                    acc["H_b"] += _second_moment(hb, mode)
-                    acc["G_a"] += _second_moment(ga, mode)
-                    acc["G_b"] += _second_moment(gb, mode)
+                for mode, a in (("raw", acc["raw"][l]), ("normalized", acc["nrm"][l])):
+                    a["H_a"] += _second_moment(ha, mode)
+                    a["H_b"] += _second_moment(hb, mode)
+                    a["G_a"] += _second_moment(ga, mode)
+                    a["G_b"] += _second_moment(gb, mode)
                 ZA = np.matmul(Ws[l].transpose(0, 2, 1), Ws[l])
                 ZB = np.matmul(Ws[l], Ws[l].transpose(0, 2, 1))
-                for acc in (acc_raw[l], acc_nrm[l]):
-                    acc["Z_a"] += ZA
-                    acc["Z_b"] += ZB
-                acc_S[l] += np.stack([_tmatmul(gb[r], ha[r]) for r in range(R)]) / N
-                acc_W[l] += Ws[l]
-        _record_dynamics(dyn, t + 1, Ws, X, Y, act, loss_at, align_at, fb)
+                for a in (acc["raw"][l], acc["nrm"][l]):
+                    a["Z_a"] += ZA
+                    a["Z_b"] += ZB
+                Sl = np.stack([_tmatmul(gb[r], ha[r]) for r in range(R)]) / N
+                acc["S"][l] += Sl
+                acc["SW"][l] += np.matmul(Sl, Ws[l].transpose(0, 2, 1))
+                acc["W"][l] += Ws[l]
+        _record_dynamics(dyn, t + 1, Ws, X_full, Y_full, act, loss_at, align_at, fb)
     return cfg.steps, recorded
 
 
+def make_tasks(cfg: CRHExperiment):
+    """Per seed of ``cfg.run_seeds``: (X, Y_train, W0, rng) with the lazy targets f_0 + y / S when
+    ``cfg.init_scale`` is set (Chizat, Oyallon, Bach 2019; docs/crh.md, "Lazy training")."""
+    out = []
+    for s in cfg.run_seeds:
+        X, Y, W0, rng = make_task(cfg, seed=s)
+        if cfg.init_scale is not None:
+            f0 = forward_backward(W0, X, np.zeros_like(Y), cfg.activation)[1][-1] * -1.0  # g_b = 0 - f0
+            Y = f0 + Y / cfg.init_scale
+        out.append((X, Y, W0, rng))
+    return out
+
+
 def run_experiment(cfg: CRHExperiment, *, time_budget_s: float | None = None) -> ExperimentResult:
-    """SGD with weight decay on the experiment's MLP, one run per weight decay, all runs advanced
+    """SGD with weight decay on the experiment's MLP, one run per (seed, weight decay), all runs advanced
     together (weights stacked along a leading run axis, batched matmuls). Statistics are formed on
     the full data set at ``n_records`` evenly spaced checkpoints of the second half and averaged.
 
-    Before any allocation the instance's work and memory are estimated (:func:`experiment_budget`)
-    and an instance over the budget is refused (InputError). Training stops when ``time_budget_s``
-    (default :data:`TIME_BUDGET_S`) of wall-clock time has passed: the result then has
-    ``budget_reached=True`` and ``steps_done`` < ``cfg.steps`` (statistics over the checkpoints
-    recorded so far; None where there were none), which the claims report as INCONCLUSIVE.
+    Budget: the work of an instance (SGD steps, checkpoint statistics) is fixed by its sizes; it is
+    estimated before any allocation (:func:`experiment_budget`, in flop-equivalents) and an instance over
+    the work budget is refused (InputError), so the same instance gives the same result at any machine
+    load. ``time_budget_s`` (default :data:`SAFETY_WALL_S`, far above the work budget's time at the
+    calibrated rate) is only a wall-clock safety net: when it stops training the result has
+    ``budget_reached=True`` and says "stopped by the wall-clock safety limit; the work budget was not
+    reached", which the claims report as INCONCLUSIVE.
     """
     if not isinstance(cfg, CRHExperiment):
         raise InstanceError(f"cfg must be a theory.crh.CRHExperiment, got {type(cfg).__name__}")
-    budget = TIME_BUDGET_S if time_budget_s is None else as_float("time_budget_s", time_budget_s, positive=True,
+    budget = SAFETY_WALL_S if time_budget_s is None else as_float("time_budget_s", time_budget_s, positive=True,
                                                                   allow_inf=True)
     experiment_budget(cfg, check=True)
     t0 = time.perf_counter()
-    X, Y, W0, rng = make_task(cfg)
-    R, L, N = len(cfg.weight_decays), cfg.n_layers, cfg.n_samples
-    gam = np.asarray(cfg.weight_decays, dtype=np.float64)[:, None, None]
+    tasks = make_tasks(cfg)
+    n_seeds, n_g = len(tasks), len(cfg.weight_decays)
+    R, L, N = n_seeds * n_g, cfg.n_layers, cfg.n_samples
+    gam = np.asarray([g for _, g in cfg.runs], dtype=np.float64)[:, None, None]
     eta = cfg.lr
-    Ws = [np.repeat(W[None], R, axis=0) for W in W0]
+    Ws = [np.concatenate([np.repeat(t[2][l][None], n_g, axis=0) for t in tasks]) for l in range(L)]
+    W_init = [[Ws[l][r].copy() for l in range(L)] for r in range(R)]
+    Xs = np.stack([t[0] for t in tasks])
+    Ys = np.stack([t[1] for t in tasks])
+    rngs = [t[3] for t in tasks]
+    if n_seeds == 1:
+        X_full, Y_full = Xs[0], Ys[0]
+    else:
+        X_full, Y_full = np.repeat(Xs, n_g, axis=0), np.repeat(Ys, n_g, axis=0)
+    noise_rng = np.random.default_rng([cfg.seed, 0x6E6F697365]) if cfg.neuron_noise > 0 else None
     record_at = np.unique(np.linspace(cfg.steps // 2, cfg.steps - 1, cfg.n_records).round().astype(int))
     record_set = set(record_at.tolist())
     dims = cfg.widths
-    acc_raw = [{k: np.zeros((R, dims[l + (k[-1] == "b")], dims[l + (k[-1] == "b")])) for k in ("H_a", "H_b", "G_a", "G_b", "Z_a", "Z_b")}
-               for l in range(L)]
-    acc_nrm = [{k: np.zeros_like(v) for k, v in d.items()} for d in acc_raw]
-    acc_S = [np.zeros_like(W) for W in Ws]
-    acc_W = [np.zeros_like(W) for W in Ws]
-    acc_loss = np.zeros(R)
-    n_loss, n_align = curve_point_counts(cfg)
-    loss_at = frozenset(curve_steps(cfg.steps, n_loss))
-    align_at = frozenset(curve_steps(cfg.steps, n_align))
-    dyn = Dynamics(alignment_layer=(-2) % L)
+    raw = [{k: np.zeros((R, dims[l + (k[-1] == "b")], dims[l + (k[-1] == "b")]))
+            for k in ("H_a", "H_b", "G_a", "G_b", "Z_a", "Z_b")} for l in range(L)]
+    acc = {"raw": raw, "nrm": [{k: np.zeros_like(v) for k, v in d.items()} for d in raw],
+           "S": [np.zeros_like(W) for W in Ws], "W": [np.zeros_like(W) for W in Ws],
+           "SW": [np.zeros((R, W.shape[1], W.shape[1])) for W in Ws],
+           "DD": [np.zeros((R, W.shape[1], W.shape[1])) for W in Ws], "loss": np.zeros(R), "W_half": None}
+    dyn = None
+    loss_at = align_at = frozenset()
+    if n_seeds == 1:
+        n_loss, n_align = curve_point_counts(cfg)
+        loss_at = frozenset(curve_steps(cfg.steps, n_loss))
+        align_at = frozenset(curve_steps(cfg.steps, n_align))
+        dyn = Dynamics(alignment_layer=(-2) % L)
     # Single-threaded BLAS: every product of the loop is small (a 256-wide layer at batch 8 is ~1 MFLOP),
     # and threaded OpenBLAS made such steps ~10x slower on the loaded 2-core machine (docs/crh.md, Budgets).
     with np.errstate(over="ignore", invalid="ignore", divide="ignore"), blas_threads(0):
-        _record_dynamics(dyn, 0, Ws, X, Y, cfg.activation, loss_at, align_at)
-        steps_done, n_rec = _sgd_loop(cfg, X, Y, Ws, gam, eta, rng, record_set, acc_raw, acc_nrm, acc_S, acc_W,
-                                      acc_loss, deadline=t0 + budget, dyn=dyn, loss_at=loss_at, align_at=align_at)
-        if dyn.steps and dyn.steps[-1] != steps_done:  # stopped by the budget: the loss of the weights it ends with
-            _record_dynamics(dyn, steps_done, Ws, X, Y, cfg.activation, {steps_done}, frozenset())
+        _record_dynamics(dyn, 0, Ws, X_full, Y_full, cfg.activation, loss_at, align_at)
+        steps_done, n_rec = _sgd_loop(cfg, Xs, Ys, Ws, gam, eta, rngs, record_set, acc, deadline=t0 + budget,
+                                      dyn=dyn, loss_at=loss_at, align_at=align_at, noise_rng=noise_rng,
+                                      X_full=X_full, Y_full=Y_full)
+        if dyn is not None and dyn.steps and dyn.steps[-1] != steps_done:  # stopped early: the loss it ends with
+            _record_dynamics(dyn, steps_done, Ws, X_full, Y_full, cfg.activation, {steps_done}, frozenset())
     diverged = [not all(np.all(np.isfinite(W[r])) for W in Ws) for r in range(R)]
 
     def avg(x):
         return None if n_rec == 0 else x / n_rec
 
-    def mats(acc, mode, r):
+    def mats(a, mode, r):
         if n_rec == 0:
             return None
-        return LayerMatrices(*(acc[k][r] / n_rec for k in ("H_a", "H_b", "G_a", "G_b", "Z_a", "Z_b")), mode, N)
+        return LayerMatrices(*(a[k][r] / n_rec for k in ("H_a", "H_b", "G_a", "G_b", "Z_a", "Z_b")), mode, N)
 
-    raw = [[mats(acc_raw[l], "raw", r) for l in range(L)] for r in range(R)]
-    nrm = [[mats(acc_nrm[l], "normalized", r) for l in range(L)] for r in range(R)]
-    S = [[avg(acc_S[l][r]) for l in range(L)] for r in range(R)]
-    Wm = [[avg(acc_W[l][r]) for l in range(L)] for r in range(R)]
-    Wf = [[Ws[l][r].copy() for l in range(L)] for r in range(R)]
-    loss = [None] * R if n_rec == 0 else (acc_loss / n_rec).tolist()
-    return ExperimentResult(cfg, raw, nrm, S, Wm, Wf, loss, diverged, time.perf_counter() - t0,
-                            steps_done=steps_done, budget_reached=steps_done < cfg.steps, n_recorded=n_rec,
-                            time_budget_s=budget, dynamics=dyn)
+    half_steps = max(0, steps_done - cfg.steps // 2)
+    Wh = acc["W_half"]
+    res = ExperimentResult(
+        cfg, [[mats(acc["raw"][l], "raw", r) for l in range(L)] for r in range(R)],
+        [[mats(acc["nrm"][l], "normalized", r) for l in range(L)] for r in range(R)],
+        [[avg(acc["S"][l][r]) for l in range(L)] for r in range(R)],
+        [[avg(acc["W"][l][r]) for l in range(L)] for r in range(R)],
+        [[Ws[l][r].copy() for l in range(L)] for r in range(R)],
+        [None] * R if n_rec == 0 else (acc["loss"] / n_rec).tolist(), diverged, time.perf_counter() - t0,
+        steps_done=steps_done, budget_reached=steps_done < cfg.steps, n_recorded=n_rec, time_budget_s=budget,
+        dynamics=dyn,
+        first_moment=[[avg(acc["SW"][l][r]) for l in range(L)] for r in range(R)],
+        step_outer=[[acc["DD"][l][r] / half_steps if half_steps else None for l in range(L)] for r in range(R)],
+        W_half=None if Wh is None else [[Wh[l][r].copy() for l in range(L)] for r in range(R)],
+        W_init=W_init, half_steps=half_steps)
+    return res
 
 
 # --------------------------------------------------------------------------------------------
-# Budgets: estimate the work of an instance before doing it
+# Budgets: the work of an instance, counted before doing it
 # --------------------------------------------------------------------------------------------
 
-#: Every instance must end within about two minutes on two cores and under 2.5 GB (docs/crh.md,
-#: "Budgets"): instances whose estimate exceeds these are refused before any allocation, and the
-#: SGD loop stops at TIME_BUDGET_S of wall-clock time (INCONCLUSIVE, "time budget reached").
-TIME_BUDGET_S = 120.0
+#: Work budget (docs/crh.md, "Budgets"): an instance whose estimated work exceeds WORK_BUDGET
+#: flop-equivalents is refused before any allocation; the verdict never depends on the machine's load.
+#: REFERENCE_RATE is the calibrated rate of the 2-core development machine (benchmarks/crh_budget.py):
+#: the budget is about WORK_BUDGET / REFERENCE_RATE = 120 s there. SAFETY_WALL_S, the wall-clock safety
+#: net of the SGD loop and of L-BFGS, is 15 times that: an instance within the work budget reaches it only
+#: when the machine is more than 15 times slower than at calibration, and then the result says so.
+REFERENCE_RATE = 2e9
+WORK_BUDGET = 120.0 * REFERENCE_RATE
+TIME_BUDGET_S = WORK_BUDGET / REFERENCE_RATE  # the work budget in seconds at the reference rate
+SAFETY_WALL_S = 15 * TIME_BUDGET_S
 MEMORY_BUDGET_BYTES = 2.5e9
 
-#: Cost model (measured on the 2-core development machine with benchmarks/crh_budget.py; docs/crh.md
-#: "Budgets"): Python overhead per layer and step (about 15 us per layer for R <= 2 runs), the SGD
-#: products at an effective 2 GFLOP/s (single-threaded BLAS), the full-data statistics of a
-#: checkpoint at 4 GFLOP/s (measured ~5 on the Gram products) plus 0.2 ms per layer and run, Haar
-#: null draws at 2 GFLOP/s. Measured estimate/CPU-time ratios: 1.0 - 4.5 (the wide 64-256-256-4
-#: net is the tightest); the wall-clock budget catches what a loaded machine adds.
-_STEP_OVERHEAD_S = 15e-6
-_STEP_FLOPS = 2e9
-_STAT_FLOPS = 4e9
-_STAT_OVERHEAD_S = 2e-4
-_NULL_FLOPS = 2e9
+#: Cost model in flop-equivalents (calibrated on the 2-core development machine with
+#: benchmarks/crh_budget.py; docs/crh.md "Budgets"): Python overhead per layer and step (about 15 us,
+#: i.e. 3e4 flop-equivalents at the reference rate), the SGD products at the reference rate
+#: (single-threaded BLAS), the full-data statistics of a checkpoint at twice that plus 0.2 ms per layer
+#: and run, Haar null draws at the reference rate. Measured estimate/CPU-time ratios: 1.0 - 4.5.
+_STEP_OVERHEAD = 15e-6 * REFERENCE_RATE
+_STAT_SPEEDUP = 2.0
+_STAT_OVERHEAD = 2e-4 * REFERENCE_RATE
 
 
 def experiment_budget(cfg: CRHExperiment, *, null_draws: int = 0, check: bool = False) -> dict:
-    """Estimated seconds and peak bytes of :func:`run_experiment` (and, with ``null_draws``, of the
-    alignment reports with Haar nulls for every run and layer), from the sizes alone.
+    """Estimated work (flop-equivalents; ``seconds`` = work / REFERENCE_RATE) and peak bytes of
+    :func:`run_experiment` (and, with ``null_draws``, of the alignment reports with Haar nulls for every
+    run and layer), from the sizes alone: the same instance gets the same estimate on any machine.
 
-    With ``check=True`` raises InputError naming the estimate and the limit when it exceeds
-    TIME_BUDGET_S or MEMORY_BUDGET_BYTES."""
+    With ``check=True`` raises InputError naming the estimate and the limit when it exceeds WORK_BUDGET
+    or MEMORY_BUDGET_BYTES."""
     null_draws = as_int("null_draws", null_draws, minimum=0, maximum=10 ** 9)
-    R, L, N, B = len(cfg.weight_decays), cfg.n_layers, cfg.n_samples, cfg.batch_size
+    R, L, N, B = len(cfg.runs), cfg.n_layers, cfg.n_samples, cfg.batch_size
     w = cfg.widths
     P = sum(a * b for a, b in zip(w[:-1], w[1:]))
     sq = sum(a * a + b * b for a, b in zip(w[:-1], w[1:]))
-    step = L * _STEP_OVERHEAD_S * max(1.0, R / 2) + 6.0 * R * B * P / _STEP_FLOPS + 4.0 * R * P / _STEP_FLOPS
-    record = R * L * _STAT_OVERHEAD_S + R * N * (4.0 * P + 16.0 * sq) / _STAT_FLOPS
-    null = R * L * 12 * null_draws * 6.0 * max(w) ** 3 / _NULL_FLOPS
-    # dynamics curves: a forward pass per loss point, an alignment point costs at most a checkpoint
-    n_loss, n_align = curve_point_counts(cfg)
-    curves = n_loss * (2.0 * R * N * P / _STAT_FLOPS + _STAT_OVERHEAD_S) + n_align * record
-    seconds = cfg.steps * step + cfg.n_records * record + null + curves
+    outer = sum(b * b * a for a, b in zip(w[:-1], w[1:]))  # D D^T of the second half
+    step = L * _STEP_OVERHEAD * max(1.0, R / 2) + 6.0 * R * B * P + 4.0 * R * P + R * outer
+    record = R * L * _STAT_OVERHEAD + R * N * (4.0 * P + 16.0 * sq) / _STAT_SPEEDUP
+    null = R * L * 12 * null_draws * 6.0 * max(w) ** 3
+    n_loss, n_align = curve_point_counts(cfg) if len(cfg.run_seeds) == 1 else (0, 0)
+    curves = n_loss * (2.0 * R * N * P / _STAT_SPEEDUP + _STAT_OVERHEAD) + n_align * record
+    work = cfg.steps * step + cfg.n_records * record + null + curves
     dmax = max(w)
-    peak = 8.0 * (N * (w[0] + w[-1]) * 2 + 8 * R * N * sum(w) + 4 * R * P + 12 * 2 * R * L * dmax * dmax
-                  + 6 * null_draws * dmax * dmax)
-    out = {"seconds": float(seconds), "bytes": float(peak), "time_limit_s": TIME_BUDGET_S,
-           "memory_limit_bytes": MEMORY_BUDGET_BYTES}
+    peak = 8.0 * (N * (w[0] + w[-1]) * 2 * len(cfg.run_seeds) + 8 * R * N * sum(w) + 6 * R * P
+                  + 14 * 2 * R * L * dmax * dmax + 6 * null_draws * dmax * dmax)
+    out = {"work": float(work), "work_budget": WORK_BUDGET, "reference_rate": REFERENCE_RATE,
+           "seconds": float(work / REFERENCE_RATE), "bytes": float(peak), "time_limit_s": TIME_BUDGET_S,
+           "safety_wall_s": SAFETY_WALL_S, "memory_limit_bytes": MEMORY_BUDGET_BYTES}
     if check:
         if not peak <= MEMORY_BUDGET_BYTES:
             raise InstanceError(f"instance too large: estimated memory {peak / 1e9:.3g} GB > limit "
                                 f"{MEMORY_BUDGET_BYTES / 1e9:g} GB (n_samples={N}, widths={list(w)}, runs={R}"
                                 + (f", null_draws={null_draws}" if null_draws else "") + ")")
-        if not seconds <= TIME_BUDGET_S:
+        if not work <= WORK_BUDGET:
             raise InstanceError(
-                f"instance too large: estimated {seconds:.3g} s > limit {TIME_BUDGET_S:g} s on 2 cores "
-                f"(steps={cfg.steps}, runs={R}, widths={list(w)}, n_samples={N}, records={cfg.n_records}"
-                + (f", null_draws={null_draws}" if null_draws else "") + "); reduce steps or sizes")
+                f"instance too large: estimated work {work:.3g} flop-equivalents > budget {WORK_BUDGET:.3g} "
+                f"(about {work / REFERENCE_RATE:.3g} s > limit {TIME_BUDGET_S:g} s at the calibrated rate "
+                f"{REFERENCE_RATE:.2g}/s of a 2-core machine; steps={cfg.steps}, runs={R}, widths={list(w)}, "
+                f"n_samples={N}, records={cfg.n_records}" + (f", null_draws={null_draws}" if null_draws else "")
+                + "); reduce steps or sizes")
     return out
 
 
@@ -1029,14 +1114,15 @@ def critical_point(cfg: CRHExperiment, gamma: float, *, max_iter: int = 20_000,
     """A critical point of E[l] + (gamma/2)||theta||^2 for the experiment's network and data,
     found by L-BFGS from the experiment's initialisation. Returns a Solution with variables
     {"W0", "W1", ...}, diagnostics {"grad_norm", "grad_max", "iterations", "budget_reached"} (the
-    gradient at the returned point, recomputed). L-BFGS stops after ``time_budget_s`` (default
-    TIME_BUDGET_S) of wall-clock time; ``budget_reached`` then says so."""
+    gradient at the returned point, recomputed). The work budget is ``max_iter`` iterations (2 max_iter
+    evaluations); ``time_budget_s`` (default SAFETY_WALL_S) is only a wall-clock safety net:
+    ``budget_reached`` then says "stopped by the wall-clock safety limit" (``message``)."""
     from scipy.optimize import minimize
 
     gamma = as_float("gamma (weight decay)", gamma, nonnegative=True)
     max_iter = as_int("max_iter", max_iter, minimum=1, maximum=10 ** 6)
     gtol = as_float("gtol", gtol, positive=True)
-    budget = TIME_BUDGET_S if time_budget_s is None else as_float("time_budget_s", time_budget_s, positive=True)
+    budget = SAFETY_WALL_S if time_budget_s is None else as_float("time_budget_s", time_budget_s, positive=True)
     t0 = time.perf_counter()
     X, Y, W0, _ = make_task(cfg)
     theta0 = pack(W0)
@@ -1059,7 +1145,10 @@ def critical_point(cfg: CRHExperiment, gamma: float, *, max_iter: int = 20_000,
                     time.perf_counter() - t0,
                     variables={f"W{l}": W.copy() for l, W in enumerate(Ws)},
                     diagnostics={"grad_norm": float(np.linalg.norm(grad)), "grad_max": gmax,
-                                 "iterations": int(res.nit), "message": str(res.message), "gamma": gamma,
+                                 "iterations": int(res.nit), "gamma": gamma,
+                                 "message": ("stopped by the wall-clock safety limit; the work budget "
+                                             f"({max_iter} iterations) was not reached") if stopped["flag"]
+                                 else str(res.message),
                                  "budget_reached": stopped["flag"], "time_budget_s": budget})
 
 

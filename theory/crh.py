@@ -59,6 +59,9 @@ MAX_SAMPLES = 10 ** 7
 MAX_WIDTH = 4096
 MAX_LAYERS = 16
 MAX_NOISE = 1e6
+#: At most this many repetitions (seeds) in one experiment; the lazy scale S within this range.
+MAX_SEEDS = 64
+MIN_INIT_SCALE, MAX_INIT_SCALE = 1e-3, 1e6
 #: Exact (sympy) computations: the symbolic identities use explicit matrices of at most this size and
 #: this many samples, the NC closed form at most this many classes (they take seconds beyond).
 MAX_SYMBOLIC_DIM = 4
@@ -98,6 +101,18 @@ class CRHExperiment:
     seed: int = 0
     n_records: int = 200
     activation: str = "tanh"
+    #: Independent repetitions: every seed draws its own data, teacher, initialisation and minibatch
+    #: order; the runs are all (seed, weight decay) pairs, seed-major. Empty: the single ``seed``.
+    seeds: tuple[int, ...] = ()
+    #: Lazy-training scale S (Chizat, Oyallon, Bach 2019): the model is S (f(x; W) - f(x; W_0)) with the
+    #: loss ||S (f - f_0) - y||^2 / (2 S^2), i.e. f is trained on the targets f_0 + y / S (the weights move
+    #: O(1/S): lazy at large S, feature learning at small S). None: the plain model f.
+    init_scale: float | None = None
+    #: Gaussian noise N(0, neuron_noise^2 I) added to the neurons h = s(z) output by layer ``noise_layer``
+    #: (1-based, a hidden layer: 1 <= L <= n_layers - 1) in every SGD step (training only; fresh per sample
+    #: and step; the checkpoint statistics use the clean network). 0: no noise.
+    neuron_noise: float = 0.0
+    noise_layer: int | None = None
 
     def __post_init__(self):
         wd = as_float_tuple("weight_decays", self.weight_decays, min_len=1)
@@ -131,16 +146,60 @@ class CRHExperiment:
                                                      maximum=max(1, self.steps - self.steps // 2)))
         if self.activation not in ("tanh", "relu"):
             raise InstanceError(f"activation must be 'tanh' or 'relu', got {self.activation!r}")
+        seeds = as_int_tuple("seeds", self.seeds, minimum=0, min_len=0)
+        if len(seeds) > MAX_SEEDS:
+            raise InstanceError(f"seeds must have at most {MAX_SEEDS} entries, got {len(seeds)}")
+        if len(set(seeds)) != len(seeds):
+            raise InstanceError(f"seeds must be distinct, got {list(seeds)}")
+        for i, sd in enumerate(seeds):
+            if sd > 2 ** 63 - 1:
+                raise InstanceError(f"seeds[{i}] must be in [0, 2^63 - 1], got {sd}")
+        object.__setattr__(self, "seeds", seeds)
+        if self.init_scale is not None:
+            sc = as_float("init_scale", self.init_scale, positive=True)
+            if not MIN_INIT_SCALE <= sc <= MAX_INIT_SCALE:
+                raise InstanceError(f"init_scale (lazy-training scale S) must be in [{MIN_INIT_SCALE:g}, "
+                                    f"{MAX_INIT_SCALE:g}], got {sc:g}")
+            object.__setattr__(self, "init_scale", sc)
+        nn = as_float("neuron_noise", self.neuron_noise, nonnegative=True)
+        if nn > MAX_NOISE:
+            raise InstanceError(f"neuron_noise must be in [0, {MAX_NOISE:g}], got {nn:g}")
+        object.__setattr__(self, "neuron_noise", nn)
+        if self.noise_layer is not None:
+            object.__setattr__(self, "noise_layer", as_int("noise_layer", self.noise_layer, minimum=1,
+                                                           maximum=max(1, len(widths) - 2)))
+            if len(widths) < 3:
+                raise InstanceError("noise_layer needs a hidden layer (at least two layers)")
+        if nn > 0 and self.noise_layer is None:
+            raise InstanceError("neuron_noise > 0 needs noise_layer (the hidden layer whose neurons get the noise)")
+
+    @property
+    def run_seeds(self) -> tuple[int, ...]:
+        """The seeds of the repetitions (``seeds`` or the single ``seed``)."""
+        return self.seeds or (self.seed,)
+
+    @property
+    def runs(self) -> list[tuple[int, float]]:
+        """(seed, weight decay) of every run, seed-major (run index = seed index * len(weight_decays) + j)."""
+        return [(s, g) for s in self.run_seeds for g in self.weight_decays]
 
     @property
     def n_layers(self) -> int:
         return len(self.widths) - 1
 
     def to_dict(self) -> dict:
-        return {"weight_decays": list(self.weight_decays), "steps": self.steps, "lr": self.lr,
-                "batch_size": self.batch_size, "n_samples": self.n_samples, "widths": list(self.widths),
-                "task_rank": self.task_rank, "noise": self.noise, "seed": self.seed,
-                "n_records": self.n_records, "activation": self.activation}
+        out = {"weight_decays": list(self.weight_decays), "steps": self.steps, "lr": self.lr,
+               "batch_size": self.batch_size, "n_samples": self.n_samples, "widths": list(self.widths),
+               "task_rank": self.task_rank, "noise": self.noise, "seed": self.seed,
+               "n_records": self.n_records, "activation": self.activation}
+        if self.seeds:
+            out["seeds"] = list(self.seeds)
+        if self.init_scale is not None:
+            out["init_scale"] = self.init_scale
+        if self.noise_layer is not None:
+            out["neuron_noise"] = self.neuron_noise
+            out["noise_layer"] = self.noise_layer
+        return out
 
 
 # --------------------------------------------------------------------------------------------
@@ -488,3 +547,69 @@ NC_BREAK_UNAFFECTED: dict[str, frozenset[str]] = {
     "NC2": frozenset({"a-RGA", "a-RWA", "a-GWA"}),
     "NC3": frozenset({"a-GWA"}),
 }
+
+
+# --------------------------------------------------------------------------------------------
+# Inverse powers and linear regression (derived; docs/crh.md, "Normalisation")
+# --------------------------------------------------------------------------------------------
+
+def sym_transfer_inverse() -> dict:
+    """For W of full column rank: P = W (W^T W)^{-1} W^T satisfies P^2 = P, P^T = P and tr P = d_a (the
+    orthogonal projector onto col(W)); so H_a = c Z_a^{-1} gives H_b = W H_a W^T = c P (H_b normalised:
+    every nonzero eigenvalue equals c). P depends on col(W) only (W G has the same P for invertible G), and
+    a generic 3 x 2 W has col(W) = col([I; b^T]) (G = W_top^{-1}), so the symbolic check uses W = [I; b^T]
+    with free b (3 x 2) and, dually, W = [I, b] (2 x 3, full row rank): G_b = c Z_b^{-1} gives
+    G_a = W^T G_b W = c W^T (W W^T)^{-1} W, the projector onto row(W). Returns {name: ("zero", expr)}."""
+    b1, b2 = sp.symbols("b1 b2", real=True)
+    W = sp.Matrix([[1, 0], [0, 1], [b1, b2]])
+    P = (W * (W.T * W).inv() * W.T).applyfunc(sp.cancel)
+    V = W.T
+    Q = (V.T * (V * V.T).inv() * V).applyfunc(sp.cancel)
+    return {"P^2 = P (W 3x2 full column rank)": ("zero", (P * P - P).applyfunc(sp.cancel)),
+            "P^T = P": ("zero", (P.T - P).applyfunc(sp.cancel)),
+            "tr P = d_a = 2": ("zero", sp.cancel(P.trace() - 2)),
+            "G_a / c = W^T (W W^T)^{-1} W is a projector (W 2x3 full row rank)": ("zero", (Q * Q - Q).applyfunc(sp.cancel)),
+            "tr G_a / c = d_b = 2": ("zero", sp.cancel(Q.trace() - 2))}
+
+
+def ridge_weights(H: np.ndarray, C_yx: np.ndarray, gamma: float) -> np.ndarray:
+    """Stationary weights of ridge regression min E||y - W x||^2 / 2 + (gamma/2) ||W||^2:
+    E[(y - W x) x^T] = gamma W, i.e. W = C_yx (H + gamma I)^{-1} (H = E[x x^T], C_yx = E[y x^T])."""
+    H = np.asarray(H, dtype=np.float64)
+    return np.linalg.solve((H + gamma * np.eye(H.shape[0])).T, np.asarray(C_yx, dtype=np.float64).T).T
+
+
+def normalisation_condition(H: np.ndarray, gamma: float) -> np.ndarray:
+    """The teacher Gram matrix M = A^T A for which ridge regression of y = A x gives Z_a ~ H_a^{-1}:
+    M ~ (H + gamma I)^2 H^{-3} (at gamma = 0: M ~ H^{-1}, the whitening teacher A = Q H^{-1/2})."""
+    lam, V = np.linalg.eigh((H + H.T) / 2)
+    return (V * ((lam + gamma) ** 2 / lam ** 3)) @ V.T
+
+
+def sym_linear_regression(*, condition: str = "corrected") -> dict:
+    """Ridge regression y = A x (noise independent of x), H = E[x x^T] (2 x 2, generic positive definite in
+    its eigenbasis H = R diag(l1, l2) R^T), weight decay gamma. Stationarity E[(y - W x) x^T] = gamma W
+    gives W = A H (H + gamma I)^{-1} and Z_a = W^T W = (H + gamma)^{-1} H M H (H + gamma)^{-1}, M = A^T A.
+
+    ``condition`` picks M: "corrected" M = k (H + gamma)^2 H^{-3} (then Z_a H = k I exactly: the derived
+    condition), "whitening" M = k H^{-1} (the gamma = 0 condition used at gamma > 0), "any" M generic
+    symmetric (the thread's unconditional statement). Returns {"Z_a H - k I": ("zero", Matrix)} where k is
+    taken as tr(Z_a H)/2 for "any"."""
+    l1, l2, gam, k = sp.symbols("l1 l2 gamma k", positive=True)
+    # Conjugation by the orthogonal eigenbasis R of H leaves "Z_a H = k I" invariant (R^T (Z_a H) R), so
+    # H = diag(l1, l2) and a generic symmetric M in that basis cover every case exactly.
+    H = sp.diag(l1, l2)
+    Hg_inv = sp.diag(1 / (l1 + gam), 1 / (l2 + gam))
+    if condition == "corrected":
+        M = k * sp.diag((l1 + gam) ** 2 / l1 ** 3, (l2 + gam) ** 2 / l2 ** 3)
+    elif condition == "whitening":
+        M = k * sp.diag(1 / l1, 1 / l2)
+    elif condition == "any":
+        m1, m2, m3 = sp.symbols("m1 m2 m3", real=True)
+        M = sp.Matrix([[m1, m2], [m2, m3]])
+    else:
+        raise InstanceError(f"condition must be 'corrected', 'whitening' or 'any', got {condition!r}")
+    Za = Hg_inv * H * M * H * Hg_inv
+    ZH = (Za * H).applyfunc(sp.cancel)
+    kk = k if condition != "any" else sp.cancel(ZH.trace() / 2)
+    return {f"Z_a H_a - k I ({condition})": ("zero", (ZH - kk * sp.eye(2)).applyfunc(sp.cancel))}
