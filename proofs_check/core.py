@@ -369,6 +369,19 @@ def exceeds(err, tol) -> bool:
     return is_finite(err, tol) and float(err) > float(tol)
 
 
+def _not_numeric(x) -> bool:
+    """A string, bytes, boolean, or an array of them / of objects: not a number for a comparison."""
+    if isinstance(x, (str, bytes, bool, np.bool_)):
+        return True
+    try:
+        arr = np.asarray(x)
+    except Exception:  # noqa: BLE001 - anything numpy cannot even hold is not a number
+        return True
+    if arr.dtype.kind == "O":  # sympy / mpmath / Fraction numbers are numbers; strings and booleans are not
+        return any(isinstance(e, (str, bytes, bool, np.bool_)) for e in arr.ravel().tolist())
+    return arr.dtype.kind in "bUSV"
+
+
 def close(name: str, predicted, measured, *, rtol: float, atol: float = 0.0, what: str = "value",
           evidence: dict | None = None, independent: bool = True) -> Check:
     """An identity or predicted number: VERIFIED when |measured - predicted| <= atol + rtol |predicted|,
@@ -378,11 +391,18 @@ def close(name: str, predicted, measured, *, rtol: float, atol: float = 0.0, wha
     if predicted is None or measured is None:
         ev.update(predicted=predicted, measured=measured)
         return Check(name, Verdict.INCONCLUSIVE, f"{what} is undefined (null)", ev, independent)
+    if _not_numeric(predicted) or _not_numeric(measured):  # "1.0" or True is not a number (never coerced)
+        ev.update(predicted=repr(predicted)[:80], measured=repr(measured)[:80])
+        return Check(name, Verdict.INCONCLUSIVE, f"{what} is not a number (a string, boolean or object)", ev,
+                     independent)
     try:
         p = np.asarray(predicted, dtype=float)
         m = np.asarray(measured, dtype=float)
     except (TypeError, ValueError):
         return Check(name, Verdict.INCONCLUSIVE, f"{what} is not a number", ev, independent)
+    if p.size == 0 or m.size == 0:  # nothing to compare is never a pass
+        ev.update(predicted_size=int(p.size), measured_size=int(m.size))
+        return Check(name, Verdict.INCONCLUSIVE, f"{what}: nothing to compare (an empty array)", ev, independent)
     if p.shape != m.shape:
         return Check(name, Verdict.REFUTED, f"{what}: shapes differ {p.shape} vs {m.shape}", ev, independent)
     if not (np.all(np.isfinite(p)) and np.all(np.isfinite(m))) or not is_finite(rtol, atol):

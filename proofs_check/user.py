@@ -120,7 +120,15 @@ def _want_tol(name: str, v, owner: str = "") -> float | None:
         raise TypeError(f"{pre}{name} must be a finite number >= 0, got {type(v).__name__} {v!r}")
     if not (math.isfinite(float(v)) and float(v) >= 0):
         raise InputError(f"{pre}{name} must be a finite number >= 0, got {v!r}")
+    if name.endswith("rtol") and float(v) >= MAX_RTOL:
+        raise InputError(f"{pre}{name} must be < {MAX_RTOL:g} (a relative tolerance of 1 or more accepts 0 for any "
+                         f"prediction: the statement would be vacuous), got {v!r}")
     return float(v)
+
+
+#: Largest relative tolerance a user claim may state (exclusive): with rtol >= 1 the measured value 0
+#: matches every prediction, so the statement could not fail.
+MAX_RTOL = 1.0
 
 
 def _want_callable(name: str, v, optional: bool = False):
