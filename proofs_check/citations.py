@@ -30,7 +30,7 @@ class Reference:
     """One bibliography entry."""
 
     key: str
-    entry_type: str  # "inproceedings", "misc"
+    entry_type: str  # "inproceedings", "article", "misc"
     title: str
     authors: tuple[str, ...] = ()  # "Last, First" each
     year: int | None = None
@@ -42,6 +42,10 @@ class Reference:
     series: str | None = None
     howpublished: str | None = None
     note: str | None = None
+    journal: str | None = None  # of an article
+    number: str | None = None
+    version: str | None = None  # of software (the ncproofs entry)
+    url: str | None = None
 
     def fields(self) -> list[tuple[str, str]]:
         out = []
@@ -50,10 +54,16 @@ class Reference:
         out.append(("title", self.title))
         if self.venue:
             out.append(("booktitle", self.venue))
+        if self.journal:
+            out.append(("journal", self.journal))
         if self.series:
             out.append(("series", self.series))
         if self.volume:
             out.append(("volume", self.volume))
+        if self.number:
+            out.append(("number", self.number))
+        if self.version:
+            out.append(("version", self.version))
         if self.year is not None:
             out.append(("year", str(self.year)))
         if self.arxiv:
@@ -62,6 +72,8 @@ class Reference:
             out.append(("doi", self.doi))
         if self.howpublished:
             out.append(("howpublished", self.howpublished))
+        if self.url:
+            out.append(("url", self.url))
         if self.note:
             out.append(("note", self.note))
         return out
@@ -137,7 +149,41 @@ REFERENCES: dict[str, Reference] = {r.key: r for r in [
     Reference("ziyin2025formation", "inproceedings", "Formation of Representations in Neural Networks",
               ("Ziyin, Liu", "Chuang, Isaac", "Galanti, Tomer", "Poggio, Tomaso"), 2025, _ICLR, "ICLR 2025",
               arxiv="2410.03006"),
+    # the sources of the collapse metrics (docs/metrics.md) and of regression collapse (docs/ufm_general.md)
+    Reference("papyan2020prevalence", "article",
+              "Prevalence of Neural Collapse during the Terminal Phase of Deep Learning Training",
+              ("Papyan, Vardan", "Han, X. Y.", "Donoho, David L."), 2020, venue_short="PNAS 2020",
+              journal="Proceedings of the National Academy of Sciences", volume="117", number="40"),
+    Reference("galanti2022role", "inproceedings", "On the Role of Neural Collapse in Transfer Learning",
+              ("Galanti, Tomer", "Gyorgy, Andras", "Hutter, Marcus"), 2022, _ICLR, "ICLR 2022"),
+    Reference("wu2024linguistic", "inproceedings", "Linguistic Collapse: Neural Collapse in (Large) Language Models",
+              ("Wu, Robert", "Papyan, Vardan"), 2024, _NEURIPS, "NeurIPS 2024"),
+    Reference("andriopoulos2024prevalence", "inproceedings",
+              "The Prevalence of Neural Collapse in Neural Multivariate Regression",
+              ("Andriopoulos, George", "Dong, Zixuan", "Guo, Li", "Zhao, Zifan", "Ross, Keith"), 2024, _NEURIPS,
+              "NeurIPS 2024"),
 ]}
+
+#: the papers that define the metrics of ``ncproofs measure`` (``ncproofs cite --only measure``)
+METRIC_KEYS = ["papyan2020prevalence", "han2022neural", "galanti2022role", "wu2024linguistic",
+               "andriopoulos2024prevalence"]
+#: names ``ncproofs cite --only`` accepts for the metric papers (not claim families)
+METRIC_NAMES = ("measure", "metrics")
+
+
+def ncproofs_reference() -> Reference:
+    """The entry for ncproofs itself (cite the version you used; CITATION.cff has the same data)."""
+    from proofs_check.envelope import ncproofs_version
+
+    v = ncproofs_version()
+    return Reference("ncproofs", "misc",
+                     "ncproofs: symbolic and certified numerical checks of theorems about neural collapse",
+                     ("{ncproofs contributors}",), NCPROOFS_YEAR, version=v,
+                     howpublished=f"Python package, version {v}", note="MIT License")
+
+
+#: year of the ncproofs release the entry describes (CITATION.cff: date-released)
+NCPROOFS_YEAR = 2026
 
 #: (regular expression searched in a source string, reference key). A source may match several.
 SOURCE_PATTERNS: list[tuple[str, str]] = [
@@ -145,7 +191,11 @@ SOURCE_PATTERNS: list[tuple[str, str]] = [
     (r"\bGraf\b", "graf2021dissecting"),
     (r"\bZhu\b|2105\.02375", "zhu2021geometric"),
     (r"\bZhou\b", "zhou2022optimization"),
-    (r"\bPapyan\b|2106\.02073", "han2022neural"),
+    (r"Han, Papyan|\bHan et al\.|2106\.02073", "han2022neural"),
+    (r"Papyan et al\.,? (PNAS )?2020|Papyan, Han", "papyan2020prevalence"),
+    (r"Galanti, Gy[oö]rgy|Galanti et al\.,? (ICLR )?2022", "galanti2022role"),
+    (r"Wu (&|and) Papyan", "wu2024linguistic"),
+    (r"\bAndriopoulos\b", "andriopoulos2024prevalence"),
     (r"\bLaurent\b|2305\.16162", "laurent2024feature"),
     (r"\bSeleznova\b|2305\.16427", "seleznova2023neural"),
     (r"\bZiyin\b|2410\.03006", "ziyin2025formation"),
@@ -170,7 +220,7 @@ _LOCATOR_RE = re.compile(r"\b(Theorems?|Thm\.?|Corollary|Lemma|Proposition|Secti
 def docs_reference(name: str) -> Reference:
     """The ``@misc`` entry of a document shipped with ncproofs (``docs/<name>.md``)."""
     return Reference(f"ncproofs-docs-{name}".replace("_", "-"), "misc",
-                     f"ncproofs documentation: docs/{name}.md",
+                     f"ncproofs documentation: docs/{name}.md", ("{ncproofs contributors}",), NCPROOFS_YEAR,
                      howpublished=f"docs/{name}.md in the ncproofs distribution",
                      note="conventions, formulas and derivations the checks rely on")
 
@@ -244,11 +294,15 @@ def references_for(claims: Iterable) -> list[Reference]:
                   (1, r.key) if r.key.startswith("ncproofs-docs-") else (2, r.key))
 
 
-def bibtex(claims: Sequence, *, header: bool = True) -> str:
-    """BibTeX of the sources of ``claims``; with ``header``, a comment block that says which
-    claim cites which keys and locator (BibTeX ignores text outside entries)."""
+def bibtex(claims: Sequence, *, header: bool = True, extra: Sequence[str] = (), tool: bool = True) -> str:
+    """BibTeX of the sources of ``claims`` (plus the :data:`REFERENCES` keys in ``extra`` and, with
+    ``tool``, the entry for ncproofs itself); with ``header``, a comment block that says which claim
+    cites which keys and locator (BibTeX ignores text outside entries)."""
     claims = list(claims)
-    refs = references_for(claims)
+    refs = [REFERENCES[k] for k in extra]
+    refs += [r for r in references_for(claims) if r not in refs]
+    if tool:
+        refs.append(ncproofs_reference())
     out = []
     if header:
         out.append(f"% BibTeX for the sources of {len(claims)} claim(s), generated by `ncproofs cite`.")
@@ -256,16 +310,31 @@ def bibtex(claims: Sequence, *, header: bool = True) -> str:
         for c in claims:
             ci = cite_claim(c)
             out.append(f"%   {c.id}: {', '.join(ci.keys)}" + (f" [{ci.locator}]" if ci.locator else ""))
+        if extra:
+            out.append(f"% metrics of `ncproofs measure` (docs/metrics.md): {', '.join(extra)}")
+        if tool:
+            out.append("% the tool itself: ncproofs (CITATION.cff)")
         out.append("")
     out += [r.bibtex() for r in refs]
     return "\n".join(out)
 
 
 def select_claims(only: Sequence[str] | None):
-    """Built-in claims selected like ``ncproofs run --only`` (all without patterns)."""
+    """Built-in claims selected like ``ncproofs run --only`` (all without patterns; an unmatched
+    pattern is bad input with "did you mean"). ``measure``/``metrics`` select no claim (the metric
+    papers: :func:`metric_keys`)."""
     from proofs_check import registry
 
-    claims = registry.select(registry.all_claims(), only)
+    rest = [p for p in (only or []) if p not in METRIC_NAMES]
+    if only and not rest:
+        return []
+    claims = registry.select(registry.all_claims(), rest or None, strict=True)
     if not claims:
         raise InputError(f"--only {list(only or [])}: no claim matches (see `ncproofs list`)")
     return claims
+
+
+def metric_keys(only: Sequence[str] | None) -> list[str]:
+    """The metric papers when ``--only`` names ``measure`` (or ``metrics``), or when nothing is selected
+    (every built-in source plus the metric papers)."""
+    return list(METRIC_KEYS) if not only or any(p in METRIC_NAMES for p in only) else []

@@ -53,12 +53,59 @@ def test_cite_all_parses_and_every_builtin_claim_maps_to_an_entry(capsys):
 def test_paper_entries_have_required_fields():
     text = citations.bibtex(registry.all_claims(), header=False)
     entries = _parse(text)
+    entries.update(_parse(citations.bibtex([], header=False, extra=citations.METRIC_KEYS)))
     for key, ref in citations.REFERENCES.items():
         e = entries[key]
-        assert e.entry_type.lower() == "inproceedings"
-        for f in ("author", "title", "booktitle", "year"):
+        assert e.entry_type.lower() in ("inproceedings", "article")
+        venue = "booktitle" if e.entry_type.lower() == "inproceedings" else "journal"
+        for f in ("author", "title", venue, "year"):
             assert _field(e, f), f"{key}: no {f}"
         assert re.fullmatch(r"(19|20)\d\d", _field(e, "year"))
+
+
+def test_every_entry_of_cite_has_author_and_year(capsys):
+    """BibTeX styles warn on entries without author or year: every entry `ncproofs cite` prints has both,
+    the documents and the entry for ncproofs itself included."""
+    assert main(["cite"]) == 0
+    entries = _parse(capsys.readouterr().out)
+    assert "ncproofs" in entries and any(k.startswith("ncproofs-docs-") for k in entries)
+    assert set(citations.METRIC_KEYS) <= set(entries)  # a plain `cite` includes the metric papers
+    for key, e in entries.items():
+        assert _field(e, "author"), f"{key}: no author"
+        assert re.fullmatch(r"(19|20)\d\d", _field(e, "year") or ""), f"{key}: no year"
+    tool = entries["ncproofs"]
+    from proofs_check.envelope import ncproofs_version
+
+    assert _field(tool, "version") == ncproofs_version()
+
+
+def test_cite_only_measure_gives_the_metric_papers(capsys):
+    assert main(["cite", "--only", "measure"]) == 0
+    entries = _parse(capsys.readouterr().out)
+    assert set(entries) == {*citations.METRIC_KEYS, "ncproofs"}
+    papyan = entries["papyan2020prevalence"]
+    assert _field(papyan, "year") == "2020" and "Papyan" in _field(papyan, "author")
+    assert "Galanti" in _field(entries["galanti2022role"], "author")
+    # the metric sources named in docs/metrics.md map to these keys
+    assert "papyan2020prevalence" in citations.cite_source("Papyan et al. 2020 (NC2, equinorm)").keys
+    assert "galanti2022role" in citations.cite_source("Galanti, Gyorgy & Hutter, ICLR 2022").keys
+    assert "andriopoulos2024prevalence" in citations.cite_source("Andriopoulos et al. 2024").keys
+    # the CRH paper's co-author Galanti does not pull in the transfer-learning paper
+    assert "galanti2022role" not in citations.cite_source("Ziyin, Chuang, Galanti, Poggio, ICLR 2025").keys
+
+
+def test_license_and_citation_cff_agree_with_pyproject():
+    import tomllib
+
+    root = DOCS.parent
+    meta = tomllib.loads((root / "pyproject.toml").read_text())["project"]
+    assert meta["license"] == "MIT"
+    lic = (root / "LICENSE").read_text()
+    assert lic.startswith("MIT License") and "THE SOFTWARE IS PROVIDED \"AS IS\"" in lic
+    cff = (root / "CITATION.cff").read_text()
+    assert "cff-version: 1.2.0" in cff and "license: MIT" in cff
+    assert f'version: "{meta["version"]}"' in cff
+    assert re.search(r"^authors:\n  - name: ", cff, re.M) and re.search(r'^title: "ncproofs', cff, re.M)
 
 
 def test_arxiv_ids_agree_with_the_shipped_docs():
@@ -87,7 +134,7 @@ def test_cite_output_file(tmp_path, capsys):
     out = tmp_path / "refs.bib"
     assert main(["cite", "--only", "ntk", "--output", str(out)]) == 0
     entries = _parse(out.read_text())
-    assert set(entries) == {"seleznova2023neural", "ncproofs-docs-ntk"}
+    assert set(entries) == {"seleznova2023neural", "ncproofs-docs-ntk", "ncproofs"}
     assert main(["cite", "--output", str(tmp_path / "missing" / "x.bib")]) == 2
 
 
