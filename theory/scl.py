@@ -777,3 +777,127 @@ def check_budget(inst: "SCLInstance", *, starts: int = 1, hops: int = 0, factore
                             f"{est['seconds']:.3g} s vs {TIME_LIMIT_S:g} s at the {FLOPS_PER_S:.3g} flop/s measured on "
                             "the 2-core machine; reduce starts, dim or counts)")
     return est
+
+
+# --------------------------------------------------------------------------------------
+# Activations before the normalisation (docs/scl.md, "Other activations")
+# --------------------------------------------------------------------------------------
+
+def _gelu(v):
+    from scipy.special import erf
+
+    v = np.asarray(v, dtype=float)
+    return 0.5 * v * (1.0 + erf(v / math.sqrt(2.0)))
+
+
+#: LeakyReLU negative slope (PyTorch's default).
+LEAKY_SLOPE = 0.01
+
+#: name -> (function, category). Categories: "nonneg-closed": range [0, a) with 0 attained (features may have exact
+#: zeros: UFM+); "positive-open": range (0, a) (every feature strictly positive: the UFM+ bound is an infimum only);
+#: "signed": the range contains a neighbourhood of 0 (every unit direction is realised: the plain UFM).
+ACTIVATIONS = {
+    "relu": (lambda v: np.maximum(np.asarray(v, float), 0.0), "nonneg-closed"),
+    "relu6": (lambda v: np.clip(np.asarray(v, float), 0.0, 6.0), "nonneg-closed"),
+    "softplus": (lambda v: np.logaddexp(0.0, np.asarray(v, float)), "positive-open"),
+    "sigmoid": (lambda v: 0.5 * (1.0 + np.tanh(0.5 * np.asarray(v, float))), "positive-open"),
+    "gelu": (_gelu, "signed"),
+    "silu": (lambda v: np.asarray(v, float) * 0.5 * (1.0 + np.tanh(0.5 * np.asarray(v, float))), "signed"),
+    "leaky-relu": (lambda v: np.where(np.asarray(v, float) >= 0, np.asarray(v, float), LEAKY_SLOPE * np.asarray(v, float)),
+                   "signed"),
+}
+
+
+def activation_category(name: str) -> str:
+    if name not in ACTIVATIONS:
+        raise InstanceError(f"activation must be one of {', '.join(ACTIVATIONS)}, got {name!r}")
+    return ACTIVATIONS[name][1]
+
+
+def sym_activation(name: str):
+    """The activation as a sympy expression of a real v (for the positivity / sign facts)."""
+    import sympy as sp
+
+    v = sp.symbols("v", real=True)
+    if name == "softplus":
+        return v, sp.log(1 + sp.exp(v))
+    if name == "sigmoid":
+        return v, 1 / (1 + sp.exp(-v))
+    if name == "silu":
+        return v, v / (1 + sp.exp(-v))
+    if name == "gelu":
+        return v, v * (1 + sp.erf(v / sp.sqrt(2))) / 2
+    if name == "leaky-relu":
+        return v, sp.Piecewise((v, v >= 0), (sp.Rational(1, 100) * v, True))
+    if name == "relu":
+        return v, sp.Max(v, 0)
+    if name == "relu6":
+        return v, sp.Min(sp.Max(v, 0), 6)
+    raise InstanceError(f"unknown activation {name!r}")
+
+
+def realise_direction(name: str, u: np.ndarray, scale: float = 0.05) -> np.ndarray:
+    """Pre-activations v with f(v) = scale * u (u a unit vector) for a "signed" activation: f is increasing on an
+    interval around 0 containing [-scale, scale] in its image; bisection per entry to full precision."""
+    f, cat = ACTIVATIONS[name]
+    u = np.asarray(u, dtype=float)
+    target = scale * u
+    lo = np.full(u.shape, -0.7 if name != "leaky-relu" else -10.0)
+    hi = np.full(u.shape, 1.0)
+    for _ in range(200):
+        mid = 0.5 * (lo + hi)
+        below = f(mid) < target
+        lo = np.where(below, mid, lo)
+        hi = np.where(below, hi, mid)
+    return 0.5 * (lo + hi)
+
+
+# ---- thread statements (review thread of Kini et al.) -------------------------------------------------------
+
+def sym_thread_distances():
+    """Features of squared norm 1/tau: ||mu_c - mu_c'||^2 = (2/tau)(1 - cos). Returns (ETF distance -
+    2k/(tau(k-1)), OF distance - 2/tau, OF distance at tau(k-1)/k - ETF distance at tau): all must be 0."""
+    import sympy as sp
+
+    k, tau = sp.symbols("k tau", positive=True)
+    dist = lambda cos, t: (2 / t) * (1 - cos)
+    etf = dist(-1 / (k - 1), tau)
+    of = dist(0, tau)
+    return (sp.simplify(etf - 2 * k / (tau * (k - 1))), sp.simplify(of - 2 / tau),
+            sp.simplify(dist(0, tau * (k - 1) / k) - etf))
+
+
+def sym_eq1_eq2(m: int = 4):
+    """One anchor with m other samples, logits b_1..b_m (b_1 the positive's): Eq (1) -log(e^{b_1} / sum_l e^{b_l})
+    minus Eq (2) log(sum_l e^{b_l - b_1}) (its l = 1 term is e^0 = 1). Returns exp(Eq1) - exp(Eq2) (must be 0)."""
+    import sympy as sp
+
+    b = sp.symbols(f"b1:{m + 1}", real=True)
+    eq1 = -sp.log(sp.exp(b[0]) / sum(sp.exp(x) for x in b))
+    eq2 = sp.log(sum(sp.exp(x - b[0]) for x in b))
+    return sp.simplify(sp.expand(sp.exp(eq1) - sp.exp(eq2)))
+
+
+def sym_rank(k: int):
+    """Ranks of the collapsed class-mean Grams: OF I_k (rank k) and the simplex ETF I - 11^T/k (rank k - 1)."""
+    import sympy as sp
+
+    k = as_int("k", k, minimum=2)
+    return sp.eye(k).rank(), (sp.eye(k) - sp.ones(k, k) / k).rank()
+
+
+def binary_antipodal_value(counts: Sequence[int], tau: float) -> float:
+    """Binary UFM (no nonnegativity), full batch: sum over classes with n_c >= 2 of n_c log(n_c - 1 + (N - n_c)
+    e^{-2/tau}) (Jensen, negatives at cosine >= -1; equality iff collapsed antipodal class means)."""
+    counts = as_int_tuple("counts", counts, minimum=1, min_len=2)
+    tau = validate_tau(tau)
+    N = sum(counts)
+    return float(sum(n * math.log((n - 1) + (N - n) * math.exp(-2.0 / tau)) for n in counts if n >= 2))
+
+
+def all_combinations_batching(counts: Sequence[int], b: int) -> list[list[int]]:
+    """Graf et al.'s batching: every subset of b samples (as sorted index lists)."""
+    counts = as_int_tuple("counts", counts, minimum=1, min_len=2)
+    N = sum(counts)
+    b = as_int("batch size", b, minimum=2, maximum=N)
+    return [list(c) for c in itertools.combinations(range(N), b)]
