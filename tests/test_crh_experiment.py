@@ -150,13 +150,6 @@ def test_measured_claims_quick():
     for claim in (C.alignment_wd_claim(), C.rank_claim(), C.stationarity_sgd_claim()):
         r = claim.run(CTX)
         assert r.verdict == Verdict.VERIFIED, (claim.id, r.reason)
-    m = C.magnitude_claim().run(CTX)
-    assert m.verdict == Verdict.INCONCLUSIVE
-    ratio = m.key_numbers()["last_hidden_ratio"]
-    assert 10 < ratio < 1e6  # spec: 70 to 3.5e5, never 1
-    # one line that says why: an open discrepancy, with the measured ratio and where it is documented
-    first = m.reason.split(". ")[0]
-    assert "open discrepancy" in first and "docs/crh.md" in first and len(first) <= 160 and "\n" not in m.reason
 
 
 def test_false_measured_claims_refuted():
@@ -167,9 +160,7 @@ def test_false_measured_claims_refuted():
     assert C.rank_claim(gamma=0.0, id="d").run(CTX).verdict != Verdict.VERIFIED  # no rank drop without decay
 
 
-def test_magnitude_claim_at_gamma_zero_is_not_applicable():
-    r = C.magnitude_claim(gamma=0.0, id="m0").run(CTX)
-    assert r.verdict == Verdict.NOT_APPLICABLE and "gamma > 0" in r.reason
+def test_stationarity_claim_at_gamma_zero_is_not_applicable():
     assert C.stationarity_sgd_claim(gamma=0.0, id="s0").run(CTX).verdict == Verdict.NOT_APPLICABLE
 
 
@@ -181,7 +172,6 @@ def test_full_spec_experiment():
                   C.alignment_level_claim(1e-2, 0.86, id="lvl")):
         r = claim.run(ctx)
         assert r.verdict == Verdict.VERIFIED, (claim.id, r.reason)
-    assert C.magnitude_claim().run(ctx).verdict == Verdict.INCONCLUSIVE
 
 
 @pytest.mark.slow
@@ -205,11 +195,12 @@ def test_cli_solve_json(capsys):
     assert layer["stationarity_residual"] is not None and out["runs"][0]["layers"][2]["stationarity_residual"] is None
     assert out["verdict"] in ("VERIFIED", "INCONCLUSIVE", "REFUTED")
     # 400 steps are far from stationary: the theorem's hypothesis fails, so nothing is decided against it
-    mag = next(c for c in out["claims"] if c["id"] == "magnitude[0.05]")
-    assert mag["verdict"] == "NOT_APPLICABLE" and "stationary weights" in mag["reason"]
+    rank = next(c for c in out["claims"] if c["id"] == "rank-drop[0.05]")
+    assert rank["verdict"] == "NOT_APPLICABLE" and "stationary weights" in rank["reason"]
     assert all(c["verdict"] != "REFUTED" for c in out["claims"])
     assert {c["id"] for c in out["claims"]} == {"alignment-vs-weight-decay[0.05]", "rank-drop[0.05]",
-                                               "stationarity[0.05]", "magnitude[0.05]"}
+                                               "stationarity[0.05]"}
+    assert layer["cauchy_schwarz_bound"] is not None and layer["magnitude_ratio"] >= layer["cauchy_schwarz_bound"]
     assert all(set(c) >= {"id", "verdict", "reason", "independent", "evidence"} for c in out["claims"])
     assert out["solution"]["steps_done"] == 400 and out["solution"]["budget_reached"] is False
 
@@ -239,8 +230,14 @@ def test_cli_solve_text(capsys):
     (["solve", "crh", "--steps", "10", "--null-draws", "100000000"], "--null-draws must be in [2, 100000]"),
     (["solve", "crh", "--steps", "10", "--records", "0"], "--records must be >= 1"),
     (["solve", "crh", "--steps", "10", "--seed", "-1"], "--seed"),
-    (["solve", "crh", "--steps", "10", "--time-budget", "0"], "--time-budget must be in (0, 120]"),
-    (["solve", "crh", "--steps", "10", "--time-budget", "1e9"], "--time-budget must be in (0, 120]"),
+    (["solve", "crh", "--steps", "10", "--time-budget", "0"], "--time-budget (wall-clock safety limit) must be in (0, 1800]"),
+    (["solve", "crh", "--steps", "10", "--time-budget", "1e9"], "--time-budget (wall-clock safety limit) must be in (0, 1800]"),
+    (["solve", "crh", "--steps", "10", "--init-scale", "0"], "--init-scale must be in [0.001, 1e+06]"),
+    (["solve", "crh", "--steps", "10", "--init-scale", "1e9"], "--init-scale must be in [0.001, 1e+06]"),
+    (["solve", "crh", "--steps", "10", "--neuron-noise", "-1", "--noise-layer", "1"], "--neuron-noise must be in [0"),
+    (["solve", "crh", "--steps", "10", "--neuron-noise", "0.3"], "--neuron-noise > 0 needs --noise-layer"),
+    (["solve", "crh", "--steps", "10", "--neuron-noise", "0.3", "--noise-layer", "4"], "--noise-layer must be a hidden"),
+    (["solve", "crh", "--steps", "10", "--neuron-noise", "0.3", "--noise-layer", "0"], "--noise-layer must be a hidden"),
     (["table", "crh", "--weight-decays", "0,-1", "--steps", "10"], "must be in [0, 100]"),
     (["table", "crh", "--weight-decays", "", "--steps", "10"], "--weight-decays must list at least one"),
     (["table", "crh", "--steps", "900000000"], "estimated"),
@@ -251,14 +248,15 @@ def test_cli_bad_input(argv, msg, capsys):
     assert err.startswith("ncproofs: error:") and msg in err and err.count("\n") == 1
 
 
-def test_cli_time_budget_reached_is_inconclusive(capsys):
+def test_cli_safety_limit_reached_is_inconclusive_and_says_so(capsys):
     rc = main(["solve", "crh", "--weight-decay", "0.05", "--steps", "400000", "--records", "5", "--null-draws", "5",
                "--time-budget", "0.3", "--json"])
     out = json.loads(capsys.readouterr().out)
     assert rc == 0 and out["verdict"] == "INCONCLUSIVE"
     assert 0 < out["solution"]["steps_done"] < 400_000 and out["solution"]["budget_reached"] is True
-    assert all(c["verdict"] == "INCONCLUSIVE" and "time budget reached at step" in c["reason"] for c in out["claims"])
-    assert any("time budget reached at step" in d for d in out["diagnostics"])
+    msg = "stopped by the wall-clock safety limit"
+    assert all(c["verdict"] == "INCONCLUSIVE" and msg in c["reason"] for c in out["claims"])
+    assert any(msg in d and "the work budget was not reached" in d for d in out["diagnostics"])
 
 
 def test_check_instance_returns_solve_report():
@@ -269,15 +267,14 @@ def test_check_instance_returns_solve_report():
     assert d["family"] == "crh" and len(d["runs"]) == 2 and d["runs"][1]["layers"][2]["alignments"] is not None
     v = {c["id"]: c["verdict"] for c in d["claims"]}
     assert v == {"alignment-vs-weight-decay[0.01]": "VERIFIED", "rank-drop[0.01]": "VERIFIED",
-                 "stationarity[0.01]": "VERIFIED", "magnitude[0.01]": "INCONCLUSIVE"}
-    # magnitudes are an open discrepancy: the instance is INCONCLUSIVE, with that one line as the reason
-    assert d["verdict"] == "INCONCLUSIVE" and "open discrepancy" in d["reason"]
+                 "stationarity[0.01]": "VERIFIED"}
+    assert d["verdict"] == "VERIFIED"
 
 
 def test_short_training_is_outside_the_theorem_not_a_witness():
     cfg = T.CRHExperiment(weight_decays=(0.0, 0.05), steps=300, n_records=3)
     for claim in (C.alignment_wd_claim(0.0, 0.05, direction="decreases", cfg=cfg, id="a"),
-                  C.rank_claim(rank=1, gamma=0.05, cfg=cfg, id="b"), C.magnitude_claim(0.05, cfg=cfg, id="c")):
+                  C.rank_claim(rank=1, gamma=0.05, cfg=cfg, id="b")):
         r = claim.run(CTX)
         assert r.verdict == Verdict.NOT_APPLICABLE and "stationary weights" in r.reason, (claim.id, r.reason)
     assert C.stationarity_sgd_claim(0.05, cfg=cfg, id="d").run(CTX).verdict == Verdict.INCONCLUSIVE
@@ -285,7 +282,7 @@ def test_short_training_is_outside_the_theorem_not_a_witness():
 
 def test_check_instance_refuses_over_budget_before_work():
     from theory._validate import InputError
-    with pytest.raises(InputError, match=r"estimated .* s > limit 120 s"):
+    with pytest.raises(InputError, match=r"estimated work .* flop-equivalents > budget .* s > limit 120 s at the calibrated rate"):
         C.check_instance(T.CRHExperiment(steps=10 ** 9, n_records=10))
     with pytest.raises(InputError, match="estimated memory"):
         S.experiment_budget(T.CRHExperiment(steps=2, n_records=1, n_samples=10 ** 7, widths=(4096, 4096, 4)), check=True)
@@ -301,7 +298,7 @@ def test_run_experiment_stops_at_wall_clock_budget():
     assert res.budget_reached and 0 < res.steps_done < cfg.steps and res.n_recorded == 0
     assert res.layer(1, 2) is None and res.stationarity_residual(1, 2) is None
     r = C.rank_claim(cfg=cfg, id="r", time_budget_s=0.2).run(CTX)
-    assert r.verdict == Verdict.INCONCLUSIVE and "time budget reached at step" in r.reason
+    assert r.verdict == Verdict.INCONCLUSIVE and "stopped by the wall-clock safety limit" in r.reason
 
 
 def test_cli_table(capsys):
@@ -350,7 +347,7 @@ def test_diverged_run_is_inconclusive_not_error():
     res = C.experiment(cfg)
     assert any(res.diverged)
     for claim in (C.alignment_wd_claim(cfg=cfg, id="a"), C.rank_claim(cfg=cfg, id="b"),
-                  C.stationarity_sgd_claim(cfg=cfg, id="c"), C.magnitude_claim(cfg=cfg, id="d")):
+                  C.stationarity_sgd_claim(cfg=cfg, id="c")):
         r = claim.run(CTX)
         # the theorem's stationarity hypothesis fails: not applicable, never VERIFIED or REFUTED
         assert r.verdict == Verdict.NOT_APPLICABLE, (claim.id, r.reason)
@@ -376,4 +373,4 @@ def test_cli_any_lr_and_weight_decay_gives_a_verdict_or_one_line_refusal(lr, gam
         assert rc in (0, 1) and "internal error" not in err.getvalue()
         d = json.loads(out.getvalue())
         assert d["verdict"] in ("VERIFIED", "INCONCLUSIVE", "REFUTED", "NOT_APPLICABLE")
-        assert all(c["verdict"] != "VERIFIED" for c in d["claims"] if c["id"].startswith("magnitude"))
+        assert all(c["verdict"] != "ERROR" for c in d["claims"])

@@ -21,7 +21,7 @@ FULL_STEPS = 200_000
 
 
 def _common(p: argparse.ArgumentParser, *, table: bool) -> None:
-    from solvers.crh import TIME_BUDGET_S
+    from solvers.crh import SAFETY_WALL_S
 
     if table:
         p.add_argument("--weight-decays", type=float_list, default=[0.0, 1e-3, 1e-2],
@@ -41,9 +41,17 @@ def _common(p: argparse.ArgumentParser, *, table: bool) -> None:
                    help="normalized: per-sample-normalised centred covariances (experiments); raw: second moments")
     p.add_argument("--metric", choices=("pearson", "cosine"), default="pearson")
     p.add_argument("--null-draws", type=int, default=200, help="Haar rotations for the null baseline (default 200)")
-    p.add_argument("--time-budget", type=float, default=TIME_BUDGET_S,
-                   help=f"wall-clock seconds for training, in (0, {TIME_BUDGET_S:g}] (default {TIME_BUDGET_S:g}); "
-                        "when reached the statements are INCONCLUSIVE")
+    p.add_argument("--time-budget", type=float, default=SAFETY_WALL_S,
+                   help=f"wall-clock safety limit in seconds, in (0, {SAFETY_WALL_S:g}] (default {SAFETY_WALL_S:g}); the "
+                        "work budget (SGD steps, checked before work starts) decides; the safety limit only stops a "
+                        "run on a machine far slower than calibrated, and then the statements are INCONCLUSIVE")
+    p.add_argument("--init-scale", type=float, default=None, metavar="S",
+                   help="lazy-training scale S: train S (f - f_0) with the loss scaled by 1/S^2 (Chizat-Oyallon-Bach); "
+                        "large S (e.g. 1000) is the lazy regime, small S feature learning (default: the plain model)")
+    p.add_argument("--neuron-noise", type=float, default=0.0, metavar="SIGMA",
+                   help="Gaussian noise N(0, SIGMA^2) added to the neurons of --noise-layer in every SGD step")
+    p.add_argument("--noise-layer", type=int, default=None, metavar="L",
+                   help="hidden layer (1-based, 1 .. layers-1) whose output neurons get --neuron-noise")
 
 
 def _gammas(values, flag: str) -> list[float]:
@@ -60,8 +68,8 @@ def _gammas(values, flag: str) -> list[float]:
 
 
 def _config(args, gammas):
-    from solvers.crh import TIME_BUDGET_S
-    from theory.crh import MAX_LR, MAX_STEPS, MIN_LR, CRHExperiment
+    from solvers.crh import SAFETY_WALL_S
+    from theory.crh import MAX_INIT_SCALE, MAX_LR, MAX_NOISE, MAX_STEPS, MIN_INIT_SCALE, MIN_LR, CRHExperiment
 
     lr = args.lr
     if lr is None or not math.isfinite(lr) or not MIN_LR <= lr <= MAX_LR:
@@ -69,8 +77,20 @@ def _config(args, gammas):
     if args.seed is None or args.seed < 0 or args.seed > 2 ** 63 - 1:
         raise UsageError(f"--seed must be an integer in [0, 2^63 - 1], got {args.seed}")
     tb = getattr(args, "time_budget", None)
-    if tb is not None and not (math.isfinite(tb) and 0 < tb <= TIME_BUDGET_S):
-        raise UsageError(f"--time-budget must be in (0, {TIME_BUDGET_S:g}] seconds, got {tb}")
+    if tb is not None and not (math.isfinite(tb) and 0 < tb <= SAFETY_WALL_S):
+        raise UsageError(f"--time-budget (wall-clock safety limit) must be in (0, {SAFETY_WALL_S:g}] seconds, got {tb}")
+    scale = getattr(args, "init_scale", None)
+    if scale is not None and not (math.isfinite(scale) and MIN_INIT_SCALE <= scale <= MAX_INIT_SCALE):
+        raise UsageError(f"--init-scale must be in [{MIN_INIT_SCALE:g}, {MAX_INIT_SCALE:g}], got {scale}")
+    sigma = getattr(args, "neuron_noise", 0.0) or 0.0
+    if not (math.isfinite(sigma) and 0.0 <= sigma <= MAX_NOISE):
+        raise UsageError(f"--neuron-noise must be in [0, {MAX_NOISE:g}], got {sigma}")
+    layer = getattr(args, "noise_layer", None)
+    n_layers = 4  # the experiment's MLP 16-32-32-32-4
+    if layer is not None and not 1 <= layer <= n_layers - 1:
+        raise UsageError(f"--noise-layer must be a hidden layer in [1, {n_layers - 1}], got {layer}")
+    if sigma > 0 and layer is None:
+        raise UsageError("--neuron-noise > 0 needs --noise-layer (the hidden layer whose neurons get the noise)")
     if args.steps is not None:
         steps = args.steps
     elif args.quick:
@@ -85,7 +105,8 @@ def _config(args, gammas):
     if records < 1:
         raise UsageError(f"--records must be >= 1, got {records}")
     records = min(records, steps - steps // 2)
-    return CRHExperiment(weight_decays=tuple(gammas), steps=steps, lr=lr, seed=args.seed, n_records=records)
+    return CRHExperiment(weight_decays=tuple(gammas), steps=steps, lr=lr, seed=args.seed, n_records=records,
+                         init_scale=scale, neuron_noise=sigma, noise_layer=layer)
 
 
 def _null_draws(args) -> int:
@@ -116,6 +137,11 @@ def render(out: dict) -> str:
     lines = [f"family: crh  (MLP {inst['widths']}, {inst['activation']}, steps={inst['steps']}, lr={inst['lr']}, "
              f"batch={inst['batch_size']}, seed={inst['seed']}; {inst['mode']} covariances, {inst['metric']}; "
              f"{(sol.get('seconds') or 0.0):.1f} s)"]
+    if inst.get("init_scale") is not None:
+        lines.append(f"lazy-training scale S = {inst['init_scale']:g} (model S (f - f_0)); relative weight change per run: "
+                     + ", ".join(f"{r.get('weight_change', float('nan')):.3g}" for r in out.get("runs") or []))
+    if inst.get("noise_layer") is not None:
+        lines.append(f"neuron noise sigma = {inst['neuron_noise']:g} on the output of layer {inst['noise_layer']}")
 
     def f(x):
         return "  null" if x is None else f"{x:6.3f}"
@@ -170,7 +196,7 @@ def table(args) -> Table:
                f"matrices averaged over {cfg.n_records} checkpoints of the second half, seed {cfg.seed}). "
                f"null = mean Haar-rotation baseline over the six relations ({null_draws} draws); rank at 5% of "
                f"the top singular value; stat.res = ||E[g_b h_a^T] - gamma W|| / ||gamma W||; magnitude = "
-               f"tr(G_b)/(gamma^2 tr(H_b)) (1 if the theorem's magnitudes held: open discrepancy).")
+               f"tr(G_b)/(gamma^2 tr(H_b)) (>= (tr Z_b/tr H_b)^2 by Cauchy-Schwarz at stationarity; docs/crh.md).")
     if res.budget_reached:
         caption += f" INCOMPLETE: {res.budget_message}."
     cols = ["weight_decay", "layer"] + list(RELATION_NAMES) + ["null_mean", "rank", "stat_residual", "magnitude_ratio"]
