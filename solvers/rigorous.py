@@ -1140,8 +1140,8 @@ def _fc_candidate(inst):
     """(W, U) of the claimed configuration (doubles), or Unsupported."""
     import numpy as np
 
-    from proofs_check.claims.feature_collapse import claimed_configuration  # noqa: PLC0415 (see docs/rigorous.md)
     from theory import feature_collapse as T
+    from theory.feature_collapse import claimed_configuration
 
     cfg, why = claimed_configuration(inst, T.predict(inst))
     if cfg is None:

@@ -674,3 +674,50 @@ def symbolic_derivations() -> dict:
         lhs = b * (sp.exp(kappa * b) + n - 1) - n * sp.sqrt(d) / (lam * Kf)
         out[f"LN equation for b* (L={L})"] = sp.diff(psi, b) * (sp.exp(kappa * b) + n - 1) / (lam * Kf * L) - lhs
     return out
+
+
+#: The claimed geometries a configuration can be built for (keys: ``Prediction.geometry``).
+CONFIGURATION_GEOMETRIES = ("type-I", "type-II", "type-III", "trivial")
+
+
+def claimed_configuration(inst: FCInstance, pred: Prediction):
+    """(W, U, E) of the claimed optimum, or None with the reason when it cannot be built.
+
+    The trivial phase with LayerNorm means U = 0 (features of norm sqrt(d) cannot vanish): then the
+    features are any valid LayerNorm outputs (the type-II directions) and U = 0. (Moved here from
+    proofs_check/claims/feature_collapse.py: the claims and the ball-arithmetic recipe both build it.)
+    """
+    need = inst.n_c if inst.layernorm else inst.n_c - 1
+    if inst.d < max(need, 1):
+        return None, f"d = {inst.d} < {need}: the claimed geometry does not fit in R^d"
+    for v in (pred.a, pred.b, pred.objective):
+        if v is not None and (isinstance(v, bool) or not (isinstance(v, (int, float, np.floating, np.integer))
+                                                       and math.isfinite(float(v)))):
+            return None, "the prediction has non-finite constants"
+    # the constants each claimed geometry is built from (a prediction fed from outside may lack them)
+    if pred.geometry not in CONFIGURATION_GEOMETRIES:
+        return None, f"unknown geometry {pred.geometry!r} (known: {', '.join(CONFIGURATION_GEOMETRIES)})"
+    if pred.geometry in ("type-I", "type-II", "type-III") and pred.b is None:
+        return None, f"the {pred.geometry} prediction gives no constant b"
+    if pred.geometry == "type-I" and pred.a is None:
+        return None, "the type-I prediction gives no constant a"
+    if pred.geometry == "type-III" or (pred.geometry == "trivial" and pred.r is not None and not inst.layernorm):
+        r = np.asarray(pred.r if pred.r is not None else (), dtype=float).ravel()
+        if r.size != inst.s_c or not np.all(np.isfinite(r)):
+            return None, (f"the {pred.geometry} prediction needs {inst.s_c} finite r_beta (one per word of a "
+                          f"concept), got {pred.r!r}")
+    if inst.layernorm and pred.geometry == "trivial":
+        F = concept_vectors(inst.n_c, inst.d, orthogonal_to_ones=True)
+        W = math.sqrt(inst.d) * F[np.repeat(np.arange(inst.n_c), inst.s_c)]
+        U = np.zeros((inst.K * inst.L, inst.d))
+    else:
+        W, U = configuration(inst, pred)
+    if inst.layernorm:
+        V = W - W.mean(axis=1, keepdims=True)
+        nrm = np.linalg.norm(V, axis=1, keepdims=True)
+        if not np.all(nrm > 0):
+            return None, "the claimed embeddings are proportional to 1 (LayerNorm undefined there)"
+        E = math.sqrt(inst.d) * V / nrm
+    else:
+        E = W
+    return (W, U, E), ""

@@ -143,7 +143,10 @@ def _row_report(inst, pred) -> dict:
     from proofs_check.claims.feature_collapse import value_tol
 
     name = "optimal-value" + (" (conjecture, checked on this instance)" if pred.conjecture else "")
-    ev = {"predicted": pred.objective, "tolerance": value_tol(pred.objective), "instance": inst.to_dict()}
+    from proofs_check.statements import ValueEquals
+
+    ev = {"predicted": pred.objective, "tolerance": value_tol(pred.objective), "instance": inst.to_dict(),
+          "statement": ValueEquals(pred.objective, value_tol(pred.objective)).to_dict()}
     return {"family": FAMILY, "instance": inst.to_dict(), "predicted": {"value": pred.objective}, "certificate": {},
             "claims": [{"id": name, "verdict": "INCONCLUSIVE", "independent": True,
                         "reason": "predicted value only: `table feature-collapse` solves nothing in floats",

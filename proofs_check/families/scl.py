@@ -225,12 +225,14 @@ def _row_report(inst: T.SCLInstance, bound: float) -> dict:
     the statement's float verdict is INCONCLUSIVE; the ball-arithmetic bracket decides it."""
     from proofs_check.claims.scl import VALUE_RTOL, loss_roundoff
     from proofs_check.core import tolerance
+    from proofs_check.statements import ValueEquals
 
     tol = tolerance(bound, rtol=VALUE_RTOL, atol=loss_roundoff(inst))
     return {"family": "scl", "instance": inst.to_dict(), "predicted": {"value": bound}, "certificate": {},
             "claims": [{"id": "optimal-value", "verdict": "INCONCLUSIVE", "independent": True,
                         "reason": "closed form only: `table scl` solves nothing in floats",
-                        "evidence": {"predicted": bound, "tolerance": tol}}],
+                        "evidence": {"predicted": bound, "tolerance": tol,
+                                     "statement": ValueEquals(bound, tol).to_dict()}}],
             "diagnostics": []}
 
 

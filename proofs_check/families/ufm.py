@@ -297,6 +297,8 @@ def _row_report(p, r: dict) -> dict:
     ``proofs_check.rigorous.apply``: the instance (``GeneralUFM.to_dict()``, what the recipe rebuilds) and the
     row's value statement ``optimal-value`` with its prediction (the balanced closed form, else the certified
     feasible value), its tolerance and float verdict (``certify_value``)."""
+    from proofs_check.statements import ValueEquals
+
     pred = r["closed_form"] if r.get("closed_form") is not None else r["value"]
     how = "closed form" if r.get("closed_form") is not None else "certified value (no closed form)"
     return {"family": "ufm", "instance": p.to_dict(), "predicted": {"value": pred},
@@ -304,7 +306,8 @@ def _row_report(p, r: dict) -> dict:
                             "method": r.get("certificate")},
             "claims": [{"id": "optimal-value", "verdict": r["verdict"], "reason": r["reason"], "independent": True,
                         "evidence": {"predicted": pred, "tolerance": r["tolerance"], "prediction": how,
-                                     "attained": r["value"], "lower_bound": r["lower_bound"]}}],
+                                     "attained": r["value"], "lower_bound": r["lower_bound"],
+                                     "statement": ValueEquals(pred, r["tolerance"]).to_dict()}}],
             "diagnostics": []}
 
 
