@@ -989,3 +989,283 @@ CLAIMS = [
     assumption_consequences_claim(),
     consistency_claim(),
 ]
+
+
+# --------------------------------------------------------------------------------------
+# One instance: ``ncproofs solve ntk --kernel ... | --kernel-perturbation ... | --counts ...``
+# --------------------------------------------------------------------------------------
+
+DEFAULT_T = 30.0
+DEFAULT_EPS = 1e-6
+#: Small-initialisation statements (ETF limit, NC1 = O(eps^2), escape rate) apply up to this scale.
+SMALL_INIT_MAX = 1e-2
+MAX_TABLE_ROWS = 200
+
+
+def load_kernel(path: str, max_samples: int = th.MAX_GENERAL_SAMPLES) -> np.ndarray:
+    """An N x N kernel from a .npy file (header checked before the data is read: shape, dtype, size)."""
+    import os
+
+    if not os.path.isfile(path):
+        raise InstanceError(f"--kernel: no such file: {path}")
+    try:
+        with open(path, "rb") as fh:
+            version = np.lib.format.read_magic(fh)
+            reader = np.lib.format.read_array_header_1_0 if version == (1, 0) else np.lib.format.read_array_header_2_0
+            shape, _fortran, dtype = reader(fh)
+    except Exception as exc:
+        raise InstanceError(f"--kernel: {path} is not a .npy array file ({type(exc).__name__}: {exc})") from None
+    if len(shape) != 2 or shape[0] != shape[1]:
+        raise InstanceError(f"--kernel: must be a square N x N array, got shape {shape}")
+    if shape[0] > max_samples:
+        raise InstanceError(f"--kernel: N = {shape[0]} exceeds the limit {max_samples} samples")
+    if dtype.kind not in "fiu":
+        raise InstanceError(f"--kernel: must hold real numbers, got dtype {dtype}")
+    try:
+        K = np.load(path, allow_pickle=False)
+    except Exception as exc:
+        raise InstanceError(f"--kernel: cannot read {path}: {exc}") from None
+    return np.asarray(K, dtype=float)
+
+
+def build_model(*, counts=None, classes: int = 3, per_class: int = 4, kappa=KAPPA, kernel=None, rho: float = 0.0,
+                seed: int = 0, s: float = 1.0, loss: str = "mse") -> sg.GeneralModel:
+    """The model of one instance: class sizes (``counts``, else ``classes`` x ``per_class``), the kernel (a given
+    array, else the block kernel with ``kappa``), plus the perturbation K0 of relative Frobenius size ``rho``."""
+    rho = as_float("kernel perturbation rho", rho, nonnegative=True)
+    seed = as_int("seed", seed, minimum=0)
+    if loss not in sg.LOSSES:
+        raise InstanceError(f"loss must be one of {', '.join(sg.LOSSES)}, got {loss!r}")
+    if kernel is not None:
+        K = np.asarray(kernel, dtype=float) if np.asarray(kernel).dtype.kind in "fiu" else np.asarray(kernel)
+        N = K.shape[0] if K.ndim == 2 else -1
+        if counts is None:
+            C = as_int("C (classes)", classes, minimum=2)
+            if N < 0 or N % C:
+                raise InstanceError(f"--kernel: N = {N} samples is not a multiple of C = {C} classes (pass --counts)")
+            counts = (N // C,) * C
+        counts = th.check_counts(counts)
+        K = th.validate_kernel(K, int(sum(counts)), "--kernel")
+        desc = {"kernel": "given", "perturbation": rho, "kernel_seed": seed}
+        if rho > 0:
+            K = K + th.perturbation(K.shape[0], float(np.linalg.norm(K)), rho, seed)
+        return sg.GeneralModel(K, counts, s, loss, desc)
+    if counts is None:
+        counts = (as_int("m (samples per class)", per_class, minimum=1),) * as_int("C (classes)", classes, minimum=2)
+    return sg.block_model(counts, kappa, rho, seed, s, loss)
+
+
+def _statement(id_: str, checks: list[Check]) -> Check:
+    v, reason = summarise(checks)
+    applicable = [c for c in checks if c.verdict is not Verdict.NOT_APPLICABLE]
+    return Check(id_, v, reason, {"checks": [c.to_dict() for c in checks]},
+                 independent=any(c.independent for c in applicable) if applicable else True)
+
+
+def check_general_instance(model: sg.GeneralModel, *, feature_dim: int | None = None, init: str = "random",
+                           init_scale: float | None = None, T: float | None = None, seed: int = 0,
+                           sgd_batch: int | None = None, step_size: float | None = None, steps: int | None = None,
+                           max_steps: int = sg.MAX_STEPS) -> SolveReport:
+    """Integrate (or step) one general-kernel instance and judge each statement that applies to it:
+    ``ntk.general.invariant`` (flow: drift; discrete steps: the exact change per step), ``ntk.general.nc1-at-e-zero``
+    (the state-wise bound at every time and NC1 at T), the class-mean geometry (``ntk.general.etf``), the
+    escape rate and, under CE, ``ntk.ce.collapse`` (INCONCLUSIVE). Budgets in work (DOP853 steps, flops,
+    discrete steps) are checked before any integration."""
+    import time as _time
+
+    t0 = _time.perf_counter()
+    if init not in ("random", "e-zero"):
+        raise InstanceError(f"init must be random or e-zero for a general kernel, got {init!r}")
+    C, N = model.C, model.N
+    n = as_int("n (feature dimension)", feature_dim if feature_dim is not None else C + 1, minimum=1, maximum=256)
+    if n * N + C * n > 200_000:
+        raise InstanceError(f"state size n N + C n = {n * N + C * n} exceeds the limit 200000")
+    eps = as_float("init_scale", DEFAULT_EPS if init_scale is None else init_scale, positive=True)
+    if not 1e-100 <= eps <= 1e3:
+        raise InstanceError(f"init_scale must be in [1e-100, 1e3], got {eps:g}")
+    T = as_float("time", DEFAULT_T / model.s if T is None else T, positive=True)
+    seed = as_int("seed", seed, minimum=0)
+    discrete = sgd_batch is not None or step_size is not None
+    if discrete:
+        if step_size is None:
+            raise InstanceError("--sgd-batch needs --step-size ETA (the discrete step size)")
+        eta = as_float("step size", step_size, positive=True)
+        batch = as_int("sgd batch", N if sgd_batch is None else sgd_batch, minimum=1, maximum=N)
+        nsteps = as_int("steps", steps if steps is not None else max(1, int(math.ceil(T / eta))), minimum=1,
+                        maximum=sg.MAX_DISCRETE_STEPS)
+        work = nsteps * (6.0 * C * batch * N + 4.0 * C * n * N)
+        if work > sg.MAX_FLOPS:
+            raise InstanceError(f"discrete steps: ~{work:.3g} flops exceed the work budget {sg.MAX_FLOPS:g}; reduce --steps")
+    st0 = sg.init_random(model, n, eps, seed) if init == "random" else sg.init_e_zero(model, n, eps, seed)
+    statements: list[Check] = []
+    diagnostics: list[str] = []
+    Kinv = model.Kinv
+    L0 = th.compressed_within_eigenvalue(model.K, model.counts)
+    extra: dict = {}
+    if discrete:
+        run = sg.discrete_run(model, st0, eta, batch, nsteps, seed)
+        st = run["final"]
+        recs = run["records"]
+        worst = max((r["mismatch"] / max(1.0, r["scale"]) for r in recs), default=0.0)
+        witness = max(recs, key=lambda r: r["change"], default=None)
+        inv = [condition("exact change of E per discrete step", worst <= IDENTITY_TOL,
+                         verified=f"E(after) - E(before) = eta^2 (H G^T G H^T - W^T G K G^T W) to {fmt(worst, 3)} x scale at "
+                                  f"{len(recs)} recorded steps; E is not conserved (largest change {fmt(witness['change'] if witness else 0, 3)})",
+                         refuted=f"per-step change differs from the formula by {fmt(worst, 3)} x scale",
+                         evidence={"records": recs, "total_drift": run["E_drift"]})]
+        if run["diverged_at"] is not None:
+            diagnostics.append(f"discrete steps diverged at step {run['diverged_at']} (reduce --step-size)")
+            inv.append(Check("discrete run", Verdict.INCONCLUSIVE, f"diverged at step {run['diverged_at']}", {}))
+        statements.append(_statement("ntk.general.invariant", inv))
+        states = [st0, st]
+        rep = None
+        fin = sg.measure(model, st, Kinv)
+        err = {k: None for k in ("nc1", "cosines", "distance_etf", "gram", "bias")}
+        extra["sgd"] = {"batch": batch, "step_size": eta, "steps": nsteps, "E_total_drift": run["E_drift"],
+                        "records": recs, "batches": "epoch permutations np.random.default_rng(2_000_000 + seed)"}
+    else:
+        rep = sg.run_flow(model, st0, T, n_grid=201, error_estimate=True, max_steps=max_steps)
+        if rep.trajectory.stopped:
+            diagnostics.append(f"flow: {rep.trajectory.stopped}")
+        st = rep.trajectory.final
+        states = rep.trajectory.states
+        fin, err = rep.final, rep.error
+        statements.append(_statement("ntk.general.invariant", _stopped(rep) + [
+            invariant_drift_check("flow conserves E (fixed SPD kernel, G = dL/dZ)", rep)]))
+    # NC1: the state-wise bound at every recorded time, and NC1 at the end
+    ratios = [_bound_ratio(model, s_, 1.0, L0) for s_ in states]
+    E_end = th.general_invariant(st.W, st.H, Kinv)
+    b_end = th.general_nc1_bound(st.W, st.H, E_end, model.K, model.counts, 1.0, L0)
+    trB = float(np.sum(sg.class_decompose(st.H, model.counts)[1] ** 2)) / C
+    nc1_upper = (b_end["bound"] / N) / trB if trB > 0 else None
+    nc1_checks = [condition("||D||^2 <= (r L/2)(e + sqrt(e^2 + 4||WD||^2/(r L))) at every recorded time", max(ratios) <= 1 + 1e-9,
+                            verified=f"max ratio {fmt(max(ratios), 5)}; proven NC1(T) <= {fmt(nc1_upper, 3)} "
+                                     f"(measured {fmt(fin['nc1'], 3)}), L = lambda_max(P0 K P0) = {fmt(L0, 5)}",
+                            refuted=f"witness: ratio {fmt(max(ratios), 5)} > 1", evidence={"max_ratio": max(ratios), "bound_T": b_end,
+                                                                                          "nc1_upper_T": nc1_upper})]
+    if model.loss == "mse" and init == "random" and not discrete:
+        if eps > SMALL_INIT_MAX:
+            nc1_checks.append(hypothesis_fails("NC1 = O(eps^2) at T", f"init scale eps -> 0 (eps = {eps:g} > {SMALL_INIT_MAX:g})"))
+        else:
+            tol = 1e4 * eps * eps + 10 * (err.get("nc1") or 0.0)
+            nc1_checks.append(condition("NC1 = O(eps^2) at T", fin["nc1"] is not None and fin["nc1"] <= tol,
+                                        verified=f"NC1(T) = {fmt(fin['nc1'], 3)} <= 1e4 eps^2 = {fmt(tol, 3)}",
+                                        refuted=f"NC1(T) = {fmt(fin['nc1'], 3)} > {fmt(tol, 3)} (run longer?)",
+                                        evidence={"nc1": fin["nc1"]}, inconclusive=True))
+    statements.append(_statement("ntk.general.nc1-at-e-zero", nc1_checks))
+    # class-mean geometry
+    geo_checks: list[Check] = []
+    d = fin["distance_etf"]
+    if model.loss == "ce":
+        geo_checks.append(Check("class-mean geometry under CE", Verdict.INCONCLUSIVE,
+                                f"not decided for cross-entropy (no zero-loss limit); measured ETF distance {fmt(d, 3)}",
+                                {"distance_etf": d}, independent=False))
+    elif discrete or init != "random" or eps > SMALL_INIT_MAX:
+        geo_checks.append(hypothesis_fails("ETF of the small-initialisation limit",
+                                           "gradient flow from a small random initialisation (eps <= 1e-2)"))
+    else:
+        tol = None if err.get("distance_etf") is None else ETF_ATOL + 100 * eps * eps + 10 * err["distance_etf"]
+        pred = etf_condition(model.K, model.counts)
+        if tol is None:
+            geo_checks.append(Check("ETF distance", Verdict.INCONCLUSIVE, "no integration-error estimate (run stopped)", {}))
+        elif pred:
+            geo_checks.append(condition("ETF (balanced, K S^T = S^T (a I + c 1 1^T))", d is not None and d <= tol,
+                                        verified=f"ETF distance {fmt(d, 3)} <= {fmt(tol, 3)}",
+                                        refuted=f"witness: ETF distance {fmt(d, 3)} > {fmt(tol, 3)}", evidence={"distance_etf": d}))
+        else:
+            geo_checks.append(condition("not an ETF (the sufficient condition fails)", d is not None and d > WITNESS_FACTOR * tol,
+                                        verified=f"not a simplex ETF: distance {fmt(d, 3)} > {WITNESS_FACTOR:g} x {fmt(tol, 3)}",
+                                        refuted=f"distance {fmt(d, 3)} is within {WITNESS_FACTOR:g} x {fmt(tol, 3)} "
+                                                "(an ETF although the sufficient condition fails, or undecided)",
+                                        evidence={"distance_etf": d, "block_sums": th.block_sum_structure(model.K, model.counts)},
+                                        inconclusive=True))
+        geo_checks.append(gram_identity_check("zero-loss class Gram G_u (S K^-1 S^T) G_u = B^T B at T", model, st,
+                                              th.class_level_inverse(model.K, model.counts)))
+    statements.append(_statement("ntk.general.etf", geo_checks))
+    # rates
+    nzr = None
+    if not discrete:
+        S = th.class_indicator(model.counts)
+        nvec = np.asarray(model.counts, float)
+        R0 = np.outer(nvec / N, np.ones(N)) - S
+        A = R0 @ model.K @ R0.T
+        ev = np.linalg.eigvalsh((A + A.T) / 2)
+        nz = ev[ev > 1e-10 * ev[-1]]
+        nzr = (model.s * np.sqrt(nz)).tolist()
+        fit = rep.escape
+        if init != "random" or eps > SMALL_INIT_MAX:
+            rc = [hypothesis_fails("escape rate", "small random initialisation")]
+        elif fit.get("rate") is None:
+            rc = [Check("escape rate", Verdict.INCONCLUSIVE, fit.get("reason", "no window"), fit)]
+        else:
+            lo, hi = min(nzr) * (1 - ESCAPE_RTOL), max(nzr) * (1 + ESCAPE_RTOL)
+            rc = [condition("escape rate of ||M|| within s sqrt(eig(R_0 K R_0^T))", lo <= fit["rate"] <= hi,
+                            verified=f"fitted {fmt(fit['rate'], 6)} in [{fmt(min(nzr), 6)}, {fmt(max(nzr), 6)}] (+-{ESCAPE_RTOL:g})",
+                            refuted=f"fitted {fmt(fit['rate'], 6)} outside [{fmt(lo, 6)}, {fmt(hi, 6)}]",
+                            evidence={"fit": fit, "predicted_rates": nzr}, inconclusive=True)]
+        statements.append(_statement("ntk.general.rates", rc))
+    if model.loss == "ce":
+        statements.append(_statement("ntk.ce.collapse", [Check(
+            "CE collapse", Verdict.INCONCLUSIVE, "not decided: CE has no zero-loss state, so the E = 0 route to NC1 does "
+            f"not apply (measured NC1(T) = {fmt(fin['nc1'], 3)}, ETF distance {fmt(d, 3)})", {}, independent=False)]))
+    from theory.geometry import classify_gram, nc_metrics
+
+    met = nc_metrics(st.H, model.labels, st.W, st.b, center_w=True)
+    geo = classify_gram(fin["gram"])
+    horizon = {"T": T, "grid": "201 evenly spaced times" if not discrete else None}
+    return SolveReport(
+        family=FAMILY,
+        instance={"model": model.to_dict(), "feature_dim": n, "init": init, "init_scale": eps, "time": T, "seed": seed,
+                  "sgd_batch": sgd_batch, "step_size": step_size, "steps": extra.get("sgd", {}).get("steps")},
+        predicted={"geometry": ("simplex-etf" if etf_condition(model.K, model.counts) else "not an ETF (generic kernel)")
+                   if model.loss == "mse" else None, "escape_rates": nzr, "Lambda0": L0},
+        solution={"value": fin["loss"], "method": "discrete mini-batch steps" if discrete else
+                  "DOP853 gradient flow (eigenbasis of K for MSE)", "converged": None,
+                  "seconds": _time.perf_counter() - t0},
+        certificate={"lower_bound": 0.0, "gap": fin["loss"], "method": "loss >= 0"},
+        geometry={"classification": geo.classification, "class_mean_cosines": fin["cosines"],
+                  "metrics": met.to_dict(), "distance_etf": d, "note": f"at the final state (t = {T:g})"},
+        claims=statements,
+        routes={"flow": None if rep is None else {"steps": rep.trajectory.steps, "nfev": rep.trajectory.nfev,
+                                                  "stopped": rep.trajectory.stopped,
+                                                  "check_run_steps": rep.check_run.steps if rep.check_run else None}},
+        diagnostics=diagnostics,
+        extra={"final": {"nc1": fin["nc1"], "nc1_pinv": fin["nc1_pinv"], "cosines": fin["cosines"], "distance_etf": d,
+                         "bias": fin["bias"], "gram": fin["gram"], "loss": fin["loss"], "scatter": fin["scatter"],
+                         "W_fro_sq": fin["W_fro_sq"]},
+               "integration_error": err,
+               "invariant": None if rep is None else {"max_drift": float(rep.series["E_drift"].max()),
+                                                     "scale": float(rep.series["E_scale"].max())},
+               "rates": {"escape_predicted": nzr, "escape_fitted": None if rep is None else rep.escape},
+               "conventions": {
+                   "model": "Z = W H + b 1^T; MSE L = (s/2)||Z - Y||_F^2, G = s(Z - Y); CE L = s sum_i (logsumexp z_i - "
+                            "z_{i,y_i}), G = s(softmax Z - Y); dW = -G H^T, db = -G 1, dH = -W^T G K",
+                   "kernel": "K = Kb + K0, Kb block (kappa_d, kappa_c, kappa_n) over the class sizes (or the given file), "
+                             "K0 = rho ||Kb||_F A A^T/||A A^T||_F, A = default_rng(1_000_000 + seed).standard_normal((N, N))",
+                   "init": "W = eps N(0,1) (C x n), then H = eps N(0,1) (n x N), from default_rng(seed); b = 0; n = C + 1 "
+                           "by default (e-zero: H = W^T Q^T K^(1/2))",
+                   "horizon": horizon,
+                   "nc1": "tr(Sigma_W)/tr(Sigma_B), Sigma_W over all samples / N, Sigma_B over the unweighted class means "
+                          "centred by their unweighted mean / C (theory.geometry.nc_metrics)",
+                   "cosines": "cosines of the class means centred by their unweighted mean"},
+               **extra},
+        seconds=_time.perf_counter() - t0,
+    )
+
+
+def table_rows(counts_list, rhos, kappa=KAPPA, loss: str = "mse", seed: int = 0, eps: float = DEFAULT_EPS,
+               T: float = DEFAULT_T) -> list[list]:
+    """Rows (counts, rho, NC1(T), ETF distance, min/max off-diagonal cosine, integration error of the distance)
+    of small-initialisation flows (n = C + 1)."""
+    rows = []
+    if len(counts_list) * len(rhos) > MAX_TABLE_ROWS:
+        raise InstanceError(f"the grid has {len(counts_list)} x {len(rhos)} rows, more than the limit {MAX_TABLE_ROWS}")
+    for counts in counts_list:
+        for rho in rhos:
+            model = build_model(counts=tuple(counts), kappa=kappa, rho=rho, seed=seed, loss=loss)
+            rep = sg.run_flow(model, sg.init_random(model, model.C + 1, eps, seed), T, n_grid=201)
+            cos = rep.final["cosines"]
+            off = cos[~np.eye(model.C, dtype=bool)]
+            rows.append([",".join(str(c) for c in counts), rho, rep.final["nc1"], rep.final["distance_etf"],
+                         float(np.min(off)), float(np.max(off)), rep.error.get("distance_etf"), rep.trajectory.stopped or "T"])
+    return rows

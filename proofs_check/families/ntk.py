@@ -50,10 +50,48 @@ def _solve_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--max-seconds", type=float, default=None, metavar="S",
                    help="wall-clock budget of the integrations (default 60: every input ends within 2 minutes); "
                         "runs estimated beyond it are refused, runs that reach it stop and report INCONCLUSIVE")
+    g = p.add_argument_group("beyond the block kernel (docs/ntk.md, 'Beyond the block kernel')")
+    g.add_argument("--kernel", default=None, metavar="K.npy",
+                   help="a fixed symmetric positive definite N x N feature kernel (samples ordered by class)")
+    g.add_argument("--kernel-perturbation", type=float, default=None, metavar="RHO",
+                   help="K = Kb + K0 with K0 a seeded random PSD matrix of relative Frobenius size RHO (--seed)")
+    g.add_argument("--counts", type=int_list, default=None, metavar="N1,N2,...",
+                   help="class sizes (imbalanced block kernel with --kappa, or the classes of --kernel)")
+    g.add_argument("--loss", choices=("mse", "ce"), default="mse", help="loss: mse (default) or ce (cross-entropy)")
+    g.add_argument("--sgd-batch", type=int, default=None, metavar="B",
+                   help="discrete mini-batch steps with batches of B (needs --step-size)")
+    g.add_argument("--step-size", type=float, default=None, metavar="ETA", help="discrete step size eta")
+    g.add_argument("--steps", type=int, default=None, help="number of discrete steps (default ceil(T/eta))")
+
+
+def _general(args) -> bool:
+    return any(getattr(args, k, None) is not None for k in ("kernel", "kernel_perturbation", "counts", "sgd_batch",
+                                                             "step_size", "steps")) or getattr(args, "loss", "mse") != "mse"
+
+
+def run_general_solve(args: argparse.Namespace) -> dict:
+    from proofs_check.claims import ntk_general as cg
+
+    if args.gamma is not None or args.init == "lazy" or args.mean_weight:
+        raise InstanceError("--gamma, --init lazy and --mean-weight apply to the block kernel only (not with --kernel, "
+                            "--kernel-perturbation, --counts, --loss ce or --sgd-batch)")
+    if args.steps is not None and args.step_size is None:
+        raise InstanceError("--steps needs --step-size ETA (discrete steps)")
+    kernel = cg.load_kernel(args.kernel) if args.kernel is not None else None
+    model = cg.build_model(counts=args.counts, classes=args.classes, per_class=args.per_class,
+                           kappa=_triple("kappa", args.kappa), kernel=kernel, rho=args.kernel_perturbation or 0.0,
+                           seed=args.seed, s=args.s, loss=args.loss)
+    rep = cg.check_general_instance(model, feature_dim=args.feature_dim, init=args.init, init_scale=args.init_scale,
+                                    T=args.time, seed=args.seed, sgd_batch=args.sgd_batch, step_size=args.step_size,
+                                    steps=args.steps)
+    return rep.to_dict()
 
 
 def run_solve(args: argparse.Namespace) -> dict:
     from proofs_check.claims import ntk as cl
+
+    if _general(args):
+        return run_general_solve(args)
 
     inst = th.NTKInstance(args.classes, args.per_class, _triple("kappa", args.kappa), args.s)
     report = cl.check_instance(inst, gamma=args.gamma, feature_dim=args.feature_dim, init=args.init,
@@ -72,7 +110,38 @@ def _g(x, digits=6) -> str:
     return str(x)
 
 
+def render_general(out: dict) -> str:
+    i = out["instance"]
+    md = i["model"]
+    f = out["final"]
+    lines = [f"ntk (general kernel): counts={md['counts']}, loss={md['loss']}, s={_g(md['s'])}, kernel eigenvalues in "
+             f"[{_g(md['kernel_eigenvalue_range'][0], 4)}, {_g(md['kernel_eigenvalue_range'][1], 4)}]"
+             + (f", kappa={_g(md.get('kappa'))}" if md.get("kappa") else "") + f", perturbation={_g(md.get('perturbation'))}"
+             f", n={i['feature_dim']}, init={i['init']} (scale {_g(i['init_scale'])}), T={_g(i['time'])}, seed={i['seed']}"
+             + (f", sgd batch {i['sgd_batch']} step {_g(i['step_size'])} x {i['steps']}" if i.get("step_size") else "")]
+    err = out.get("integration_error") or {}
+    lines.append(f"final: loss {_g(f['loss'], 4)}, NC1 {_g(f['nc1'], 4)}, ETF distance {_g(f['distance_etf'], 4)} "
+                 f"(integration error ~{_g(err.get('distance_etf'), 2)}), bias {_g(f['bias'], 5)}")
+    cos = f["cosines"] or []
+    lines.append("class-mean cosines: " + "; ".join("[" + ", ".join(_g(x, 6) for x in row) + "]" for row in cos[:6]))
+    if out.get("invariant"):
+        lines.append(f"invariant: max drift {_g(out['invariant']['max_drift'], 3)} (scale {_g(out['invariant']['scale'], 3)})")
+    if out.get("sgd"):
+        lines.append(f"discrete steps: total drift of E {_g(out['sgd']['E_total_drift'], 4)} (not conserved)")
+    r = out.get("rates") or {}
+    if r.get("escape_predicted"):
+        fit = r.get("escape_fitted") or {}
+        lines.append(f"escape rate: predicted s sqrt(eig(R0 K R0^T)) in [{_g(min(r['escape_predicted']))}, "
+                     f"{_g(max(r['escape_predicted']))}], fitted {_g(fit.get('rate'))}")
+    from proofs_check.cli import render_claims
+
+    lines.extend(render_claims(out))
+    return "\n".join(lines)
+
+
 def render_solve(out: dict) -> str:
+    if "final" in out and isinstance(out.get("instance", {}).get("model"), dict):
+        return render_general(out)
     i = out["instance"]
     p = out["predicted"]
     lines = [f"ntk: C={i['classes']}, m={i['per_class']}, kappa={_g(i['kappa'])}, s={_g(i['s'])}, n={i['feature_dim']}, "
@@ -121,9 +190,37 @@ def _table_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--kappa", type=float_list, action="append", default=None, metavar="KD,KC,KN",
                    help="kernel constants; repeat for several kernels")
     p.add_argument("--s", type=float, default=1.0, help="loss scale s (rates scale by s)")
+    p.add_argument("--kernel-perturbation", type=float_list, default=None, metavar="R1,R2,...",
+                   help="integrate small-init flows for these perturbation sizes rho (K = Kb + K0): NC1 and ETF distance")
+    p.add_argument("--counts", type=int_list, action="append", default=None, metavar="N1,N2,...",
+                   help="class sizes (repeat for several); with --kernel-perturbation")
+    p.add_argument("--loss", choices=("mse", "ce"), default="mse")
+    p.add_argument("--seed", type=int, default=0)
+
+
+def build_general_table(args: argparse.Namespace) -> Table:
+    from proofs_check.claims import ntk_general as cg
+
+    rhos = args.kernel_perturbation if args.kernel_perturbation is not None else [0.0]
+    if not rhos:
+        raise InstanceError("--kernel-perturbation must list at least one number")
+    counts = args.counts or [[4, 4, 4]]
+    if any(not c for c in counts):
+        raise InstanceError("--counts must list at least one class size")
+    if args.kappa is not None and len(args.kappa) > 1:
+        raise InstanceError("one --kappa with --kernel-perturbation/--counts")
+    kappa = _triple("kappa", args.kappa[0]) if args.kappa else cg.KAPPA
+    rows = cg.table_rows(counts, rhos, kappa, args.loss, args.seed)
+    cols = ["counts", "rho", "NC1(T)", "ETF distance", "min cosine", "max cosine", "integration error (distance)", "reached"]
+    caption = (f"Small-initialisation flows (eps = 1e-6, T = 30, n = C + 1, {args.loss}, kappa = {tuple(kappa)}, seed "
+               f"{args.seed}) with K = Kb + K0, ||K0||_F = rho ||Kb||_F (docs/ntk.md, 'Beyond the block kernel'): NC1 and "
+               "the centred class means' distance to the simplex ETF at T.")
+    return Table(cols, rows, caption, digits=6, meta={"family": "ntk", "kappa": list(kappa), "loss": args.loss})
 
 
 def build_table(args: argparse.Namespace) -> Table:
+    if args.kernel_perturbation is not None or args.counts is not None or args.loss != "mse":
+        return build_general_table(args)
     if args.classes is None and args.per_class is None and args.kappa is None:
         grid = list(REFERENCE_ROWS)
     else:
