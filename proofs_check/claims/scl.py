@@ -868,14 +868,15 @@ UNIQUENESS_CASES = [
 ]
 
 
-def uniqueness_check(name: str, counts, batches, tau: float, d: int, predicted: bool | None, analysis) -> list[Check]:
+def uniqueness_check(name: str, counts, batches, tau: float, d: int, predicted: bool | None, analysis,
+                     conic: bool = True) -> list[Check]:
     """"The OF is the unique minimiser" (predicted True) or "it is not" (False), judged by proofs
     only: the geometry certificate at the OF (every minimiser within a proven radius) and the
     analysis' witness construction (a second configuration attaining the proven optimum)."""
     inst = T.SCLInstance(counts, tau, d, True, batches)
     y = inst.labels
     H2 = T.alternative_minimiser(counts, batches, d)
-    bounds, face_cert = certify_instance(inst, None, face="orthogonal-frame", upper=None)
+    bounds, face_cert = certify_instance(inst, None, face="orthogonal-frame", upper=None, conic=conic)
     b = face_cert.bounds(0.0) if face_cert is not None and face_cert.face else None
     ev = {"analysis": analysis.to_dict(), "predicted_unique": predicted, "proven_lower_bound": bounds.value,
           "certificate": None if face_cert is None else face_cert.to_dict()}

@@ -227,7 +227,8 @@ def make_graf_special_case_claim(batching=T.all_combinations_batching, cases=Non
             an = T.analyze_batching(counts, batches, k + 1)
             yield condition(f"C1 and C2 hold [{lab}]", an.C1 and an.C2, verified="C1 and C2 hold",
                             refuted=an.reason, evidence={"batches": len(batches)}, independent=False)
-            yield from C.uniqueness_check(f"OF is the unique minimiser [{lab}]", counts, batches, tau, k + 1, True, an)
+            yield from C.uniqueness_check(f"OF is the unique minimiser [{lab}]", counts, batches, tau, k + 1, True, an,
+                                          conic=False)
 
     return Claim(claim_id, FAMILY,
                  "Graf et al.'s all-combinations batching (every subset of b >= 3 samples) satisfies the batching "

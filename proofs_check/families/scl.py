@@ -39,6 +39,11 @@ def _solve_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--hops", type=int, default=20,
                    help="full batch: up to this many perturbation restarts from the best point while its value is "
                         "not certified by the lower bound (numpy backend; default 20, 0 to disable)")
+    p.add_argument("--activation", choices=("relu", "relu6", "softplus", "sigmoid", "gelu", "silu", "leaky-relu"),
+                   default=None,
+                   help="features h = f(v)/||f(v)|| for this activation (overrides --nonneg): relu, relu6 -> UFM+ (OF, "
+                        "bound attained); softplus, sigmoid -> the bound is an infimum no feature attains; gelu, silu, "
+                        "leaky-relu -> every direction is realised: the UFM without ReLU (docs/scl.md, Other activations)")
     p.add_argument("--method", choices=("auto", "factored"), default="auto",
                    help="auto (default): certificate first - where the proven bounds certify the predicted closed form "
                         "the factored solver runs only as a bounded confirmation (work budget); factored: always run "
@@ -63,6 +68,10 @@ def solve_scl(args) -> dict:
     from proofs_check.claims.scl import check_instance
 
     inst = _instance(args)
+    act = getattr(args, "activation", None)
+    if act is not None:
+        cat = T.activation_category(act)
+        inst = T.SCLInstance(inst.counts, inst.tau, inst.d, cat != "signed", inst.batches)
     if args.hops < 0:
         raise UsageError(f"--hops must be >= 0, got {args.hops}")
     if args.starts < 1:
@@ -72,8 +81,38 @@ def solve_scl(args) -> dict:
     cert_first = args.method == "auto" and T.certificate_first_applies(inst)
     T.check_budget(inst, starts=args.starts, hops=args.hops, factored=not cert_first)  # before the backend is resolved
     backend = backend_from_args(args)
-    return check_instance(inst, starts=args.starts, seed=args.seed, hops=args.hops, solver=args.solver,
-                          backend_opts=backend, method=args.method).to_dict()
+    rep = check_instance(inst, starts=args.starts, seed=args.seed, hops=args.hops, solver=args.solver,
+                         backend_opts=backend, method=args.method)
+    if act is not None:
+        rep = _with_activation(rep, inst, act)
+    return rep.to_dict()
+
+
+def _with_activation(rep, inst, act: str):
+    """The report of the UFM+ / UFM instance the activation reduces to, with the activation's own statements
+    (proofs_check.claims.scl_thread.activation_checks). For softplus / sigmoid no minimiser exists: the value
+    statement becomes the infimum's and the statements about the minimiser are not applicable."""
+    from proofs_check.claims.scl_thread import activation_checks
+    from proofs_check.core import hypothesis_fails
+
+    cat = T.activation_category(act)
+    claims = []
+    for c in rep.claims:
+        if cat == "positive-open" and c.name == "optimal-value":
+            c.name = "infimum-value"
+            c.reason = "over the closure (UFM+): " + c.reason
+        elif cat == "positive-open" and c.name in ("geometry-of", "geometry-orthogonal-frame", "within-class-collapse",
+                                                   "unique-minimiser"):
+            c = hypothesis_fails(c.name, f"{act} features are strictly positive: the infimum is not attained, there is "
+                                 "no minimiser (the OF is the limit of feasible features)")
+        claims.append(c)
+    if inst.full_batch:
+        claims += activation_checks(act, inst.counts, inst.tau, prefix="activation-")
+    else:
+        rep.diagnostics.append("the activation's own statements are checked for the full batch only")
+    rep.claims = claims
+    rep.extra["activation"] = {"name": act, "category": cat, "model": "UFM+" if inst.nonneg else "UFM (no ReLU)"}
+    return rep
 
 
 # ---- batching ------------------------------------------------------------------------------
