@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from theory._validate import InputError
+
 BACKENDS = ("numpy", "torch")
 DTYPES = ("float64", "float32")
 
@@ -35,17 +37,17 @@ def torch_available() -> bool:
 
 def resolve(backend: str = "numpy", device: str | None = None, dtype: str = "float64") -> BackendChoice:
     if backend not in BACKENDS:
-        raise ValueError(f"backend must be one of {', '.join(BACKENDS)}, got {backend!r}")
+        raise InputError(f"--backend must be one of {', '.join(BACKENDS)}, got {backend!r}")
     if dtype not in DTYPES:
-        raise ValueError(f"dtype must be one of {', '.join(DTYPES)}, got {dtype!r}")
-    if device not in (None, "cpu", "cuda") and not str(device).startswith("cuda:"):
-        raise ValueError(f"device must be cpu or cuda[:N], got {device!r}")
+        raise InputError(f"--dtype must be one of {', '.join(DTYPES)}, got {dtype!r}")
+    if device not in (None, "cpu", "cuda") and not (str(device).startswith("cuda:") and str(device)[5:].isdigit()):
+        raise InputError(f"--device must be cpu, cuda or cuda:N, got {device!r}")
     msgs: list[str] = []
     if backend == "numpy":
         if device not in (None, "cpu"):
-            raise ValueError(f"device {device!r} needs --backend torch (the numpy backend runs on the CPU)")
+            raise InputError(f"--device {device!r} needs --backend torch (the numpy backend runs on the CPU)")
         if dtype != "float64":
-            raise ValueError("the numpy backend runs in float64 only (use --backend torch for float32)")
+            raise InputError("--dtype: the numpy backend runs in float64 only (use --backend torch for float32)")
         return BackendChoice("numpy", "cpu", "float64")
     if not torch_available():
         msgs.append("torch is not installed (pip install 'ncproofs[torch]'); falling back to the numpy backend in float64")

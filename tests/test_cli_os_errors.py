@@ -66,3 +66,25 @@ def test_os_error_without_a_path_stays_a_defect():
     assert cli._os_error_line(OSError("no errno")) is None
     line = cli._os_error_line(OSError(errno.ENAMETOOLONG, "File name too long", "b" * 500))
     assert line is not None and len(line) < 200
+
+
+@pytest.mark.parametrize("args,needle", [
+    (("solve", "ufm-mse", "-k", "3", "-n", "2", "-d", "3", "--lambda-w", "1e-2", "--lambda-h", "1e-2", "--method",
+      "factored", "--device", "../"), "--device must be cpu, cuda or cuda:N"),
+    (("sweep", "{cfg}", "--scheduler", "tcp://127.0.0.1:1", "--connect-timeout", "1e300"), "--connect-timeout"),
+    (("sweep", "{cfg}", "--scheduler", "tcp://" + "h" * 300 + ":8786"), "at most 300 characters"),
+])
+def test_hostile_options_are_one_line(tmp_path, args, needle):
+    cfg = tmp_path / "s.toml"
+    cfg.write_text('[sweep]\nfamily = "geometry.noisy-etf"\n[parameters]\nk = 3\n')
+    r = _run(*(a.format(cfg=cfg) for a in args), cwd=tmp_path)
+    _one_line_exit_2(r, needle)
+
+
+def test_store_path_must_be_a_path(tmp_path, monkeypatch):
+    from proofs_check.sweep.store import Store
+
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(TypeError, match="Store: path must be"):
+        Store(5)
+    assert not (tmp_path / "5").exists()

@@ -74,6 +74,12 @@ class _Signals:
         return False
 
 
+#: Longest wait for a Dask scheduler (--connect-timeout): an hour; 1e300 overflowed the socket timeout.
+MAX_CONNECT_TIMEOUT = 3600.0
+#: Longest scheduler address: scheme + a host name (<= 253 characters, RFC 1035) + a port.
+MAX_ADDRESS_CHARS = 300
+
+
 def _check_run_args(spec, store_path, scheduler, workers, connect_timeout) -> None:
     if not isinstance(spec, SweepSpec):
         raise TypeError(f"run_sweep: spec must be a SweepSpec (see load_config/parse_config), got {type(spec).__name__}")
@@ -88,8 +94,16 @@ def _check_run_args(spec, store_path, scheduler, workers, connect_timeout) -> No
             raise ValueError(f"run_sweep: workers must be in [1, {MAX_WORKERS}], got {workers}")
     if isinstance(connect_timeout, bool) or not isinstance(connect_timeout, (int, float)):
         raise TypeError(f"run_sweep: connect_timeout must be a number of seconds, got {connect_timeout!r}")
-    if not (math.isfinite(connect_timeout) and connect_timeout > 0):
-        raise ValueError(f"--connect-timeout must be a finite number > 0, got {connect_timeout}")
+    if not (math.isfinite(connect_timeout) and 0 < connect_timeout <= MAX_CONNECT_TIMEOUT):
+        from proofs_check.commands import UsageError
+
+        raise UsageError(f"--connect-timeout must be a number of seconds in (0, {MAX_CONNECT_TIMEOUT:g}], "
+                         f"got {connect_timeout:g}")
+    if scheduler is not None and len(scheduler) > MAX_ADDRESS_CHARS:
+        from proofs_check.commands import UsageError
+
+        raise UsageError(f"--scheduler: an address of at most {MAX_ADDRESS_CHARS} characters (a host name has at "
+                         f"most 253), got {len(scheduler)} characters")
 
 
 def run_sweep(spec: SweepSpec, store_path: str, *, scheduler: str | None = None, workers: int | None = None,

@@ -95,7 +95,9 @@ class Store:
     """
 
     def __init__(self, path: str, *, readonly: bool = False):
-        self.path = str(path)
+        if not isinstance(path, (str, os.PathLike)) or not os.fspath(path):
+            raise TypeError(f"Store: path must be a non-empty str or os.PathLike, got {type(path).__name__} {path!r}")
+        self.path = os.fspath(path)
         self.db = None
         if readonly:
             self._open_readonly()
