@@ -116,8 +116,8 @@ def nonneg_checks(p: SG.GeneralUFM, r: dict, *, predicted_value: float | None = 
     # geometry of every minimiser
     gname = prefix + "geometry-" + geometry.replace("simplex-", "")
     if p.d < p.K:
-        out.append(hypothesis_fails(gname, f"d = {p.d} < K = {p.K}: no K pairwise orthogonal nonnegative class means "
-                                    "with all classes nonzero... the OF needs d >= K", ev))
+        out.append(hypothesis_fails(gname, f"d = {p.d} < K = {p.K}: K nonzero pairwise orthogonal class means need "
+                                    "d >= K (the bound still holds; the gap says how far the best point is)", ev))
     elif pb is None:
         out.append(Check(gname, Verdict.INCONCLUSIVE, "no geometry certificate: no finite certified gap", ev))
     else:
