@@ -107,6 +107,7 @@ def ncproofs_check(ncproofs_context):
     from proofs_check.user import ClaimFailure, UserClaim, _evidence_text
 
     def run(claim, params=None):
+        __tracebackhide__ = True
         if isinstance(claim, UserClaim):
             if params is None:
                 raise TypeError("ncproofs_check(user_claim, params): params is required for a UserClaim")
@@ -164,6 +165,7 @@ def claim_tests(patterns: list[str] | None = None, *, allow_inconclusive: bool =
     @pytest.mark.proof
     @pytest.mark.parametrize("claim", claims, ids=[c.id for c in claims])
     def test_claim(claim):
+        __tracebackhide__ = True
         res = claim.run(current_context().run_context)
         if res.verdict == Verdict.NOT_APPLICABLE:
             pytest.skip(f"NOT_APPLICABLE: {claim.id}: {res.reason}")
@@ -177,6 +179,28 @@ def claim_tests(patterns: list[str] | None = None, *, allow_inconclusive: bool =
             warnings.warn(InconclusiveWarning(f"{claim.id}: INCONCLUSIVE: {res.reason}"), stacklevel=1)
 
     return test_claim
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    """A failing proof check shows what decides it, not the plugin's machinery: the test's own line, the
+    claim, its verdict, the instance (hypothesis' shrunk falsifying example), the reason and witness, and
+    for an ERROR the user's own frames. Other failures keep pytest's report."""
+    outcome = yield
+    report = outcome.get_result()
+    if call.excinfo is None or report.when != "call" or not report.failed:
+        return
+    from proofs_check.user import ClaimFailure
+
+    exc = call.excinfo.value
+    if not isinstance(exc, ClaimFailure):
+        return
+    lines = [str(exc)]  # its first line is the one pytest's short summary shows
+    notes = [n for n in getattr(exc, "__notes__", []) if n.strip()]
+    if notes:
+        lines.append("  hypothesis:")
+        lines += ["    " + ln for n in notes for ln in str(n).splitlines()]
+    report.longrepr = "\n".join(lines)
 
 
 def pytest_terminal_summary(terminalreporter, exitstatus, config):

@@ -317,6 +317,62 @@ class ClaimFailure(AssertionError):
         self.result, self.params = result, params
 
 
+class UserCodeError(Exception):
+    """The user's own ``solve``, ``predict`` or ``requires`` raised: an ERROR verdict whose reason names the
+    exception and the line of the user's file where it was raised (``user_traceback`` holds the user's
+    frames only, without ncproofs' own)."""
+
+    def __init__(self, what: str, exc: BaseException):
+        import traceback
+
+        frames = [f for f in traceback.extract_tb(exc.__traceback__) if not _own_frame(f.filename)]
+        self.what, self.original = what, exc
+        self.user_traceback = "".join(traceback.format_list(frames)) + \
+            "".join(traceback.format_exception_only(type(exc), exc))
+        where = f" at {os.path.basename(frames[-1].filename)}:{frames[-1].lineno} in {frames[-1].name}" if frames else ""
+        super().__init__(f"{what} raised {type(exc).__name__}: {exc}{where}")
+
+
+_OWN_DIR = os.path.dirname(os.path.abspath(__file__))
+
+
+def _own_frame(filename: str) -> bool:
+    """A frame of ncproofs itself (proofs_check/), not of the user's code."""
+    return os.path.abspath(filename).startswith(_OWN_DIR + os.sep)
+
+
+def _user_call(what: str, fn: Callable, *args):
+    """Call the user's function; its exception becomes :class:`UserCodeError` (naming the user's line)."""
+    try:
+        return fn(*args)
+    except Exception as exc:
+        raise UserCodeError(what, exc) from exc
+
+
+def user_traceback_of(res: ClaimResult) -> str | None:
+    """The user's frames of the exception behind an ERROR result (from the error check's traceback)."""
+    for c in res.checks:
+        tb = c.evidence.get("traceback") if isinstance(c.evidence, dict) else None
+        if c.verdict is Verdict.ERROR and tb:
+            return _user_frames(tb)
+    return None
+
+
+def _user_frames(tb_text: str) -> str:
+    """From a formatted traceback (possibly chained), the first exception's frames outside ncproofs."""
+    first = tb_text.split("\nThe above exception was the direct cause")[0]
+    out, skip = [], False
+    for line in first.splitlines():
+        if line.startswith("  File "):
+            m = re.match(r'  File "([^"]+)"', line)
+            skip = bool(m) and _own_frame(m.group(1))
+        elif not line.startswith("    "):
+            skip = False
+        if not skip and not line.startswith("Traceback (most recent call last)"):
+            out.append(line)
+    return "\n".join(out).strip()
+
+
 class _Discard(Exception):
     """Internal: the instance is outside the theorem's hypotheses (or inconclusive under "discard")."""
 
@@ -600,10 +656,11 @@ class UserClaim:
         p = _want_params("params", params)
         ctx = _want_ctx("ctx", ctx) or current_context()
         if self.requires is not None:
-            why = self.requires(p)
+            why = _user_call("requires", self.requires, p)
             if why:
                 return [hypothesis_fails("hypotheses", str(why), {"instance": p})]
-        measured = self.solve(p, ctx) if _arity(self.solve) >= 2 else self.solve(p)
+        measured = _user_call("solve", self.solve, p, ctx) if _arity(self.solve) >= 2 else \
+            _user_call("solve", self.solve, p)
         extra = {"instance": p}
         if isinstance(measured, Measured):
             extra.update(measured.evidence)
@@ -615,7 +672,7 @@ class UserClaim:
             for c in out:
                 c.evidence.setdefault("instance", p)
             return out
-        pred = self.predict(p)
+        pred = _user_call("predict", self.predict, p)
         if self.kind in ("lower_bound", "upper_bound", "optimum") and isinstance(pred, np.ndarray) and pred.size == 1:
             pred = pred.item()
         if self.kind == "equals":
@@ -687,15 +744,20 @@ class UserClaim:
             raise TypeError(f"res must be a ClaimResult (from check_instance), got {type(res).__name__}")
         params = _want_params("params", params)
         inst = ", ".join(f"{k}={v!r}" for k, v in params.items())
-        return (f"ncproofs claim {self.id!r} {res.verdict.value} at instance ({inst})\n"
+        text = (f"ncproofs claim {self.id!r} {res.verdict.value} at instance ({inst})\n"
                 f"  statement: {self.statement}\n"
                 f"  source: {self.source} ({self.provenance})\n"
                 f"  reason: {res.reason}\n"
                 f"  evidence:\n{_evidence_text(res.checks)}")
+        tb = user_traceback_of(res)
+        if tb:
+            text += "\n  your code raised (traceback of your frames):\n" + "\n".join("    " + ln for ln in tb.splitlines())
+        return text
 
     def assert_instance(self, params: Mapping, ctx: UserContext | None = None, *, record: bool = False) -> ClaimResult:
         """Check one instance and raise :class:`ClaimFailure` unless it is VERIFIED
         (instances outside the hypotheses raise an internal discard signal)."""
+        __tracebackhide__ = True
         if not isinstance(record, (bool, np.bool_)):
             raise TypeError(f"record must be True or False, got {type(record).__name__}")
         p = _want_params("params", params)
@@ -734,6 +796,7 @@ class UserClaim:
         seen = {"applicable": 0, "not_applicable": 0, "reason": ""}
 
         def test(p):
+            __tracebackhide__ = True
             if not isinstance(p, dict):
                 raise TypeError(f"claim {claim.id!r}: the parameter strategy must produce dicts, got {type(p).__name__}")
             cap = current_context().max_k
@@ -762,6 +825,7 @@ class UserClaim:
         inner = settings(**kw)(given(p=self.strategy())(wrapped))
 
         def outer():
+            __tracebackhide__ = True
             seen.update(applicable=0, not_applicable=0, reason="")
             try:
                 inner()
