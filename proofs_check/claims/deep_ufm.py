@@ -1,0 +1,501 @@
+"""Claims of the deep unconstrained features model (docs/deep_ufm.md).
+
+Sources: Dang et al., ICML 2023 (deep linear networks, MSE, balanced and imbalanced: the scalar reduction);
+Súkeník, Lampert, Mondelli, NeurIPS 2024 (arXiv 2405.14468: DNC is not optimal beyond two layers and two
+classes); Garrod and Keating, NeurIPS 2025 (arXiv 2410.23169: low-rank bias under cross-entropy). Only the
+abstracts were available: the theorems are reconstructed (provenance "reconstructed") and everything used is
+derived in docs/deep_ufm.md.
+
+Every claim is built by a factory taking the statement's prediction (optimal value, optimal rank, DNC value,
+"DNC is optimal", the CE rank bound), so tests feed false variants and see them REFUTED.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from typing import Callable, Iterable
+
+import numpy as np
+
+from proofs_check.core import (Check, Claim, Provenance, RunContext, SolveReport, Verdict, close, condition, exceeds,
+                               fmt, hypothesis_fails, is_finite, optimum_matches, symbolic_zero, tolerance, within)
+from solvers import deep_ufm as S
+from theory import deep_ufm as T
+
+FAMILY = "deep_ufm"
+SRC_DANG = ("Dang et al., ICML 2023 (neural collapse in deep linear networks, balanced and imbalanced); "
+            "docs/deep_ufm.md, Reduction")
+SRC_SUKENIK = ("Súkeník, Lampert, Mondelli, NeurIPS 2024 (arXiv 2405.14468, neural collapse versus low-rank bias); "
+               "docs/deep_ufm.md, DNC")
+SRC_GK = ("Garrod and Keating, NeurIPS 2025 (arXiv 2410.23169, persistence of neural collapse despite low-rank "
+          "bias); docs/deep_ufm.md, Cross-entropy")
+
+#: values: the realised optimum is evaluated in float64 over <= 10^5 terms of size O(1) (error ~1e-14 relative);
+#: 1e-10 relative leaves room and refutes a value off by 1e-8 relative
+VALUE_RTOL, VALUE_ATOL = 1e-10, 1e-14
+#: a multi-start value below the proven lower bound by more than this (relative) refutes the certificate
+GD_RTOL = 1e-9
+#: CE singular-value threshold (absolute, on the N-sample output) of the quick instances
+CE_TAU = 0.1
+#: the full model (one column per sample) is used for the multi-start check up to this many samples
+FULL_MODEL_SAMPLES = 2000
+
+
+# ------------------------------------------------------------------------------------------
+# symbolic checks (cached: they do not depend on the instance beyond L)
+# ------------------------------------------------------------------------------------------
+
+@functools.lru_cache(maxsize=None)
+def _symbolic(L: int) -> tuple:
+    out = [symbolic_zero("stationarity-polynomial", T.derivation_stationarity(L))]
+    if L >= 2:
+        out.append(symbolic_zero("q-critical-point", T.derivation_qmin(L)))
+    prod, reg = T.derivation_balanced_factorisation(L)
+    out.append(symbolic_zero("balanced-factorisation-product", prod))
+    out.append(symbolic_zero("balanced-factorisation-regulariser", reg))
+    out.append(symbolic_zero("am-gm-step", T.derivation_amgm_two()))
+    import sympy as sp
+
+    out.append(symbolic_zero("balancedness-identity", sp.Add(*[x ** 2 for x in T.derivation_balancedness()])))
+    return tuple(out)
+
+
+def symbolic_checks(L: int) -> list[Check]:
+    return [Check(c.name, c.verdict, c.reason, dict(c.evidence), c.independent) for c in _symbolic(int(L))]
+
+
+# ------------------------------------------------------------------------------------------
+# helpers
+# ------------------------------------------------------------------------------------------
+
+def _strictly_below(name: str, bound: float | None, *, feasible_value: float | None, exact: bool,
+                    proven_lower: float | None, tol: float, evidence: dict | None = None) -> Check:
+    """The statement "min < bound" (a local helper; core has no strict builder): VERIFIED by a feasible point
+    proven below ``bound`` (``exact``: its value was compared exactly), REFUTED by a proven lower bound >=
+    bound - tol, INCONCLUSIVE otherwise."""
+    ev = dict(evidence or {})
+    ev.update(bound=bound, feasible_value=feasible_value, proven_lower_bound=proven_lower, tolerance=tol,
+              exact_comparison=exact)
+    if not is_finite(bound):
+        return Check(name, Verdict.INCONCLUSIVE, "no finite bound to compare with", ev)
+    if exact and is_finite(feasible_value):
+        return Check(name, Verdict.VERIFIED, f"a feasible point attains {fmt(feasible_value)} < {fmt(bound)} "
+                     "(exact rational evaluation)", ev)
+    if is_finite(feasible_value) and exceeds(bound - feasible_value, tol):
+        return Check(name, Verdict.VERIFIED, f"a feasible point attains {fmt(feasible_value)} < {fmt(bound)}", ev)
+    if is_finite(proven_lower) and within(bound - proven_lower, tol):
+        ev["witness_gap"] = proven_lower - bound
+        return Check(name, Verdict.REFUTED, f"proven lower bound {fmt(proven_lower)} >= {fmt(bound)} - tolerance", ev)
+    return Check(name, Verdict.INCONCLUSIVE, "no point proven below the bound and no proven lower bound at it", ev)
+
+
+def _budget_model(inst: T.DeepUFMInstance, starts: int, max_evals: int, collapsed: bool) -> None:
+    S.check_budget(S.DeepModel(inst, collapsed=collapsed), starts, max_evals)
+
+
+def _eval_point(inst, svals, seed=0):
+    collapsed = inst.N > FULL_MODEL_SAMPLES
+    model, x = S.linear_point(inst, svals, collapsed=collapsed, seed=seed)
+    return model.value(x), ("collapsed" if collapsed else "full")
+
+
+# ------------------------------------------------------------------------------------------
+# one instance: every statement (the report of `ncproofs solve deep-ufm`)
+# ------------------------------------------------------------------------------------------
+
+def check_instance(inst: T.DeepUFMInstance, *, starts: int = 3, seed: int = 0, max_evals: int = 3000,
+                   predict_value: Callable | None = None, predict_rank: Callable | None = None,
+                   predict_dnc_value: Callable | None = None, predict_dnc_optimal: Callable | None = None,
+                   ce_bound: Callable | None = None, tau: float = CE_TAU, search: bool = True,
+                   symbolic: bool = True) -> SolveReport:
+    """Every statement about one instance; ``predict_*`` replace the theory (tests feed false ones)."""
+    import time
+
+    t0 = time.perf_counter()
+    rep = SolveReport(FAMILY, inst.to_dict())
+    if starts < 1 or max_evals < 1:
+        from theory._validate import InputError
+
+        raise InputError("starts and max_evals must be >= 1")
+    if inst.loss == "ce":
+        _ce_statements(rep, inst, starts=starts, seed=seed, max_evals=max_evals, bound=ce_bound or T.ce_rank_bound,
+                       tau=tau)
+    elif inst.activation == "linear":
+        _linear_mse_statements(rep, inst, starts=starts, seed=seed, max_evals=max_evals,
+                               predict_value=predict_value, predict_rank=predict_rank,
+                               predict_dnc_value=predict_dnc_value, predict_dnc_optimal=predict_dnc_optimal,
+                               symbolic=symbolic)
+    else:
+        _relu_mse_statements(rep, inst, starts=starts, seed=seed, max_evals=max_evals,
+                             predict_dnc_value=predict_dnc_value, predict_dnc_optimal=predict_dnc_optimal,
+                             search=search)
+    rep.seconds = time.perf_counter() - t0
+    return rep
+
+
+def _dnc_checks(rep, inst, *, optimum_upper, optimum_lower, optimum_exact: bool, predict_dnc_value,
+                predict_dnc_optimal, searched: int | None, lower_rank_info: dict | None = None) -> None:
+    """The DNC value (prediction vs ball-arithmetic enclosure vs the DNC point evaluated in the model) and
+    "DNC is optimal" (prediction) against the best point / proven lower bound."""
+    failed = T.dnc_hypotheses(inst)
+    if failed:
+        rep.claims.append(hypothesis_fails("dnc-value", "; ".join(failed)))
+        rep.claims.append(hypothesis_fails("dnc-optimal", "; ".join(failed)))
+        return
+    enc = S.certify_dnc(inst)
+    pred = (predict_dnc_value or T.dnc_value)(inst)
+    sc = T.scalar_solution(math.sqrt(inst.n), inst.N, T.reg_constant(inst), inst.layers)
+    model, x = S.dnc_point(inst, sc.s_plus)
+    v_point = model.value(x)
+    tol = tolerance(v_point, rtol=VALUE_RTOL, atol=VALUE_ATOL)
+    rep.predicted["dnc_value"] = pred
+    rep.extra.setdefault("dnc", {}).update(enclosure=list(enc) if enc else None, point_value=v_point,
+                                           s_plus=sc.s_plus)
+    # the DNC value: the best point of the DNC family (proven enclosure) against the prediction; the DNC point's
+    # model value must lie in the enclosure too (independent: the network evaluated, not the scalar formula)
+    if enc is None:
+        rep.claims.append(Check("dnc-value", Verdict.INCONCLUSIVE, "the DNC scale could not be isolated", {}))
+    else:
+        lo, hi = enc
+        ok_point = within(lo - v_point, tol) and within(v_point - hi, tol)
+        if not is_finite(pred):
+            rep.claims.append(Check("dnc-value", Verdict.INCONCLUSIVE, "no finite predicted DNC value", {}))
+        elif exceeds(lo - pred, tol) or exceeds(pred - hi, tol):
+            rep.claims.append(Check("dnc-value", Verdict.REFUTED, f"predicted DNC value {fmt(pred)} outside the proven "
+                                    f"enclosure [{fmt(lo)}, {fmt(hi)}] of the best DNC value",
+                                    {"predicted": pred, "enclosure": [lo, hi], "point_value": v_point,
+                                     "tolerance": tol}))
+        elif not ok_point:
+            rep.claims.append(Check("dnc-value", Verdict.REFUTED, f"the DNC point evaluates to {fmt(v_point)}, outside "
+                                    f"[{fmt(lo)}, {fmt(hi)}]", {"enclosure": [lo, hi], "point_value": v_point}))
+        else:
+            rep.claims.append(Check("dnc-value", Verdict.VERIFIED, f"best DNC value {fmt(pred)} in the proven "
+                                    f"enclosure [{fmt(lo)}, {fmt(hi)}]; the DNC point evaluates to {fmt(v_point)}",
+                                    {"predicted": pred, "enclosure": [lo, hi], "point_value": v_point,
+                                     "tolerance": tol, "certificate": "arb root isolation of the scalar problem"}))
+    if enc is None:
+        rep.claims.append(Check("dnc-optimal", Verdict.INCONCLUSIVE, "no DNC enclosure", {}))
+        return
+    optimal = (predict_dnc_optimal or T.literature_dnc_optimal)(inst)
+    rep.predicted["dnc_optimal"] = bool(optimal)
+    ev = {"predicted_dnc_optimal": bool(optimal), "dnc_enclosure": list(enc), "best_value": optimum_upper,
+          "proven_lower_bound": optimum_lower, "starts": searched, **(lower_rank_info or {})}
+    tol = tolerance(enc[1], rtol=VALUE_RTOL, atol=VALUE_ATOL)
+    if optimal:  # "min = DNC value": a point below refutes, a matching proven lower bound verifies
+        if optimum_exact and is_finite(optimum_upper):
+            rep.claims.append(Check("dnc-optimal", Verdict.REFUTED, f"'DNC is optimal' refuted: a feasible point "
+                                    f"attains {fmt(optimum_upper)} < best DNC value {fmt(enc[0])} (exact evaluation)",
+                                    {**ev, "witness_gap": enc[0] - optimum_upper}))
+            return
+        rep.claims.append(optimum_matches("dnc-optimal", 0.5 * (enc[0] + enc[1]), attained=optimum_upper,
+                                          lower_bound=optimum_lower, tol=tol, evidence=ev,
+                                          certificate="deep linear scalar reduction" if optimum_lower is not None
+                                          else ""))
+        if optimum_lower is None and rep.claims[-1].verdict is Verdict.INCONCLUSIVE:
+            c = rep.claims[-1]
+            c.reason = (f"not proven: no lower bound for the {inst.activation} model (non-convex); best of "
+                        f"{searched} starts {fmt(optimum_upper)} >= best DNC value {fmt(enc[0])}")
+        return
+    rep.claims.append(_strictly_below("dnc-optimal", enc[0], feasible_value=optimum_upper, exact=optimum_exact,
+                                      proven_lower=optimum_lower, tol=tol, evidence=ev))
+    c = rep.claims[-1]
+    if c.verdict is Verdict.VERIFIED:
+        c.reason = "DNC is not optimal: " + c.reason
+    elif c.verdict is Verdict.INCONCLUSIVE and optimum_lower is None:
+        c.reason = (f"no point below the best DNC value {fmt(enc[0])} found among {searched} starts (best "
+                    f"{fmt(optimum_upper)}); non-convex, no lower bound")
+
+
+def _linear_mse_statements(rep, inst, *, starts, seed, max_evals, predict_value, predict_rank, predict_dnc_value,
+                           predict_dnc_optimal, symbolic) -> None:
+    collapsed_gd = inst.N > FULL_MODEL_SAMPLES
+    _budget_model(inst, starts, max_evals, collapsed_gd)  # before any work
+    cert = S.certify_linear_mse(inst)
+    pred = T.linear_mse_optimum(inst)
+    value = predict_value(inst) if predict_value else pred.value
+    rank_pred = predict_rank(inst) if predict_rank else pred.rank
+    rep.predicted.update(value=value, rank=rank_pred, singular_values=list(pred.singular_values[:64]))
+    # the realised optimum from the certificate's own singular values (enclosure midpoints), evaluated in the
+    # full network after random rotations: an independent computation of an upper bound
+    svals = []
+    counts = sorted(inst.counts, reverse=True)
+    scal = cert.details["scalar"]
+    for i, c in enumerate(counts):
+        sc = scal.get(str(c)) if i < cert.details["rank_limit"] else None
+        if sc is None or sc["branch"] == "zero":
+            svals.append(0.0)
+        elif sc["branch"] == "positive":
+            svals.append(0.5 * (sc["s_plus"][0] + sc["s_plus"][1]))
+        else:
+            svals.append(pred.singular_values[i])
+    attained, where = _eval_point(inst, svals, seed=seed)
+    tol = tolerance(value, rtol=VALUE_RTOL, atol=VALUE_ATOL)
+    rep.certificate = cert.to_dict()
+    rep.solution = {"value": attained, "method": f"balanced factorisation of the certified product ({where} model)",
+                    "singular_values": svals[:64]}
+    rep.claims.append(optimum_matches("optimal-value", value, attained=attained, lower_bound=cert.lower_bound,
+                                      tol=tol, certificate=cert.method))
+    rank = cert.details["rank"]
+    ev = {"predicted_rank": rank_pred, "certified_rank": rank, "rank_range": cert.details["rank_range"],
+          "rank_limit": cert.details["rank_limit"]}
+    if rank is None:
+        rep.claims.append(Check("optimal-rank", Verdict.INCONCLUSIVE, "at a rank threshold: phi(0) and phi(s_+) not "
+                                "separated for some class (both ranks attain the optimum within the enclosure)", ev))
+    elif rank_pred == rank:
+        rep.claims.append(Check("optimal-rank", Verdict.VERIFIED, f"every global minimiser's product has rank {rank} "
+                                "(each scalar problem has a unique minimiser, proven in ball arithmetic)", ev))
+    else:
+        rep.claims.append(Check("optimal-rank", Verdict.REFUTED, f"predicted rank {rank_pred}, but every global "
+                                f"minimiser's product has rank {rank} (proven)", ev))
+    # multi-start gradient descent on the full deep model never goes below the certificate (a test that can fail)
+    sol = S.multistart(inst, starts=starts, seed=seed, max_evals=max_evals, collapsed=collapsed_gd)
+    gtol = tolerance(cert.lower_bound, rtol=GD_RTOL, atol=VALUE_ATOL)
+    below = exceeds(cert.lower_bound - sol.value, gtol)
+    rep.routes["multistart"] = {k: v for k, v in sol.to_dict().items() if k != "runs"}
+    rep.routes["multistart"]["values"] = [r["value"] for r in sol.diagnostics["runs"]]
+    rep.claims.append(condition("multistart-above-certificate", not below and is_finite(sol.value),
+                                verified=f"best of {sol.diagnostics['starts']} L-BFGS starts on the "
+                                f"{'collapsed' if collapsed_gd else 'full'} model: {fmt(sol.value)} >= proven "
+                                f"lower bound {fmt(cert.lower_bound)}",
+                                refuted=f"a local solve attains {fmt(sol.value)} < proven lower bound "
+                                f"{fmt(cert.lower_bound)}: the certificate is wrong",
+                                evidence={"best": sol.value, "lower_bound": cert.lower_bound, "tolerance": gtol}))
+    rep.geometry["best_point"] = S.layer_structure(sol.variables["model"], sol.variables["x"])
+    if symbolic:
+        rep.claims.extend(symbolic_checks(inst.layers))
+    if inst.balanced:
+        _dnc_checks(rep, inst, optimum_upper=attained, optimum_lower=cert.lower_bound, optimum_exact=False,
+                    predict_dnc_value=predict_dnc_value, predict_dnc_optimal=predict_dnc_optimal,
+                    searched=sol.diagnostics["starts"])
+
+
+def _relu_mse_statements(rep, inst, *, starts, seed, max_evals, predict_dnc_value, predict_dnc_optimal,
+                         search) -> None:
+    stored = S.find_stored_witness(inst)
+    if search and stored is None:
+        _budget_model(inst, starts + 1, max_evals, True)
+    candidates = []
+    if stored is not None:
+        candidates.append(S.witness_report(inst, stored, origin="stored witness (solvers/deep_ufm_witnesses.json)"))
+    searched = 0
+    if search and (stored is None or starts > 0):
+        r = S.witness_search(inst, starts=starts, seed=seed, max_evals=max_evals)
+        searched = r["search"]["starts"]
+        candidates.append(r)
+    if not candidates:
+        rep.claims.append(Check("dnc-optimal", Verdict.INCONCLUSIVE, "no search was run", {}))
+        return
+    best = min(candidates, key=lambda c: c["value_exact"])
+    rep.solution = {"value": best["value_exact"], "value_float": best["value_float"], "method": best["origin"],
+                    "exact": True, "starts": searched}
+    rep.geometry["best_point"] = best["structure"]
+    rep.certificate = None
+    rep.extra["lower_bound"] = None
+    rep.diagnostics.append("ReLU model: no proven lower bound on the global optimum (non-convex); the best value "
+                           "is an upper bound only")
+    info = {"witness_origin": best["origin"], "witness_exact_value": best["value_exact_fraction"],
+            "feature_ranks": [f["rank"] for f in best["structure"]["features"]]}
+    _dnc_checks(rep, inst, optimum_upper=best["value_exact"], optimum_lower=None,
+                optimum_exact=bool(best["below_dnc_proven"]), predict_dnc_value=predict_dnc_value,
+                predict_dnc_optimal=predict_dnc_optimal, searched=searched + (stored is not None),
+                lower_rank_info=info)
+    if best["below_dnc_proven"]:
+        fr = info["feature_ranks"]
+        rep.extra["witness"] = {"value_exact": best["value_exact"], "fraction": best["value_exact_fraction"],
+                                "feature_ranks": fr, "x": [float(v).hex() for v in best["x"]]}
+
+
+def _ce_statements(rep, inst, *, starts, seed, max_evals, bound, tau) -> None:
+    m = S.ce_rank_measurement(inst, tau, seeds=(seed, seed + 1), starts=starts, max_evals=max_evals)
+    B = bound(inst, tau)
+    best = min(m["per_seed"], key=lambda p: p["value"])
+    rep.solution = {"value": best["value"], "method": "multi-start L-BFGS (class-collapsed)", "seeds": m["per_seed"]}
+    rep.predicted["rank_bound"] = B
+    rep.claims.append(ce_bound_check("rank-bound", inst, m, B))
+
+
+def ce_bound_check(name: str, inst, m: dict, B) -> Check:
+    """Measurement: counts at the best points of every seed against the bound B. VERIFIED: every seed's best point
+    obeys it (stated as a measurement); REFUTED: the lowest point found violates it; INCONCLUSIVE: the seeds
+    disagree."""
+    per = m["per_seed"]
+    best = min(per, key=lambda p: p["value"])
+    counts = [p["count"] for p in per]
+    ev = {"bound": B, "tau": m["tau"], "counts": counts, "values": [p["value"] for p in per],
+          "best_count": best["count"], "measurement": True, "activation": inst.activation}
+    if inst.activation != "linear":
+        ev["note"] = "the bound is derived for the linear model; for ReLU it is a conjecture being measured"
+    if not isinstance(B, (int, np.integer)):
+        return Check(name, Verdict.INCONCLUSIVE, "no integer bound", ev)
+    if best["count"] > B:
+        return Check(name, Verdict.REFUTED, f"the lowest point found (value {fmt(best['value'])}) has {best['count']} "
+                     f"singular values above tau = {m['tau']:g} > bound {B}", ev)
+    if any(c > B for c in counts):
+        return Check(name, Verdict.INCONCLUSIVE, f"seeds disagree: counts {counts} against bound {B}", ev)
+    return Check(name, Verdict.VERIFIED, f"measured over {len(per)} seeds: counts {counts} <= bound {B} at every "
+                 "best point (a measurement at points found, not a proof about the minimisers)", ev)
+
+
+# ------------------------------------------------------------------------------------------
+# claims (factories)
+# ------------------------------------------------------------------------------------------
+
+def _label(checks: Iterable[Check], inst: T.DeepUFMInstance) -> Iterable[Check]:
+    for c in checks:
+        c.name = f"{c.name} ({inst.label()})"
+        yield c
+
+
+def linear_optimum_instances(ctx: RunContext) -> list[T.DeepUFMInstance]:
+    out = [T.balanced(3, "linear", "mse", 3, 2, 3, 0.01),
+           T.DeepUFMInstance(3, "linear", "mse", (9, 4, 1, 1), 3, (0.01,)),  # imbalanced, width binds the rank
+           T.DeepUFMInstance(2, "linear", "mse", (8, 3, 1), 3, (0.05,)),  # imbalanced: the minority drops out
+           T.balanced(1, "linear", "mse", 2, 1, 2, 0.3)]  # convex L = 1
+    if ctx.full:
+        out += [T.balanced(5, "linear", "mse", 100, 5, 100, 1e-3), T.balanced(4, "linear", "mse", 4, 1, 4, 0.2),
+                T.DeepUFMInstance(4, "linear", "mse", tuple(range(1, 11)), 8, (1e-3, 2e-3, 1e-3, 5e-3, 1e-2))]
+    return out
+
+
+def make_linear_optimum_claim(predict_value: Callable | None = None, predict_rank: Callable | None = None,
+                              instances: Callable | None = None, id_: str = "deep_ufm.linear-mse.optimum") -> Claim:
+    """Statement: the deep linear MSE optimum is the sum of the scalar minima and its rank is the number of
+    classes whose scalar minimiser is positive.
+
+    Source: Dang et al. 2023 (reconstructed), derived in docs/deep_ufm.md. Conditions: linear, MSE, any counts.
+    Checks: the predicted value against a feasible realised point (the full network evaluated) and a lower bound
+    proven in ball arithmetic (refuted by either); the predicted rank against the proven rank; multi-start L-BFGS
+    on the full model never below the proven bound; sympy checks of the reduction's steps."""
+
+    def check(ctx: RunContext):
+        for inst in (instances or linear_optimum_instances)(ctx):
+            rep = check_instance(inst, starts=2 if not ctx.full else 4, seed=ctx.seed, max_evals=1500,
+                                 predict_value=predict_value, predict_rank=predict_rank)
+            yield from _label([c for c in rep.claims if not c.name.startswith("dnc-")], inst)
+
+    return Claim(id_, FAMILY, "Deep linear UFM with MSE (L layers, no bias, mean over samples): the global minimum "
+                 "equals sum_c min_{s>=0} (s - sqrt(n_c))^2/(2N) + C s^{2/(L+1)} over the min(D, K) largest classes "
+                 "(C = ((L+1)/2)(lambda_H prod lambda_l)^{1/(L+1)}), attained at rank = #classes with a positive "
+                 "scalar minimiser", SRC_DANG, Provenance.RECONSTRUCTED, check,
+                 key=("gap", "certified_rank"))
+
+
+def dnc_suboptimal_instances(ctx: RunContext) -> list[T.DeepUFMInstance]:
+    out = [T.balanced(5, "relu", "mse", 3, 1, 6, 0.003), T.balanced(4, "relu", "mse", 5, 1, 8, 0.004),
+           T.balanced(4, "linear", "mse", 5, 1, 5, 0.004)]  # outside the hypothesis: certified either way
+    if ctx.full:
+        out.append(T.balanced(4, "relu", "mse", 10, 1, 12, 0.002))
+    return out
+
+
+def make_dnc_suboptimal_claim(predict_optimal: Callable | None = None, predict_dnc_value: Callable | None = None,
+                              instances: Callable | None = None, id_: str = "deep_ufm.dnc.suboptimal") -> Claim:
+    """Statement: with ReLU and MSE, L >= 3 layers and K >= 3 classes, DNC is not optimal: a lower-rank point has
+    a strictly smaller objective than the best DNC point (for linear models the certified optimum decides).
+
+    Source: Súkeník, Lampert, Mondelli 2024 (reconstructed). Conditions: MSE, balanced, D >= K.
+    Checks: the best DNC value (prediction) against its ball-arithmetic enclosure and the DNC point's model value;
+    "DNC is optimal" (``predict_optimal``) against a witness whose value is evaluated exactly (rationals) below
+    the proven lower end of the DNC value (REFUTED), or for linear models against the certified optimum."""
+
+    def check(ctx: RunContext):
+        for inst in (instances or dnc_suboptimal_instances)(ctx):
+            if inst.activation == "relu" and (inst.layers < 3 or inst.K < 3):
+                yield hypothesis_fails(f"dnc-optimal ({inst.label()})", "L >= 3 and K >= 3 (the theorem's setting)")
+                continue
+            rep = check_instance(inst, starts=4 if ctx.full else 1, seed=ctx.seed, max_evals=1500,
+                                 search=ctx.full or S.find_stored_witness(inst) is None,
+                                 predict_dnc_optimal=predict_optimal, predict_dnc_value=predict_dnc_value,
+                                 symbolic=False)
+            yield from _label([c for c in rep.claims if c.name.startswith("dnc-")], inst)
+
+    return Claim(id_, FAMILY, "Deep UFM with ReLU and MSE, L >= 3 layers and K >= 3 classes: deep neural collapse is "
+                 "not optimal (a lower-rank point has a strictly smaller objective than the best DNC point)",
+                 SRC_SUKENIK, Provenance.RECONSTRUCTED, check, key=("witness_gap", "feature_ranks"))
+
+
+def dnc_shallow_instances(ctx: RunContext) -> list[T.DeepUFMInstance]:
+    out = [T.balanced(2, "linear", "mse", 3, 2, 3, 0.01), T.balanced(4, "linear", "mse", 2, 2, 2, 0.01),
+           T.balanced(2, "relu", "mse", 3, 1, 3, 0.01), T.balanced(4, "relu", "mse", 2, 1, 2, 0.01)]
+    if ctx.full:
+        out += [T.balanced(2, "relu", "mse", 5, 1, 6, 0.005), T.balanced(5, "relu", "mse", 2, 2, 4, 0.005)]
+    return out
+
+
+def make_dnc_shallow_claim(predict_optimal: Callable | None = None, predict_dnc_value: Callable | None = None,
+                           instances: Callable | None = None, id_: str = "deep_ufm.dnc.optimal-shallow") -> Claim:
+    """Statement: for L = 2 layers or K = 2 classes (and for deep linear models), the best DNC point is a global
+    minimiser.
+
+    Source: Súkeník et al. 2023/2024 and Dang et al. 2023 (reconstructed). Conditions: MSE, balanced, D >= K.
+    Checks: the DNC value against its enclosure; linear: the DNC value against the certified global optimum
+    (VERIFIED when the proven lower bound matches; REFUTED by a point below); ReLU: no lower bound exists here, so
+    INCONCLUSIVE unless the multi-start search finds a point below the DNC value (exactly evaluated: REFUTED)."""
+
+    def check(ctx: RunContext):
+        for inst in (instances or dnc_shallow_instances)(ctx):
+            if not (inst.layers <= 2 or inst.K == 2 or inst.activation == "linear"):
+                yield hypothesis_fails(f"dnc-optimal ({inst.label()})", "L <= 2 or K = 2 (or a linear model)")
+                continue
+            rep = check_instance(inst, starts=3 if ctx.full else 1, seed=ctx.seed, max_evals=800 if not ctx.full
+                                 else 3000, predict_dnc_optimal=predict_optimal, predict_dnc_value=predict_dnc_value,
+                                 symbolic=False)
+            yield from _label([c for c in rep.claims if c.name.startswith("dnc-")], inst)
+
+    return Claim(id_, FAMILY, "Deep UFM with MSE, L = 2 layers or K = 2 classes (or linear): the best DNC point "
+                 "is a global minimiser", SRC_SUKENIK + "; " + SRC_DANG, Provenance.RECONSTRUCTED, check,
+                 key=("gap",))
+
+
+def ce_instances(ctx: RunContext) -> list[T.DeepUFMInstance]:
+    Ls = (1, 2, 3, 4, 6) if ctx.full else (1, 2, 3)
+    return [T.balanced(L, "linear", "ce", 5, 1, 5, 0.01) for L in Ls]
+
+
+def make_ce_claim(bound: Callable | None = None, predict_trend: str = "non-increasing", final_below_dnc: bool = True,
+                  instances: Callable | None = None, tau: float = CE_TAU,
+                  id_: str = "deep_ufm.ce.low-rank-bias") -> Claim:
+    """Statement (a measurement): for the deep linear CE UFM, at the best points found over 2 seeds the number of
+    singular values of the output above tau obeys the derived bound at every depth, does not increase with L and,
+    at the deepest L, is below the DNC count K - 1.
+
+    Source: Garrod and Keating 2025 (reconstructed: low-rank bias as depth grows; the bound is derived in
+    docs/deep_ufm.md). Conditions: CE. Checks: per depth the counts of every seed against ``bound`` (REFUTED when
+    the lowest point found violates it); the trend of the lowest points' counts against ``predict_trend``
+    ("non-increasing" or "constant": DNC's rank persists); the deepest count against K - 1. Never a proof."""
+
+    def check(ctx: RunContext):
+        insts = (instances or ce_instances)(ctx)
+        best_counts = []
+        for inst in insts:
+            m = S.ce_rank_measurement(inst, tau, seeds=(ctx.seed, ctx.seed + 1), starts=2, max_evals=2000)
+            B = (bound or T.ce_rank_bound)(inst, tau)
+            c = ce_bound_check(f"rank-bound (L={inst.layers}, K={inst.K}, lambda={inst.lams[0]:g})", inst, m, B)
+            best_counts.append(c.evidence["best_count"])
+            yield c
+        Ls = [i.layers for i in insts]
+        ev = {"layers": Ls, "best_counts": best_counts, "tau": tau, "measurement": True, "dnc_count": insts[0].K - 1}
+        if predict_trend == "constant":
+            ok = len(set(best_counts)) == 1
+            yield condition("trend", ok, verified=f"counts {best_counts} constant over L = {Ls} (measured)",
+                            refuted=f"counts {best_counts} over L = {Ls} are not constant (measured at the best "
+                            "points found)", evidence=ev)
+        else:
+            ok = all(b <= a for a, b in zip(best_counts, best_counts[1:]))
+            yield condition("trend", ok, verified=f"counts {best_counts} non-increasing over L = {Ls} (measured)",
+                            refuted=f"counts {best_counts} increase somewhere over L = {Ls} (measured)", evidence=ev)
+        if final_below_dnc:
+            yield condition("below-dnc-rank", best_counts[-1] < insts[-1].K - 1,
+                            verified=f"at L = {Ls[-1]} the lowest point found has {best_counts[-1]} < K - 1 = "
+                            f"{insts[-1].K - 1} singular values above tau (measured)",
+                            refuted=f"at L = {Ls[-1]} the count {best_counts[-1]} is not below K - 1 (measured)",
+                            evidence=ev)
+
+    return Claim(id_, FAMILY, "Deep linear UFM with cross-entropy (measured at the best points found over 2 seeds, "
+                 f"tau = {tau:g}): the number of output singular values above tau is at most floor(log K / (C "
+                 "tau^{2/(L+1)})) at every depth, does not increase with L, and falls below the DNC count K - 1",
+                 SRC_GK, Provenance.RECONSTRUCTED, check, key=("best_counts",), tags=("measurement",))
+
+
+CLAIMS = [make_linear_optimum_claim(), make_dnc_suboptimal_claim(), make_dnc_shallow_claim(), make_ce_claim()]

@@ -1,0 +1,653 @@
+"""Deep UFM: the objective (defined once), its gradient, multi-start solves, certificates (docs/deep_ufm.md).
+
+- :func:`certify_scalar` / :func:`certify_linear_mse`: the deep linear MSE optimum, proven in ball arithmetic
+  (python-flint arb): each scalar problem min_{s >= 0} phi(s) is decided from the explicit root structure of
+  its stationarity polynomial q (sign of q at its only positive critical point t*, the larger root isolated
+  by sign changes proven in arb, phi enclosed on the isolating interval, compared with phi(0)).
+- :class:`DeepModel`: objective and analytic gradient of the full model, on columns with multiplicities
+  (every sample its own column, or one column per class with multiplicity n_c: a class-collapsed point).
+- :func:`multistart`: L-BFGS (scipy) from random and structured starts; work budget (evaluations) checked
+  before any work.
+- :func:`exact_mse_value`: the MSE objective of a class-collapsed point evaluated exactly in rational
+  arithmetic (python-flint fmpq): the value of a witness is a proof, not a float.
+
+Returns data (Solution, Certificate, dicts), never verdicts.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass
+
+import numpy as np
+
+from solvers.common import Certificate, Solution
+from theory import deep_ufm as T
+from theory._validate import InputError
+
+#: working precision (bits) of the ball-arithmetic certificates; the floats of the instance are exact in it
+ARB_PREC = 128
+#: the larger root of q is isolated to a relative width of 2^-90 (well inside ARB_PREC)
+ROOT_REL_WIDTH = 2.0 ** -90
+#: refuse a multi-start solve above this many objective evaluations x flops per evaluation (work, not seconds;
+#: about 60 s of a loaded 2-core machine at the measured ~2 GFLOP/s for these small products plus overhead)
+WORK_LIMIT_FLOP = 2e11
+#: per-evaluation Python overhead expressed in flops for the budget (measured ~40 us per evaluation)
+EVAL_OVERHEAD_FLOP = 8e4
+
+
+def _flint():
+    try:
+        import flint
+    except ImportError:  # pragma: no cover - python-flint is a dependency of the [all] extra
+        raise InputError("the deep-ufm certificates need python-flint (pip install python-flint)") from None
+    return flint
+
+
+class _prec:
+    def __init__(self, bits: int):
+        self.bits = bits
+
+    def __enter__(self):
+        fl = _flint()
+        self.old = fl.ctx.prec
+        fl.ctx.prec = self.bits
+
+    def __exit__(self, *exc):
+        _flint().ctx.prec = self.old
+
+
+def _down(x) -> float:
+    """A float <= every point of the arb ball x."""
+    v = float(x.lower())
+    return float(np.nextafter(v, -np.inf))
+
+
+def _up(x) -> float:
+    v = float(x.upper())
+    return float(np.nextafter(v, np.inf))
+
+
+# ------------------------------------------------------------------------------------------
+# certified scalar problems (deep linear MSE)
+# ------------------------------------------------------------------------------------------
+
+@dataclass
+class ScalarCertificate:
+    """min_{s>=0} phi(s) enclosed in [lower, upper]; ``branch``: "zero" (s = 0 is the unique minimiser),
+    "positive" (the unique minimiser is s_plus > 0), "undecided" (the two candidates' values overlap)."""
+
+    count: int
+    lower: float
+    upper: float
+    branch: str
+    s_plus: tuple | None  # enclosure (lo, hi) of the positive local minimiser
+    value_plus: tuple | None  # enclosure of phi(s_plus)
+    value_zero: tuple
+    how: str
+
+    def to_dict(self) -> dict:
+        return dict(self.__dict__)
+
+
+def _arb_consts(count: int, N: int, lams, L: int):
+    fl = _flint()
+    arb = fl.arb
+    logp = sum((arb(v).log() for v in lams), arb(0))
+    C = arb(L + 1) / 2 * (logp / (L + 1)).exp()
+    y = arb(count).sqrt()
+    return arb, C, y
+
+
+def certify_scalar(count: int, N: int, lams, L: int) -> ScalarCertificate:
+    """Proven global minimum of phi(s) = (s - y)^2/(2N) + C s^{2/(L+1)}, y = sqrt(count), over s >= 0.
+
+    L = 1: convex (soft threshold s = max(0, y - N C)). L >= 2, s = t^{L+1}: dphi/dt = (t/N) q(t) with
+    q(t) = (L+1) t^{2L} - (L+1) y t^{L-1} + 2NC, q(0) > 0, and q' vanishes on t > 0 only at t*^{L+1} =
+    (L-1) y/(2L) (theory.deep_ufm.derivation_qmin). If q(t*) > 0 (proven), phi increases on t > 0 and s = 0 is
+    the unique minimiser. If q(t*) < 0, q has exactly two positive roots t1 < t* < t2 and phi's local minima are
+    t = 0 and t2; t2 is isolated in [a, b] with q(a) < 0 < q(b) proven, phi(t2) enclosed by phi([a, b]) (phi is
+    monotone on [t*, inf) near t2 only up to the enclosure width, so the interval evaluation is used).
+    """
+    with _prec(ARB_PREC):
+        arb, C, y = _arb_consts(count, N, lams, L)
+        Nn = arb(N)
+        v0 = y * y / (2 * Nn)
+        vz = (_down(v0), _up(v0))
+        if L == 1:
+            s = y - Nn * C
+            if s < 0:
+                return ScalarCertificate(count, vz[0], vz[1], "zero", None, None, vz,
+                                         "convex (L = 1): y - N C < 0 proven, soft threshold at 0")
+            if s > 0:
+                val = (s - y) ** 2 / (2 * Nn) + C * s
+                return ScalarCertificate(count, _down(val), _up(val), "positive", (_down(s), _up(s)),
+                                         (_down(val), _up(val)), vz, "convex (L = 1): soft threshold y - N C > 0")
+            return ScalarCertificate(count, min(vz[0], 0.0), vz[1], "undecided", None, None, vz,
+                                     "convex (L = 1): y - N C not separated from 0")
+
+        def q(t):
+            return (L + 1) * t ** (2 * L) - (L + 1) * y * t ** (L - 1) + 2 * Nn * C
+
+        def ph(t):
+            return (t ** (L + 1) - y) ** 2 / (2 * Nn) + C * t * t
+
+        tstar = ((L - 1) * y / (2 * L)) ** (arb(1) / (L + 1))
+        qs = q(tstar)
+        if qs > 0:
+            return ScalarCertificate(count, vz[0], vz[1], "zero", None, None, vz,
+                                     "q(t*) > 0 proven: phi increasing on s > 0, s = 0 the unique minimiser")
+        if not qs < 0:  # a double root within the ball: bound phi on a fine interval cover instead
+            return _cover_bound(count, N, lams, L, vz, "q(t*) not separated from 0 (near the threshold)")
+        # isolate t2 in (t*, T], T = y^{1/(L+1)}, q(T) = 2 N C > 0; q increasing on [t*, inf)
+        lo = float(tstar.mid())
+        hi = float((y ** (arb(1) / (L + 1))).upper()) * (1 + 1e-15)
+        qf = lambda t: (L + 1) * t ** (2 * L) - (L + 1) * math.sqrt(count) * t ** (L - 1) + 2.0 * N * float(C.mid())
+        for _ in range(200):
+            mid = 0.5 * (lo + hi)
+            if mid <= lo or mid >= hi:
+                break
+            if qf(mid) < 0:
+                lo = mid
+            else:
+                hi = mid
+        t2 = 0.5 * (lo + hi)
+        # widen until the signs are proven in arb (the float root may be a few ulps off)
+        a, b = None, None
+        for k in range(0, 60):
+            w = t2 * 2.0 ** (-50 + k)
+            aa, bb = arb(t2) - arb(w), arb(t2) + arb(w)
+            if aa > tstar and q(aa) < 0 and q(bb) > 0:
+                a, b = aa, bb
+                break
+        if a is None:
+            return _cover_bound(count, N, lams, L, vz, "could not isolate the larger root of q")
+        ball = (a + b) / 2
+        ball = arb(ball.mid(), (b - a).upper() / 2 + ball.rad())
+        vp = ph(ball)
+        sp_ = ball ** (L + 1)
+        vpe = (_down(vp), _up(vp))
+        spe = (_down(sp_), _up(sp_))
+        if vp < v0:
+            return ScalarCertificate(count, vpe[0], vpe[1], "positive", spe, vpe, vz,
+                                     "two positive roots of q (q(t*) < 0); phi(t2) < phi(0) proven")
+        if vp > v0:
+            return ScalarCertificate(count, vz[0], vz[1], "zero", spe, vpe, vz,
+                                     "two positive roots of q (q(t*) < 0); phi(t2) > phi(0) proven")
+        return ScalarCertificate(count, min(vz[0], vpe[0]), min(vz[1], vpe[1]), "undecided", spe, vpe, vz,
+                                 "phi(t2) and phi(0) not separated (at the rank threshold)")
+
+
+def _cover_bound(count, N, lams, L, vz, why: str, pieces: int = 4000) -> ScalarCertificate:
+    """Interval branch over a cover of t in [0, y^{1/(L+1)}] (the minimiser lies there: for s > y both terms
+    increase): a proven lower bound, not tight; the branch stays undecided."""
+    with _prec(ARB_PREC):
+        arb, C, y = _arb_consts(count, N, lams, L)
+        Nn = arb(N)
+        T_ = float((y ** (arb(1) / (L + 1))).upper()) * (1 + 1e-12)
+        lo = None
+        for i in range(pieces):
+            a, b = T_ * i / pieces, T_ * (i + 1) / pieces
+            t = arb((a + b) / 2, (b - a) / 2 * (1 + 1e-12))
+            v = (t ** (L + 1) - y) ** 2 / (2 * Nn) + C * t * t
+            d = _down(v)
+            lo = d if lo is None else min(lo, d)
+    return ScalarCertificate(count, min(lo, vz[0]), vz[1], "undecided", None, None, vz, why + "; interval cover bound")
+
+
+def certify_linear_mse(inst: T.DeepUFMInstance) -> Certificate:
+    """Proven enclosure of the deep linear MSE optimum (docs/deep_ufm.md, "Reduction"): the product has singular
+    values s_c aligned with Y (von Neumann), at most r = min(D, K) of them nonzero, the largest counts first.
+    ``details``: rank (of every minimiser, when proven), per-count scalar certificates."""
+    t0 = time.perf_counter()
+    L, N = inst.layers, inst.N
+    counts = sorted(inst.counts, reverse=True)
+    rmax = T.rank_limit(inst)
+    certs: dict[int, ScalarCertificate] = {}
+    lo = up = 0.0
+    lo_terms, up_terms = [], []
+    rank_lo = rank_hi = 0
+    for i, c in enumerate(counts):
+        if i < rmax:
+            sc = certs.get(c) or certs.setdefault(c, certify_scalar(c, N, inst.lams, L))
+            lo_terms.append(sc.lower)
+            up_terms.append(sc.upper)
+            rank_lo += sc.branch == "positive"
+            rank_hi += sc.branch != "zero"
+        else:
+            v = c / (2.0 * N)
+            lo_terms.append(v * (1 - 2e-16))
+            up_terms.append(v * (1 + 2e-16))
+    lo = math.fsum(lo_terms)
+    up = math.fsum(up_terms)
+    n_terms = len(lo_terms)
+    # fsum of floats is correctly rounded: one relative ulp per sum plus the terms' own outward rounding
+    lo = float(np.nextafter(lo - abs(lo) * 2.3e-16 * 2, -np.inf))
+    up = float(np.nextafter(up + abs(up) * 2.3e-16 * 2, np.inf))
+    rank = rank_lo if rank_lo == rank_hi else None
+    return Certificate(lo, up, "scalar reduction + arb root isolation",
+                       {"rank": rank, "rank_range": [rank_lo, rank_hi], "rank_limit": rmax, "terms": n_terms,
+                        "scalar": {str(c): sc.to_dict() for c, sc in certs.items()},
+                        "seconds": time.perf_counter() - t0})
+
+
+def certify_dnc(inst: T.DeepUFMInstance) -> tuple[float, float] | None:
+    """Enclosure of the best DNC value K phi(s_+) (balanced, D >= K); None where phi has no positive local
+    minimiser or it could not be isolated."""
+    if not inst.balanced or inst.width < inst.K:
+        return None
+    sc = certify_scalar(inst.n, inst.N, inst.lams, inst.layers)
+    if sc.value_plus is None:
+        return None
+    K = inst.K
+    return (float(np.nextafter(sc.value_plus[0] * K, -np.inf)), float(np.nextafter(sc.value_plus[1] * K, np.inf)))
+
+
+# ------------------------------------------------------------------------------------------
+# the model (the one definition of the objective)
+# ------------------------------------------------------------------------------------------
+
+class DeepModel:
+    """Objective and gradient on columns: ``labels[j]`` the class of column j, ``mult[j]`` its multiplicity
+    (1: a sample; n_c: a class-collapsed column). Parameters packed as [H (D x m), W_1, ..., W_L]."""
+
+    def __init__(self, inst: T.DeepUFMInstance, collapsed: bool = True):
+        self.inst = inst
+        K, D, L = inst.K, inst.width, inst.layers
+        if collapsed:
+            self.labels = np.arange(K)
+            self.mult = np.asarray(inst.counts, dtype=float)
+        else:
+            self.labels = np.repeat(np.arange(K), inst.counts)
+            self.mult = np.ones(inst.N)
+        self.m = len(self.labels)
+        self.shapes = [(D, self.m)] + [(D, D)] * (L - 1) + [(K, D)]
+        self.sizes = [a * b for a, b in self.shapes]
+        self.nvar = sum(self.sizes)
+        self.Y = np.zeros((K, self.m))
+        self.Y[self.labels, np.arange(self.m)] = 1.0
+        self.relu = inst.activation == "relu"
+        self.evals = 0
+
+    def flops(self) -> float:
+        return 6.0 * sum(a * b for a, b in self.shapes[1:]) * self.m + EVAL_OVERHEAD_FLOP
+
+    def unpack(self, x):
+        out, i = [], 0
+        for (a, b), s in zip(self.shapes, self.sizes):
+            out.append(x[i:i + s].reshape(a, b))
+            i += s
+        return out[0], out[1:]
+
+    @staticmethod
+    def pack(H, Ws) -> np.ndarray:
+        return np.concatenate([np.asarray(H, float).ravel()] + [np.asarray(W, float).ravel() for W in Ws])
+
+    def forward(self, H, Ws):
+        """Per-layer inputs [H_1, ..., H_L] and pre-activations, and the output."""
+        hs, zs, h = [H], [], H
+        for l in range(len(Ws) - 1):
+            z = Ws[l] @ h
+            zs.append(z)
+            h = np.maximum(z, 0.0) if self.relu else z
+            hs.append(h)
+        return hs, zs, Ws[-1] @ h
+
+    def value_grad(self, x):
+        self.evals += 1
+        inst = self.inst
+        H, Ws = self.unpack(x)
+        lh, lw = inst.lams[0], inst.lams[1:]
+        hs, zs, O = self.forward(H, Ws)
+        N = inst.N
+        w = self.mult
+        if inst.loss == "mse":
+            R = O - self.Y
+            f = 0.5 / N * float(np.sum(w * np.sum(R * R, axis=0)))
+            G = R * (w / N)
+        else:
+            Om = O - O.max(axis=0, keepdims=True)
+            lse = np.log(np.sum(np.exp(Om), axis=0))
+            f = float(np.sum(w * (lse - Om[self.labels, np.arange(self.m)]))) / N
+            P = np.exp(Om - lse)
+            G = (P - self.Y) * (w / N)
+        f += 0.5 * lh * float(np.sum(w * np.sum(H * H, axis=0))) + sum(0.5 * lw[l] * float(np.sum(W * W))
+                                                                        for l, W in enumerate(Ws))
+        L = len(Ws)
+        gW = [None] * L
+        gW[L - 1] = G @ hs[L - 1].T + lw[L - 1] * Ws[L - 1]
+        g = Ws[L - 1].T @ G
+        for l in range(L - 2, -1, -1):
+            if self.relu:
+                g = g * (zs[l] > 0)
+            gW[l] = g @ hs[l].T + lw[l] * Ws[l]
+            g = Ws[l].T @ g
+        gH = g + lh * H * w
+        return f, self.pack(gH, gW)
+
+    def value(self, x) -> float:
+        return self.value_grad(x)[0]
+
+
+def linear_point(inst: T.DeepUFMInstance, svals, *, collapsed: bool = False, seed: int | None = 0):
+    """Balanced factors whose product W_L...W_1 H has singular value svals[i] on the i-th largest class (aligned
+    with Y), rotated by random orthogonal matrices between layers (the objective is invariant; the rotation makes
+    the evaluation an independent computation, not the scalar formula). Needs svals nonzero on <= D classes."""
+    K, D, L = inst.K, inst.width, inst.layers
+    order = np.argsort(-np.asarray(inst.counts), kind="stable")
+    s = np.zeros(K)
+    s[order[:len(svals)]] = np.asarray(svals, float)[:K]
+    pos = np.flatnonzero(s > 0)
+    if len(pos) > D:
+        raise InputError(f"the point needs width >= {len(pos)} (got {D})")
+    lams = np.asarray(inst.lams)
+    g = float(np.exp(np.sum(np.log(lams))))
+    a = np.zeros((L + 1, K))
+    for c in pos:
+        base = (s[c] ** 2 * g) ** (1.0 / (2 * (L + 1)))
+        a[:, c] = base / np.sqrt(lams)
+    E = np.zeros((D, K))
+    for j, c in enumerate(pos):
+        E[j, c] = 1.0
+    model = DeepModel(inst, collapsed=collapsed)
+    # Y = sum_c sqrt(n_c) e_c u_c^T with u_c the normalised indicator of class c; a collapsed column stands for
+    # n_c equal samples, each the per-sample column
+    U = (np.zeros((K, model.m)) + (model.labels[None, :] == np.arange(K)[:, None])) / \
+        np.sqrt(np.asarray(inst.counts, float))[:, None]
+    rng = np.random.default_rng(seed)
+
+    def orth(k):
+        if seed is None:
+            return np.eye(k)
+        q, r = np.linalg.qr(rng.standard_normal((k, k)))
+        return q * np.sign(np.diag(r))
+
+    Q = [orth(D) for _ in range(L)]
+    H = Q[0] @ E @ np.diag(a[0]) @ U
+    Ws = []
+    for l in range(1, L):
+        Ws.append(Q[l] @ E @ np.diag(a[l]) @ E.T @ Q[l - 1].T)
+    Ws.append(np.diag(a[L]) @ E.T @ Q[L - 1].T)
+    return model, model.pack(H, Ws)
+
+
+def dnc_point(inst: T.DeepUFMInstance, s_plus: float):
+    """The DNC point at scale s_+ (class-collapsed, orthogonal nonnegative class means at every layer, no
+    rotation: ReLU is inactive on it). Its value is K phi(s_+) for ReLU and linear alike."""
+    model, x = linear_point(inst, [s_plus] * inst.K, collapsed=True, seed=None)
+    return model, x
+
+
+# ------------------------------------------------------------------------------------------
+# multi-start local solves
+# ------------------------------------------------------------------------------------------
+
+def estimate_work(model: DeepModel, starts: int, max_evals: int) -> float:
+    return float(starts) * max_evals * model.flops()
+
+
+def check_budget(model: DeepModel, starts: int, max_evals: int, limit: float = WORK_LIMIT_FLOP) -> float:
+    w = estimate_work(model, starts, max_evals)
+    if w > limit:
+        raise InputError(f"work budget: {starts} starts x {max_evals} evaluations x {model.flops():.3g} flop = "
+                         f"{w:.3g} flop > limit {limit:.3g} (fewer --starts or a smaller instance)")
+    return w
+
+
+@dataclass
+class _Res:
+    x: np.ndarray
+    nfev: int
+    success: bool
+
+
+def _lbfgs(model: DeepModel, x0, max_evals: int, gtol: float = 1e-9):
+    """solvers.lbfgs (numpy only: scipy's Fortran L-BFGS-B brings its own threaded BLAS, measured 15 ms per
+    iteration on the loaded 2-core machine for 700 variables). ``max_evals`` bounds the work."""
+    from solvers import lbfgs
+
+    res = lbfgs.minimize(model.value_grad, x0, gtol=gtol, maxiter=max_evals, maxfun=max_evals, memory=20)
+    return _Res(res.x, int(res.nfev), bool(res.converged))
+
+
+def random_start(model: DeepModel, rng, scale: float = 0.5, rank: int | None = None):
+    """Gaussian start; ``rank``: H of that rank (a low-rank structured start)."""
+    H0 = rng.standard_normal(model.shapes[0]) * scale
+    if rank is not None and rank < min(H0.shape):
+        U, s, Vt = np.linalg.svd(H0, full_matrices=False)
+        H0 = (U[:, :rank] * s[:rank]) @ Vt[:rank]
+    Ws = [rng.standard_normal(sh) * scale / math.sqrt(max(1, sh[1]) / 4) for sh in model.shapes[1:]]
+    return model.pack(H0, Ws)
+
+
+def multistart(inst: T.DeepUFMInstance, *, starts: int = 4, seed: int = 0, max_evals: int = 3000,
+               collapsed: bool = True, extra_starts=(), scale: float = 0.5, low_rank: bool = True) -> Solution:
+    """Best point over random starts (half of them with a low-rank H when ``low_rank``) and ``extra_starts``
+    (structured candidates). Budget (evaluations x flops) checked before any work."""
+    model = DeepModel(inst, collapsed=collapsed)
+    n_total = starts + len(extra_starts)
+    check_budget(model, n_total, max_evals)
+    rng = np.random.default_rng(seed)
+    t0 = time.perf_counter()
+    runs = []
+    best_x, best_f, best_conv = None, math.inf, False
+    x0s = [("structured", np.asarray(x, float)) for x in extra_starts]
+    for i in range(starts):
+        r = None
+        if low_rank and i % 2 == 1:
+            r = max(1, min(inst.K, inst.width) // 2 - (i // 2) % max(1, min(inst.K, inst.width) // 2))
+        x0s.append((f"random rank {r}" if r else "random", random_start(model, rng, scale, rank=r)))
+    from solvers.common import blas_threads
+
+    for kind, x0 in x0s:
+        with blas_threads(0):  # tiny products: threaded BLAS was measured 20x slower on the loaded machine
+            res = _lbfgs(model, x0, max_evals)
+            f = model.value(res.x)  # re-evaluated at the returned point
+        runs.append({"start": kind, "value": f, "evaluations": int(res.nfev), "converged": bool(res.success)})
+        if f < best_f:
+            best_x, best_f, best_conv = res.x, f, bool(res.success)
+    sol = Solution(best_f, "multi-start L-BFGS" + (" (class-collapsed)" if collapsed else ""), best_conv,
+                   time.perf_counter() - t0, {"x": best_x},
+                   {"starts": len(x0s), "runs": runs, "evaluations": model.evals,
+                    "work_flop": estimate_work(model, n_total, max_evals)})
+    sol.variables["model"] = model
+    return sol
+
+
+# ------------------------------------------------------------------------------------------
+# exact evaluation (a witness's value is proven)
+# ------------------------------------------------------------------------------------------
+
+def _fmpq_mat(A):
+    fl = _flint()
+    r, c = A.shape
+    return fl.fmpq_mat(r, c, [fl.fmpq(*float(v).as_integer_ratio()) for v in A.ravel()])
+
+
+def exact_mse_value(inst: T.DeepUFMInstance, x) -> "object":
+    """The MSE objective at a class-collapsed point (float parameters taken as exact rationals), evaluated in
+    exact rational arithmetic (fmpq): returns an fmpq. ReLU is exact on rationals."""
+    fl = _flint()
+    model = DeepModel(inst, collapsed=True)
+    H, Ws = model.unpack(np.asarray(x, float))
+    K, N = inst.K, inst.N
+    Hq = _fmpq_mat(H)
+    h = Hq
+    for l in range(len(Ws) - 1):
+        z = _fmpq_mat(Ws[l]) * h
+        if model.relu:
+            entries = [[z[i, j] if z[i, j] > 0 else fl.fmpq(0) for j in range(z.ncols())] for i in range(z.nrows())]
+            z = fl.fmpq_mat(entries)
+        h = z
+    O = _fmpq_mat(Ws[-1]) * h
+    loss = fl.fmpq(0)
+    for c in range(K):
+        col = fl.fmpq(0)
+        for i in range(K):
+            d = O[i, c] - (1 if i == c else 0)
+            col += d * d
+        loss += col * inst.counts[c]
+    total = loss / (2 * N)
+    lh = fl.fmpq(*float(inst.lams[0]).as_integer_ratio())
+    hn = fl.fmpq(0)
+    for c in range(K):
+        col = fl.fmpq(0)
+        for i in range(Hq.nrows()):
+            col += Hq[i, c] * Hq[i, c]
+        hn += col * inst.counts[c]
+    total += lh * hn / 2
+    for l, W in enumerate(Ws):
+        lw = fl.fmpq(*float(inst.lams[l + 1]).as_integer_ratio())
+        Wq = _fmpq_mat(W)
+        sq = fl.fmpq(0)
+        for i in range(Wq.nrows()):
+            for j in range(Wq.ncols()):
+                sq += Wq[i, j] * Wq[i, j]
+        total += lw * sq / 2
+    return total
+
+
+def fmpq_below(value, bound: float) -> bool:
+    """True when the exact rational ``value`` is < the float ``bound`` (exact comparison)."""
+    fl = _flint()
+    return bool(value < fl.fmpq(*float(bound).as_integer_ratio()))
+
+
+def fmpq_float(value) -> float:
+    return float(value.p) / float(value.q) if abs(value.p) < 2 ** 1000 else float(value)
+
+
+# ------------------------------------------------------------------------------------------
+# structure of a point
+# ------------------------------------------------------------------------------------------
+
+#: a singular value counts toward the numerical rank of a layer when above this fraction of the largest
+RANK_RTOL = 1e-3
+
+
+def layer_structure(model: DeepModel, x) -> dict:
+    """Per layer: singular values of the class means of its input features (H_1..H_L) and of the output,
+    numerical ranks (relative threshold RANK_RTOL), the weights' singular values."""
+    H, Ws = model.unpack(np.asarray(x, float))
+    hs, zs, O = model.forward(H, Ws)
+    K = model.inst.K
+    out = {"features": [], "weights": [], "rank_rtol": RANK_RTOL}
+    for l, h in enumerate(hs + [O]):
+        M = np.zeros((h.shape[0], K))
+        for c in range(K):
+            M[:, c] = h[:, model.labels == c].mean(axis=1)
+        s = np.linalg.svd(M, compute_uv=False)
+        rank = int(np.sum(s > RANK_RTOL * s[0])) if s.size and s[0] > 0 else 0
+        spread = 0.0
+        if model.m > K:
+            dev = h - M[:, model.labels]
+            spread = float(np.sum(dev * dev) / max(np.sum(M * M), 1e-300))
+        out["features"].append({"layer": "output" if l == len(hs) else l + 1, "singular_values": s[:16].tolist(),
+                                "rank": rank, "nc1_within_over_between": spread})
+    for l, W in enumerate(Ws):
+        s = np.linalg.svd(W, compute_uv=False)
+        out["weights"].append({"layer": l + 1, "singular_values": s[:16].tolist(),
+                               "rank": int(np.sum(s > RANK_RTOL * s[0])) if s[0] > 0 else 0})
+    return out
+
+
+def product_singular_values(model: DeepModel, x) -> np.ndarray:
+    """Singular values of the output (W_L...W_1 H for linear models) on the samples: collapsed columns are
+    weighted by sqrt(n_c) so that they equal those of the N-column output."""
+    H, Ws = model.unpack(np.asarray(x, float))
+    _, _, O = model.forward(H, Ws)
+    return np.linalg.svd(O * np.sqrt(model.mult)[None, :], compute_uv=False)
+
+
+# ------------------------------------------------------------------------------------------
+# DNC versus lower-rank points (ReLU, MSE)
+# ------------------------------------------------------------------------------------------
+
+def dnc_start(inst: T.DeepUFMInstance, rng, noise: float = 0.05):
+    """The DNC point perturbed (a structured start: a local solve from it shows whether DNC is a local minimum)."""
+    sol = T.scalar_solution(math.sqrt(inst.counts[0]), inst.N, T.reg_constant(inst), inst.layers)
+    if sol.s_plus is None or inst.width < inst.K:
+        return None
+    model, x = dnc_point(inst, sol.s_plus)
+    return x + noise * rng.standard_normal(x.shape) * (np.abs(x).max() or 1.0)
+
+
+def witness_search(inst: T.DeepUFMInstance, *, starts: int = 6, seed: int = 0, max_evals: int = 4000,
+                   extra_starts=()) -> dict:
+    """Best class-collapsed point of the ReLU/linear MSE model from random (full and low-rank) starts, the
+    perturbed DNC point and ``extra_starts``; its value evaluated exactly (fmpq) and compared exactly with the
+    proven lower end of the best DNC value. Returns a dict (data only)."""
+    rng = np.random.default_rng(seed + 7919)
+    extra = list(extra_starts)
+    ds = dnc_start(inst, rng)
+    if ds is not None:
+        extra.append(ds)
+    sol = multistart(inst, starts=starts, seed=seed, max_evals=max_evals, collapsed=True, extra_starts=extra)
+    return witness_report(inst, sol.variables["x"], search=sol)
+
+
+def witness_report(inst: T.DeepUFMInstance, x, search: Solution | None = None, origin: str = "search") -> dict:
+    model = DeepModel(inst, collapsed=True)
+    x = np.asarray(x, float)
+    dnc = certify_dnc(inst)
+    exact = exact_mse_value(inst, x)
+    below = dnc is not None and fmpq_below(exact, dnc[0])
+    out = {"value_float": model.value(x), "value_exact": fmpq_float(exact),
+           "value_exact_fraction": f"{exact.p}/{exact.q}" if len(str(exact.q)) < 400 else None,
+           "dnc_enclosure": list(dnc) if dnc else None, "below_dnc_proven": bool(below),
+           "margin": (dnc[0] - fmpq_float(exact)) if dnc else None, "structure": layer_structure(model, x),
+           "origin": origin, "x": x}
+    if search is not None:
+        out.update(search=search.to_dict(), runs=search.diagnostics.get("runs"))
+    return out
+
+
+def witness_to_json(inst: T.DeepUFMInstance, x) -> dict:
+    """A witness in a file: the instance and the parameters as exact hex floats."""
+    return {"instance": inst.to_dict(), "x": [float(v).hex() for v in np.asarray(x, float)]}
+
+
+def witness_from_json(d: dict) -> tuple[T.DeepUFMInstance, np.ndarray]:
+    i = d["instance"]
+    inst = T.DeepUFMInstance(i["layers"], i["activation"], i["loss"], tuple(i["counts"]), i["width"],
+                             tuple([i["lambda_H"]] + list(i["lambda_W"])))
+    return inst, np.array([float.fromhex(v) for v in d["x"]])
+
+
+def stored_witnesses() -> list[tuple[T.DeepUFMInstance, np.ndarray]]:
+    """Witnesses found once by :func:`witness_search` (seeds in the file) and shipped with the package: their
+    values are re-proven by exact evaluation at every use, so where they came from does not matter."""
+    import json
+    from pathlib import Path
+
+    p = Path(__file__).with_name("deep_ufm_witnesses.json")
+    if not p.exists():
+        return []
+    return [witness_from_json(d) for d in json.loads(p.read_text())["witnesses"]]
+
+
+def find_stored_witness(inst: T.DeepUFMInstance):
+    for w_inst, x in stored_witnesses():
+        if w_inst == inst:
+            return x
+    return None
+
+
+# ------------------------------------------------------------------------------------------
+# CE: low-rank bias measurement
+# ------------------------------------------------------------------------------------------
+
+def ce_rank_measurement(inst: T.DeepUFMInstance, tau: float, *, seeds=(0, 1), starts: int = 2,
+                        max_evals: int = 3000) -> dict:
+    """For each seed: the best point of a multi-start solve, its value and the number of singular values of the
+    (sample) output above tau. A measurement: points found, not proven minimisers."""
+    per = []
+    model = DeepModel(inst, collapsed=True)
+    check_budget(model, len(seeds) * starts, max_evals)
+    for s in seeds:
+        sol = multistart(inst, starts=starts, seed=s, max_evals=max_evals, collapsed=True, low_rank=False)
+        sv = product_singular_values(sol.variables["model"], sol.variables["x"])
+        per.append({"seed": s, "value": sol.value, "count": int(np.sum(sv > tau)), "singular_values": sv[:12].tolist(),
+                    "converged": sol.converged, "evaluations": sol.diagnostics["evaluations"]})
+    return {"tau": tau, "per_seed": per, "zero_value": math.log(inst.K)}
