@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import sys
 
 from proofs_check import html_report, plots
@@ -251,8 +252,17 @@ def _non_finite_option(args: argparse.Namespace) -> str | None:
     return None
 
 
+#: a numpy scalar's repr (``np.float32(0.5)``, ``np.int64(3)``, ``np.True_``) in a message: the number alone
+_NUMPY_REPR = re.compile(r"\bnp\.(?:float|int|uint|complex|longdouble|bool)[0-9_]*\(([^()]*)\)|\bnp\.(True|False)_")
+
+
+def _plain_numbers(text: str) -> str:
+    """Messages show numbers as the user typed them, not numpy reprs (numpy >= 2 prints np.float32(0.5))."""
+    return _NUMPY_REPR.sub(lambda m: m.group(1) if m.group(1) is not None else m.group(2), text)
+
+
 def _one_line(exc: BaseException, limit: int = 300) -> str:
-    text = " ".join(str(exc).split()) or type(exc).__name__
+    text = _plain_numbers(" ".join(str(exc).split())) or type(exc).__name__
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 

@@ -416,7 +416,13 @@ def _pick(arrays: dict, key: str, path, what: str, required: bool):
 def _numeric(src: Source, what: str) -> None:
     k = src.kind()
     if k not in "fiu":
-        raise InputError(f"{what}: {src.name} must hold real numbers, got dtype {src.dtype}")
+        raise InputError(f"{_named(what, src)} must hold real numbers, got dtype {src.dtype}")
+
+
+def _named(what: str, src) -> str:
+    """``FEATURES X.npy`` (a source's name already starts with the parameter: not ``FEATURES: FEATURES X.npy``)."""
+    name = str(getattr(src, "name", src))
+    return name if name.split(" ", 1)[0].rstrip(":") == what else f"{what}: {name}"
 
 
 def detect_layout(shape: tuple, n_labels: int, layout: str, what: str = "FEATURES") -> tuple[str, str]:
@@ -485,7 +491,7 @@ def load_inputs(features, labels=None, weights=None, bias=None, layout: str = "a
         _numeric(feat, "FEATURES")
         if len(feat.shape) != 2:
             hint = " (flatten each sample: reshape to N x d)" if len(feat.shape) > 2 else ""
-            raise InputError(f"FEATURES: {feat.name} must be 2-dimensional (N x d), got shape {feat.shape}{hint}")
+            raise InputError(f"{_named('FEATURES', feat)} must be 2-dimensional (N x d), got shape {feat.shape}{hint}")
         if lab.kind() not in "fiu" or lab.dtype == np.dtype(bool):
             raise InputError(f"--labels: {lab.name} must hold integer class labels, got dtype {lab.dtype}")
         if len(lab.shape) != 1:
@@ -498,7 +504,7 @@ def load_inputs(features, labels=None, weights=None, bias=None, layout: str = "a
         lay, why = detect_layout(feat.shape, n_lab, layout)
         N, d = (feat.shape if lay == "nd" else feat.shape[::-1])
         if d == 0:
-            raise InputError(f"FEATURES: {feat.name} has dimension d = 0")
+            raise InputError(f"{_named('FEATURES', feat)} has dimension d = 0")
         W = b = None
         if W_src is not None:
             _numeric(W_src, "--weights")
@@ -543,11 +549,11 @@ def scan_labels(inp: Inputs, step: int) -> np.ndarray:
     K_w = None if inp.weights is None else inp.weights.shape[0]
     for s, e in _label_chunks(inp, step):
         raw = inp.labels.read(s, e, 0)
-        y = MT._labels_chunk(raw, e - s, K_w, f"--labels: {name}: ", False, None)
+        y = MT._labels_chunk(raw, e - s, K_w, f"{_named('--labels', name)}: ", False, None)
         if y.size:
             m = int(y.max())
             if m >= inp.N:
-                raise InputError(f"--labels: {name}: label {m} is >= N = {inp.N}: some class 0..{m} has no sample "
+                raise InputError(f"{_named('--labels', name)}: label {m} is >= N = {inp.N}: some class 0..{m} has no sample "
                                  "(labels must be class indices 0..K-1 with every class present)")
             if m > hi:
                 hi = m
@@ -561,7 +567,7 @@ def scan_labels(inp: Inputs, step: int) -> np.ndarray:
     empty = np.flatnonzero(counts == 0)
     if empty.size:
         src = f" (W has K = {K} rows)" if K_w is not None else ""
-        raise InputError(f"--labels: {name}: class {int(empty[0])} has no sample{src}; every class 0..{K - 1} needs "
+        raise InputError(f"{_named('--labels', name)}: class {int(empty[0])} has no sample{src}; every class 0..{K - 1} needs "
                          "at least one sample")
     return counts
 
@@ -824,7 +830,7 @@ def measure(features, labels=None, weights=None, bias=None, *, layout: str = "au
                 yield X, y
 
         t1 = time.perf_counter()
-        acc = MT.ClassMeans(K, d, dtype=dtype, where=f"FEATURES: {inp.features.name}: ")
+        acc = MT.ClassMeans(K, d, dtype=dtype, where=f"{_named('FEATURES', inp.features)}: ")
         for X, y in chunks():
             acc.update(X, y)
             del X
