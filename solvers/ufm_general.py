@@ -385,6 +385,86 @@ def polish_bias(p: GeneralUFM, X: np.ndarray, b: np.ndarray, iters: int = 30) ->
 # Certificate
 # ---------------------------------------------------------------------------------------------------
 
+def _softmax_loss(loss) -> bool:
+    from solvers.losses import CrossEntropy
+
+    return isinstance(loss, CrossEntropy)
+
+
+def repair_columns(p: GeneralUFM, V: np.ndarray) -> np.ndarray:
+    """Softmax losses: the dual columns v_c must sum to 0 (pi_c = v_c / w + q_c in the simplex). t (p - q) computed
+    in floats sums to ~u (absolute: p ~ 1 is rounded), which at small lambda (|v| ~ 1e-12) is relatively large; the
+    own-class entry is replaced by minus the sum of the others, so the exact sum of the floats is ~K u |v|."""
+    if not _softmax_loss(p.loss):
+        return V
+    V = V.copy()
+    cols = np.arange(V.shape[1])
+    own = V[p.y, cols].copy()
+    V[p.y, cols] = 0.0
+    V[p.y, cols] = -V.sum(axis=0)
+    del own
+    return V
+
+
+def repair_slots(p: GeneralUFM, Vs: np.ndarray, layout) -> np.ndarray:
+    """:func:`repair_columns` in slot form: the own slot = minus the multiplicity-weighted sum of the others."""
+    if not _softmax_loss(p.loss):
+        return Vs
+    Vs = Vs.copy()
+    m = layout.m
+    Vs[m] = -np.sum(layout.mult[:m] * Vs[:m], axis=0)
+    return Vs
+
+
+def _xlogx_shift(q: np.ndarray, e: np.ndarray) -> np.ndarray:
+    """(q + e) log(q + e) for q >= 0, q + e >= 0, accurate when |e| << q (log q + log1p(e / q)): the float sum q + e
+    rounds e away at q ~ 1 (a relative error ~u / |e| in the term; it refuted a true closed form at lambda = 1e-12)."""
+    x = q + e
+    out = np.zeros_like(x)
+    pos = q > 0
+    with np.errstate(divide="ignore", invalid="ignore"):
+        out[pos] = x[pos] * (np.log(q[pos]) + np.log1p(e[pos] / q[pos]))
+        z = ~pos & (x > 0)
+        out[z] = x[z] * np.log(x[z])
+    return out
+
+
+def conjugate_columns(p: GeneralUFM, V: np.ndarray) -> np.ndarray | None:
+    """sum_i loss*(v_c; y_c) per column; softmax losses evaluated with :func:`_xlogx_shift` (domain: q + v/w >= 0
+    and the column sums 0 up to 1e-12 relative), others by the loss object."""
+    if not _softmax_loss(p.loss):
+        return p.loss.conjugate(V, p.y)
+    loss = p.loss
+    w = loss.w[p.y].astype(float)
+    Q = loss.targets(p.y)
+    E = V / w
+    out = w * np.sum(_xlogx_shift(Q, E), axis=0)
+    Pm = Q + E
+    bad = (np.min(Pm, axis=0) < 0.0) | (np.abs(E.sum(axis=0)) > 1e-12 * np.max(np.abs(E), axis=0) + 1e-300)
+    out[bad] = np.inf
+    return out
+
+
+def conjugate_slots(p: GeneralUFM, Vs: np.ndarray, layout) -> np.ndarray | None:
+    """Slot form of :func:`conjugate_columns`."""
+    if not _softmax_loss(p.loss):
+        return p.loss.conjugate_slots(Vs, layout)
+    loss = p.loss
+    Mu = layout.mult
+    live = Mu > 0
+    w = loss.w[layout.reps].astype(float)
+    Q = np.full(Vs.shape, loss.q_other)
+    Q[layout.m] = loss.q_true
+    E = np.where(live, Vs / w, 0.0)
+    Qe = np.where(live, Q, 0.0)
+    out = w * np.sum(Mu * _xlogx_shift(Qe, E), axis=0)
+    tot = np.sum(Mu * E, axis=0)
+    bad = (np.min(np.where(live, Qe + E, 0.0), axis=0) < 0.0) | (np.abs(tot) > 1e-12 * np.max(np.abs(E), axis=0)
+                                                                  + 1e-300)
+    out[bad] = np.inf
+    return out
+
+
 def spectral_upper(A: np.ndarray) -> float:
     """An upper bound of ||A||_2: the largest computed singular value times (1 + SPECTRAL_SLACK), plus an
     absolute allowance of (size) u ||A||_F."""
@@ -394,16 +474,22 @@ def spectral_upper(A: np.ndarray) -> float:
     return s * (1.0 + SPECTRAL_SLACK) + 4.0 * max(A.shape) * UNIT_ROUNDOFF * float(np.linalg.norm(A))
 
 
-def certificate(p: GeneralUFM, X: np.ndarray, b: np.ndarray, *, upper: float | None = None) -> Certificate:
+def certificate(p: GeneralUFM, X: np.ndarray, b: np.ndarray, *, upper: float | None = None,
+                grads: np.ndarray | None = None) -> Certificate:
     """Proven lower bound at a candidate (X, b) (docs/ufm_general.md, "Certificate").
 
     Route "conjugate" when the loss has a conjugate and the scaled centred gradient lies in its domain,
-    else "linearisation" (needs ``loss.infimum``). ``upper`` defaults to P(X, b)."""
+    else "linearisation" (needs ``loss.infimum``). ``upper`` defaults to P(X, b). ``grads`` (K x G) replaces the
+    per-group loss gradients at the candidate (the conjugate route only: any dual point gives a valid bound, its
+    feasibility is checked here); the regression closed form passes its residual from the SVD of the targets, free
+    of the cancellation in U - T (docs/ufm_general.md, "Regression")."""
     N, lam = p.N, p.lam
     sq = np.sqrt(p.counts.astype(float))
     wts = p.counts / float(N)
     U = X / sq + b[:, None]
-    vals, grads = p.loss.value_grad(U, p.y)
+    vals, grads_c = p.loss.value_grad(U, p.y)
+    if grads is None:
+        grads = grads_c
     data = float(wts @ vals)
     nuc = float(np.sum(np.linalg.svd(X, compute_uv=False)))
     f0 = data + lam * nuc + 0.5 * p.lb * float(b @ b)
@@ -419,7 +505,7 @@ def certificate(p: GeneralUFM, X: np.ndarray, b: np.ndarray, *, upper: float | N
     details = {"spectral_norm_of_gradient": sigma, "lam": lam, "scale_t": t,
                "bias_residual": float(np.max(np.abs(r + p.lb * b))) if p.lb else float(np.max(np.abs(Gc @ wts))),
                "bias_residual_raw": float(np.max(np.abs(r + p.lb * b)))}
-    conj = p.loss.conjugate(t * Gc, p.y)
+    conj = conjugate_columns(p, repair_columns(p, t * Gc))
     if conj is not None and np.all(np.isfinite(conj)):
         terms = wts * conj
         lb_val = -float(np.sum(terms))
@@ -989,7 +1075,7 @@ def certificate_grouped(p: GeneralUFM, pt: GroupedPoint, layout, *, pinned: np.n
     details = {"spectral_norm_of_gradient": sigma, "lam": lam, "scale_t": t, "bias_residual": resid,
                "bias_residual_raw": float(np.max(np.abs(rb + p.lb * pt.b))), "groups": m,
                "grouping": "exchangeable classes grouped (docs/ufm_general.md, 'Grouping exchangeable classes')"}
-    conj = p.loss.conjugate_slots(t * Gc, layout)
+    conj = conjugate_slots(p, repair_slots(p, t * Gc, layout), layout)
     if conj is None or not np.all(np.isfinite(conj)):
         details.update(bound=None, why="the scaled gradient is outside the conjugate's domain: no lower bound")
         return Certificate(-math.inf, f0, "none", details)
@@ -1119,7 +1205,7 @@ def collapse_margin(p: GeneralUFM, pt: GroupedPoint, layout, group: int, *, cert
     if p.lb == 0.0:
         Gc[:m] -= rb[:, None]
         Gc[m] -= rb
-    Gt = float(cert.details["scale_t"]) * Gc
+    Gt = repair_slots(p, float(cert.details["scale_t"]) * Gc, layout)  # the certificate's dual point
     own, same = float(Gt[m, a]), float(Gt[a, a])
     u = UNIT_ROUNDOFF
     y_up = (abs(own - same) + 4 * u * (abs(own) + abs(same))) * math.sqrt(float(cnt[a])) * (1 + 4 * u) / N
@@ -1164,7 +1250,7 @@ def dual_columns(p: GeneralUFM, X: np.ndarray, b: np.ndarray, cert: Certificate)
     _, grads = p.loss.value_grad(X / sq + b[:, None], p.y)
     r = grads @ wts
     Gc = grads - r[:, None] if p.lb == 0.0 else grads
-    return float(cert.details["scale_t"]) * Gc
+    return repair_columns(p, float(cert.details["scale_t"]) * Gc)
 
 
 def _grouped_dual_slots(p: GeneralUFM, pt: "GroupedPoint", layout, cert: Certificate) -> np.ndarray:
@@ -1179,7 +1265,7 @@ def _grouped_dual_slots(p: GeneralUFM, pt: "GroupedPoint", layout, cert: Certifi
     if p.lb == 0.0:
         Gc[:m] -= rb[:, None]
         Gc[m] -= rb
-    return float(cert.details["scale_t"]) * Gc
+    return repair_slots(p, float(cert.details["scale_t"]) * Gc, layout)
 
 
 def dual_columns_grouped(p: GeneralUFM, pt: "GroupedPoint", layout, cert: Certificate) -> np.ndarray:

@@ -759,7 +759,7 @@ def check_general(p: "SG.GeneralUFM", *, starts: int = 2, seed: int = 0, claimed
             if claimed_value is not None:
                 claims.append(lower_bound_claim_general(claimed_value, lower, None))
             return SolveReport("ufm", p.to_dict(), {"value": None, "note": "no prediction: d is below the rank of the "
-                               "relaxation's optimum"}, None, cert.to_dict(),
+                               "relaxation's optimum"}, None, _below_rank_certificate(cert, None),
                                {"relaxation_rank": rank}, claims, {"factored-relaxation": sol.to_dict()}, diagnostics,
                                seconds=time.perf_counter() - t0)
         with blas_threads(0):
@@ -783,7 +783,7 @@ def check_general(p: "SG.GeneralUFM", *, starts: int = 2, seed: int = 0, claimed
             claims.append(lower_bound_claim_general(claimed_value, lower, best))
         predicted = {"value": None, "note": "no prediction: d is below the rank of the relaxation's optimum"}
         sol_d = {"value": best, "method": sd.method, "rank_limit": p.d}
-        return SolveReport("ufm", p.to_dict(), predicted, sol_d, cert.to_dict(),
+        return SolveReport("ufm", p.to_dict(), predicted, sol_d, _below_rank_certificate(cert, best),
                            {"relaxation_rank": rank, "note": "not reported: the relaxation's geometry does not fit in "
                             f"d = {p.d} dimensions"}, claims,
                            {"factored-relaxation": sol.to_dict(), "factored-d": sd.to_dict()}, diagnostics,
@@ -814,6 +814,24 @@ def check_general(p: "SG.GeneralUFM", *, starts: int = 2, seed: int = 0, claimed
         if ok:
             unique_how = HOW_GENERAL_UNIQUE
             geo_at = SG.geometry(p, Xc, bc)
+        elif not cf.get("trivial") and p.lb == 0.0:
+            # the face tolerances fail when the gradient's rounding is large relative to it (lambda ~ 1e-12): the
+            # geometry certificate decides instead; balanced, exchangeable classes: the unique minimiser is invariant
+            # under every class permutation, so with 1^T X* = 0 it is c J: a simplex ETF as soon as it is not zero
+            with blas_threads(0):
+                enc = SG.minimiser_enclosure(p, SG.dual_columns(p, Xc, bc, cc), cc.lower_bound, cc.upper)
+            nonzero = enc["ok"] and enc["radius"] < enc["center_norm"]
+            if enc["ok"] and enc["rank_bound"] <= p.d and nonzero and p.loss.exchangeable_key() is not None:
+                claims[-1] = Check("minimiser-unique", Verdict.VERIFIED,
+                                   f"unique in (Z, centred bias): {enc['uniqueness']}; rank <= {enc['rank_bound']} <= d; "
+                                   f"proven radius {fmt(enc['radius'], 3)} < ||Xhat||_F = {fmt(enc['center_norm'], 3)} "
+                                   "(the face tolerances of the closed-form route failed at this scale: "
+                                   f"{', '.join(k for k, v in uq['conditions'].items() if not v)})",
+                                   {**{k: v for k, v in enc.items() if k != 'center'}, "closed_form_gap": cc.gap})
+                unique_how = (HOW_GEOMETRY_CERTIFICATE + "; balanced exchangeable classes: the unique minimiser is "
+                              "invariant under every class permutation, hence c J, nonzero since the radius is below "
+                              "the centre's norm: a simplex ETF")
+                geo_at = SG.geometry(p, Xc, bc)
     else:
         # the geometry certificate: a proven enclosure of the unique minimiser from the value certificate's dual
         # point (docs/ufm_general.md, "Geometry certificate")
@@ -829,6 +847,7 @@ def check_general(p: "SG.GeneralUFM", *, starts: int = 2, seed: int = 0, claimed
                     enc2 = SG.minimiser_enclosure(p, V2, cert2.lower_bound, cert2.upper)
                     if enc2["ok"] and enc2["radius"] < enc["radius"]:
                         enc, cert, pt, X, b, lower = enc2, cert2, pt2, X2, b2, cert2.lower_bound
+                        live.update(point=pt, X=X, b=b)
                         gcert = SG.geometry_enclosure(p, enc)
                         geo_full = SG.geometry(p, X, b)
                         geo_at = geo_full
@@ -1169,6 +1188,18 @@ def minority_collapse_check(p: "SG.GeneralUFM", layout, cert, *, threshold: floa
                  "precision", ev_ps)
 
 
+def _below_rank_certificate(cert, best: float | None) -> dict:
+    """The certificate of a report with d below the rank of the relaxation's optimum: ``upper`` only for a value
+    attained in dimension d (the best rank-d point; None when none was computed), the relaxation's own feasible
+    value kept as ``relaxation_upper`` (it is not attainable with d features)."""
+    out = cert.to_dict()
+    out["relaxation_upper"] = out.get("upper")
+    out["upper"] = best
+    out["gap"] = (best - cert.lower_bound) if best is not None and is_finite(best, cert.lower_bound) else None
+    out["upper_note"] = "upper: attained in dimension d (null: no rank-d point computed); relaxation_upper: not attainable"
+    return out
+
+
 def lower_bound_claim_general(claimed: float, lower: float, best: float) -> Check:
     """A claimed optimal value when the relaxation is not tight: refuted by a feasible point below it or by
     the proven lower bound above it; otherwise undecided."""
@@ -1185,10 +1216,10 @@ def check_regression(Y: np.ndarray, d: int, lw: float, lh: float, *, claimed_val
 
     The instance records the targets so that `--rigorous` can rebuild them (docs/rigorous.md, "Regression"):
     ``targets_sha256`` (float64 little-endian, C order) always, the targets themselves when N m <=
-    ``solvers.rigorous_regression.INLINE_TARGETS_MAX``, and ``targets_path`` (the file they were read from, as
+    ``solvers.rigorous.regression.INLINE_TARGETS_MAX``, and ``targets_path`` (the file they were read from, as
     given by the caller) when known."""
     from solvers.losses import SquaredError
-    from solvers.rigorous_regression import INLINE_TARGETS_MAX, targets_sha256
+    from solvers.rigorous.regression import INLINE_TARGETS_MAX, targets_sha256
 
     t0 = time.perf_counter()
     Y = _validate_targets(Y)
@@ -1208,11 +1239,41 @@ def check_regression(Y: np.ndarray, d: int, lw: float, lh: float, *, claimed_val
                  "singular_values_centred_targets": cf["singular_values"].tolist()[:50],
                  "source": "Andriopoulos et al. 2024 (neural regression collapse); docs/ufm_general.md"}
     if cf["rank"] > d:
+        # the closed form is outside its hypothesis (d >= rank): NOT_APPLICABLE for the package's prediction. A
+        # claimed value follows the rule of every route below the rank (check_general): REFUTED below the
+        # relaxation's proven bound or above a value attained in dimension d, INCONCLUSIVE between. The rank-d point:
+        # the soft-thresholded targets truncated to their d largest singular values (feasible with d features).
         claims.append(hypothesis_fails("optimal-value", f"d >= rank of the soft-thresholded targets: d = {d} < "
                                        f"{cf['rank']}"))
-        return SolveReport("ufm-regression", p.to_dict(), predicted, None, None, {}, claims, {}, diagnostics,
-                           seconds=time.perf_counter() - t0)
-    cert = SG.certificate(p, cf["Z"], cf["b"])
+        cert = SG.certificate(p, cf["Z"], cf["b"], grads=_regression_residual(Y, cf))
+        best = SG.convex_value(p, SG.truncate(cf["Z"], d), cf["b"])
+        # the rank-d problem is decided by von Neumann's trace inequality: for rank Z <= d,
+        # ||Z - Yc||^2 >= sum_j (z_j - s_j)^2 (sorted singular values), so the objective is >= the separable problem
+        # in z with at most d nonzeros, whose minimum keeps the d largest: a proven lower bound of the rank-d optimum
+        sv, thr, lam_ = cf["singular_values"], cf["threshold"], p.lam
+        head, tail = sv[:d], sv[d:]
+        low_d = float(np.sum(np.minimum(head, thr) ** 2) / (2 * N) + lam_ * np.sum(np.maximum(head - thr, 0.0))
+                      + np.sum(tail ** 2) / (2 * N))
+        s_err = 4.0 * max(N, m) * SG.UNIT_ROUNDOFF * float(sv[0]) if sv.size else 0.0
+        low_d -= 16 * (N + m) * SG.UNIT_ROUNDOFF * abs(low_d) + float(np.sum(sv / N + lam_)) * s_err
+        lower_d = max(low_d, cert.lower_bound)
+        if claimed_value is not None:
+            chk = lower_bound_claim_general(float(claimed_value), lower_d, best)
+            chk.evidence.update(rank_d_lower_bound=low_d, relaxation_lower_bound=cert.lower_bound,
+                                bound="von Neumann's trace inequality: the rank-d problem is separable in the "
+                                      "singular values (docs/ufm_general.md, 'Regression')")
+            claims.append(chk)
+        cert = SG.Certificate(lower_d, cert.upper, "rank-d bound (von Neumann) and relaxation dual", cert.details)
+        sol_d = {"value": best, "method": "closed form truncated to rank d (feasible in dimension d)", "rank_limit": d}
+        return SolveReport("ufm-regression", p.to_dict(), {**predicted, "value": None, "note": "no prediction: d is "
+                           "below the rank of the soft-thresholded targets"}, sol_d, _below_rank_certificate(cert, best),
+                           {}, claims, {}, diagnostics, seconds=time.perf_counter() - t0)
+    # the residual of the closed form from the SVD, -U min(s, N lam) V^T: computing Z + b - Y in floats cancels to
+    # ~u absolute per entry, which at lambda ~ 1e-9 and below is larger than the gap the value needs
+    cert = SG.certificate(p, cf["Z"], cf["b"], grads=_regression_residual(Y, cf))
+    cert_plain = SG.certificate(p, cf["Z"], cf["b"])
+    if cert_plain.lower_bound > cert.lower_bound:
+        cert = cert_plain
     routes = {}
     attained = cert.upper
     if factored and N * m <= 200_000:
@@ -1246,6 +1307,15 @@ def check_regression(Y: np.ndarray, d: int, lw: float, lh: float, *, claimed_val
     solution = {"value": cert.upper, "method": "closed form (singular-value soft thresholding)", "converged": True}
     return SolveReport("ufm-regression", p.to_dict(), predicted, solution, cert.to_dict(), geometry, claims, routes,
                        diagnostics, seconds=time.perf_counter() - t0)
+
+
+def _regression_residual(Y: np.ndarray, cf: dict) -> np.ndarray:
+    """The gradient of the closed form, Z + b 1^T - Y^T = -U min(s, N lam) V^T (m x N), from the SVD of the centred
+    targets: computing it as a difference cancels to ~u absolute per entry, more than the value's tolerance at
+    lambda <= 1e-9."""
+    Yc = (Y - Y.mean(axis=0)).T
+    Uy, sy, Vty = np.linalg.svd(Yc, full_matrices=False)
+    return -(Uy * np.minimum(sy, cf["threshold"])) @ Vty
 
 
 #: Regression targets: at most this many entries (N m); the certificate's SVD is O(N m min(N, m)).
