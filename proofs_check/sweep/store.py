@@ -162,9 +162,18 @@ class Store:
         written, so a store on a read-only share, or somebody else's, can be read."""
         from urllib.parse import quote
 
+        uri = f"file:{quote(os.path.abspath(self.path))}?mode=ro"
+        folder = os.path.dirname(os.path.abspath(self.path))
+        if not os.access(folder, os.W_OK):
+            # WAL readers must create PATH-shm beside the store: impossible in a read-only folder. With no
+            # write-ahead log left to merge nobody can be writing there, so the file is opened immutable.
+            wal = f"{self.path}-wal"
+            if os.path.exists(wal) and os.path.getsize(wal) > 0:
+                raise UsageError(f"--store {self.path}: its folder is read-only and it has an unmerged write-ahead log "
+                                 f"({wal}); copy the store and its -wal file to a writable folder to read it")
+            uri += "&immutable=1"
         try:
-            self.db = sqlite3.connect(f"file:{quote(os.path.abspath(self.path))}?mode=ro", uri=True,
-                                      timeout=_BUSY_TIMEOUT, isolation_level=None)
+            self.db = sqlite3.connect(uri, uri=True, timeout=_BUSY_TIMEOUT, isolation_level=None)
             self._refuse_foreign()
             names = {r[0] for r in self.db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
         except sqlite3.DatabaseError as exc:
@@ -298,8 +307,9 @@ class Store:
         with key, family, params, seed, verdict, reason, score, seconds, run_id, and with
         ``with_result=True`` also ``result`` (the whole dict the sweepable returned, checks and
         evidence included: what :func:`proofs_check.sweep.export.flat_table` reads)."""
-        q = ("SELECT key, family, params, seed, verdict, reason, score, seconds, run_id"
-             + (", result" if with_result else ", NULL") + " FROM results")
+        # the result column is always read and parsed: a damaged result must not show as a clean row in
+        # --summary while --export refuses it
+        q = "SELECT key, family, params, seed, verdict, reason, score, seconds, run_id, result FROM results"
         args: tuple = ()
         if family is not None:
             q += " WHERE family = ?"
@@ -315,10 +325,11 @@ class Store:
                     raise ValueError(f"verdict {verdict!r} is not one of {', '.join(sorted(_VERDICTS))}")
                 row = {"key": key, "family": fam, "params": json.loads(params), "seed": seed, "verdict": verdict,
                        "reason": reason, "score": score, "seconds": secs, "run_id": run_id}
+                parsed = json.loads(result) if isinstance(result, (str, bytes)) else None
+                if not isinstance(parsed, dict):
+                    raise ValueError("the stored result is not a JSON object")
                 if with_result:
-                    row["result"] = json.loads(result)
-                    if not isinstance(row["result"], dict):
-                        raise ValueError("the stored result is not a JSON object")
+                    row["result"] = parsed
             except (ValueError, TypeError, RecursionError) as exc:
                 raise UsageError(f"--store {self.path}: damaged row {key!r}: {' '.join(str(exc).split())[:200]}") \
                     from None
