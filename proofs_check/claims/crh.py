@@ -1165,10 +1165,13 @@ def cs_stats(res: S.ExperimentResult, run: int, layer: int) -> dict:
     g = res.gamma(run)
     M = res.layer(run, layer, "raw")
     F = res.first_moment[run][layer]
-    trG, trH, trZ, trF = (float(np.trace(x)) for x in (M.G_b, M.H_b, M.Z_b, F))
-    return {"ratio": trG / trH / g / g, "stationarity_bound": (trZ / trH) ** 2,
-            "cauchy_schwarz_bound": (trF / trH / g) ** 2, "trZ_over_trH": trZ / trH,
-            "cs_efficiency": trF / math.sqrt(trG * trH) if trG > 0 and trH > 0 else None}
+    trG, trH, trZ, trF = (np.float64(np.trace(x)) for x in (M.G_b, M.H_b, M.Z_b, F))
+    with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
+        q = trF / trH / g
+        out = {"ratio": trG / trH / g / g, "stationarity_bound": (trZ / trH) ** 2, "cauchy_schwarz_bound": q * q,
+               "trZ_over_trH": trZ / trH,
+               "cs_efficiency": trF / np.sqrt(trG * trH) if trG > 0 and trH > 0 else None}
+    return {k: (None if v is None else float(v)) for k, v in out.items()}
 
 
 def cauchy_schwarz_claim(claimed_ratio: float | None = None, *, layer: int = -2, cfg: T.CRHExperiment | None = None,
@@ -1779,7 +1782,11 @@ def _cs_bound(res: S.ExperimentResult, run: int, layer: int) -> float | None:
     if g == 0 or M is None or res.diverged[run] or res.first_moment is None:
         return None
     th = float(np.trace(M.H_b))
-    out = (float(np.trace(res.first_moment[run][layer])) / th / g) ** 2 if th > 0 else None
+    if not th > 0:
+        return None
+    with np.errstate(over="ignore", invalid="ignore"):
+        q = np.float64(np.trace(res.first_moment[run][layer])) / th / g
+        out = float(q * q)
     return out if is_finite(out) else None
 
 
