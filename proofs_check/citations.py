@@ -162,6 +162,16 @@ REFERENCES: dict[str, Reference] = {r.key: r for r in [
               "The Prevalence of Neural Collapse in Neural Multivariate Regression",
               ("Andriopoulos, George", "Dong, Zixuan", "Guo, Li", "Zhao, Zifan", "Ross, Keith"), 2024, _NEURIPS,
               "NeurIPS 2024"),
+    # the deep unconstrained features model (docs/deep_ufm.md)
+    Reference("dang2023neural", "inproceedings", "Neural Collapse in Deep Linear Networks: From Balanced to "
+              "Imbalanced Data", ("Dang, Hien", "Tran, Tho", "Osher, Stanley", "Tran-The, Hung", "Ho, Nhat",
+                                  "Nguyen, Tan"), 2023, _ICML, "ICML 2023"),
+    Reference("sukenik2024neural", "inproceedings",
+              "Neural Collapse versus Low-rank Bias: Is Deep Neural Collapse Really Optimal?",
+              ("Súkeník, Peter", "Lampert, Christoph", "Mondelli, Marco"), 2024, _NEURIPS, "NeurIPS 2024",
+              arxiv="2405.14468"),
+    Reference("garrod2025persistence", "inproceedings", "The Persistence of Neural Collapse Despite Low-Rank Bias",
+              ("Garrod, Connall", "Keating, Jonathan P."), 2025, _NEURIPS, "NeurIPS 2025", arxiv="2410.23169"),
 ]}
 
 #: the papers that define the metrics of ``ncproofs measure`` (``ncproofs cite --only measure``)
@@ -199,6 +209,9 @@ SOURCE_PATTERNS: list[tuple[str, str]] = [
     (r"\bLaurent\b|2305\.16162", "laurent2024feature"),
     (r"\bSeleznova\b|2305\.16427", "seleznova2023neural"),
     (r"\bZiyin\b|2410\.03006", "ziyin2025formation"),
+    (r"\bDang et al\.", "dang2023neural"),
+    (r"S[uú]ken[ií]k|2405\.14468", "sukenik2024neural"),
+    (r"\bGarrod\b|2410\.23169", "garrod2025persistence"),
 ]
 
 #: which table families rely on which papers (tables cite these keys)
@@ -210,6 +223,7 @@ FAMILY_KEYS: dict[str, list[str]] = {
     "feature-collapse": ["laurent2024feature"],
     "ntk": ["seleznova2023neural"],
     "crh": ["ziyin2025formation"],
+    "deep-ufm": ["dang2023neural", "sukenik2024neural", "garrod2025persistence"],
 }
 
 _DOCS_RE = re.compile(r"\bdocs/([A-Za-z0-9_\-]+)\.md\b")
