@@ -178,7 +178,7 @@ def _ufm_general(out: dict, prec: int):
 
 
 def _ufm_regression(out: dict, prec: int):
-    from solvers import rigorous_regression as RR
+    from solvers.rigorous import regression as RR
 
     return RR.recipe(out, prec)
 

@@ -12,6 +12,7 @@ mpmath = pytest.importorskip("mpmath")
 from proofs_check import rigorous as PR  # noqa: E402
 from proofs_check.claims import feature_collapse as C  # noqa: E402
 from solvers import rigorous as R  # noqa: E402
+from solvers.rigorous import feature_collapse as RF  # noqa: E402  (the module whose constants the tests move)
 from theory import feature_collapse as T  # noqa: E402
 
 
@@ -154,7 +155,7 @@ def _ends(rb):
                          [(*c, "dense") for c in SMALL] + [(*c, "columns") for c in SMALL if c[-1] == "grouped"])
 def test_structured_recipe_equals_the_full_enumeration(n_c, L, s_c, d, lam, kw, path, incidence, monkeypatch):
     if incidence == "columns":  # the grouped path's other gradient accumulation (chosen by its cost model)
-        monkeypatch.setattr(R, "FC_SECONDS_DENSE_INCIDENCE", (1.0, 1.0))
+        monkeypatch.setattr(RF, "FC_SECONDS_DENSE_INCIDENCE", (1.0, 1.0))
     inst = _inst(n_c, L, s_c, d, lam, kw)
     ref = R._feature_collapse_enumerated(inst.to_dict())
     new = R.feature_collapse_from_instance(inst.to_dict())
@@ -210,13 +211,13 @@ def test_structured_recipe_rejects_a_wrong_factorisation(monkeypatch):
                           for c in range(inst_.n_c)] for l in range(inst_.L)]
         return st
 
-    monkeypatch.setattr(R, "_fc_structure", forced)
+    monkeypatch.setattr(RF, "_fc_structure", forced)
     with pytest.raises(R.NotCertified, match="float enumeration"):
         R.feature_collapse_from_instance(inst.to_dict())
 
 
 def test_structured_recipe_refuses_beyond_its_budget(monkeypatch):
-    monkeypatch.setattr(R, "FC_MAX_GROUPED_SECONDS", 1e-6)
+    monkeypatch.setattr(RF, "FC_MAX_GROUPED_SECONDS", 1e-6)
     inst = T.FCInstance(3, 2, 2, 4, 0.05, K=5, latents="random", seed=1)
     # latents (1,1), (2,2), (0,0), (2,2), (0,0): 3 types; type I (uniform) has one cell per concept, 1 group per type
     with pytest.raises(R.Unsupported, match="3 class types x 3 sentence groups = 9 softmax entries"):

@@ -1,11 +1,11 @@
 """Rigorous (ball-arithmetic) bracket for `solve ufm-regression` (docs/rigorous.md, "Regression";
-solvers/rigorous_regression.py).
+solvers/rigorous/regression.py).
 
 Independent reference: the optimum computed here with mpmath at 50 significant digits (mp.dps = 50) from the
 targets themselves: the centred targets formed in mpmath from the exact doubles, their singular values by
 ``mpmath.svd_r``, and the closed form of docs/ufm_general.md ("Regression"),
 f* = (1/(2N)) sum_j min(s_j, N lam)^2 + lam sum_j max(s_j - N lam, 0), lam = sqrt(lw lh) in mpmath. Nothing of
-solvers.ufm_general or solvers.rigorous_regression is used for it.
+solvers.ufm_general or solvers.rigorous.regression is used for it.
 """
 
 import json
@@ -23,7 +23,7 @@ from proofs_check import rigorous as PR  # noqa: E402
 from proofs_check.claims.ufm import check_regression  # noqa: E402
 from proofs_check.cli import main  # noqa: E402
 from solvers import rigorous as R  # noqa: E402
-from solvers import rigorous_regression as RR  # noqa: E402
+from solvers.rigorous import regression as RR  # noqa: E402
 from theory._validate import InputError  # noqa: E402
 
 #: The brief's bound on the bracket width, relative to the optimum.

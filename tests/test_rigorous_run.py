@@ -177,7 +177,7 @@ def test_imbalanced_full_batch_scl_ufm_has_a_rigorous_bracket():
 
 
 def test_solve_ufm_regression_rigorous_is_registered(tmp_path, capsys):
-    """`solve ufm-regression --rigorous` goes through solvers.rigorous_regression (tests/test_rigorous_regression.py
+    """`solve ufm-regression --rigorous` goes through solvers.rigorous.regression (tests/test_rigorous_regression.py
     holds the bracket's own tests); a claimed value off by 1e-6 relative is refuted in balls."""
     import numpy as np
 

@@ -20,6 +20,14 @@ from proofs_check import rigorous as PR  # noqa: E402
 from proofs_check.claims import ufm as C  # noqa: E402
 from solvers import losses as L  # noqa: E402
 from solvers import rigorous as R  # noqa: E402
+from solvers.rigorous import linalg as RL  # noqa: E402
+from solvers.rigorous import ufm_general as RG  # noqa: E402
+
+
+def _dense_max(monkeypatch, value: int) -> None:
+    """Move DENSE_MAX where the grouped recipe and its dense spectral bound read it."""
+    for mod in (RG, RL):
+        monkeypatch.setattr(mod, "DENSE_MAX", value)
 from solvers import ufm_general as SG  # noqa: E402
 
 
@@ -297,7 +305,7 @@ def test_bias_penalty_dual_points_are_checked():
 
 
 # ---------------------------------------------------------------------------------------------------
-# More than DENSE_MAX = 120 groups: the spectral norm by verified floating point (solvers/verified_linalg.py,
+# More than DENSE_MAX = 120 groups: the spectral norm by verified floating point (solvers/rigorous/linalg.py,
 # docs/rigorous.md "Large m: verified floating point"). The fast tests force that path at small m
 # (DENSE_MAX monkeypatched to 0) and compare it with the LDL^T path in balls (an independent proof) and with the
 # cvxpy reference; at m = 130 the two proofs are compared on a dense dual point; the slow test runs K = 200 end to
@@ -318,7 +326,7 @@ def test_verified_float_spectral_path_agrees_with_ldl(monkeypatch, kind, counts)
     Zs = SG.slot_logits(p, pt, layout)
     ldl = _bound(p, layout, Zs)
     assert ldl.details["spectral_method"] == "LDL^T in balls"
-    monkeypatch.setattr(R, "DENSE_MAX", 0)
+    _dense_max(monkeypatch, 0)
     ver = _bound(p, layout, Zs)
     assert ver.details["spectral_method"].startswith("verified Cholesky")
     s_l, s_v = ldl.details["spectral_norm_bound"], ver.details["spectral_norm_bound"]
@@ -335,7 +343,7 @@ def test_verified_float_spectral_path_rejects_a_scale_too_large(monkeypatch):
     ref = _bound(p, layout, Zs, dual=10 * D)
     t_max = ref.details["lam"] / ref.details["spectral_norm_bound"]
     assert 0.01 < t_max < 0.5
-    monkeypatch.setattr(R, "DENSE_MAX", 0)
+    _dense_max(monkeypatch, 0)
     ok = _bound(p, layout, Zs, dual=10 * D, scale=t_max * (1 - 1e-8))
     assert ok.details["spectral_method"].startswith("verified Cholesky")
     with pytest.raises(R.NotCertified):
@@ -348,7 +356,7 @@ def test_verified_float_path_end_to_end_small(monkeypatch, factor):
     forced to 0, against the cvxpy optimum: the bracket contains it; a claim off by 1e-6 relative is REFUTED."""
     counts = (5, 4, 3, 2, 1)
     ref = _cvx_reference("ce", counts, 5e-3, 5e-3, 0.0)
-    monkeypatch.setattr(R, "DENSE_MAX", 0)
+    _dense_max(monkeypatch, 0)
     claimed = None if factor is None else ref * factor
     out = PR.apply(_report(L.make_loss("ce", len(counts)), counts, 8, 5e-3, 5e-3, claimed=claimed))
     rig = out["certificate"]["rigorous"]
@@ -426,13 +434,13 @@ def test_m130_verified_path_agrees_with_ldl_in_balls(monkeypatch):
     Zs = SG.slot_logits(p, pt, layout)
     ver = _bound(p, layout, Zs)
     assert ver.details["spectral_method"].startswith("verified Cholesky")
-    monkeypatch.setattr(R, "DENSE_MAX", 200)
+    _dense_max(monkeypatch, 200)
     ldl = _bound(p, layout, Zs)
     assert ldl.details["spectral_method"] == "LDL^T in balls"
     s_l, s_v = ldl.details["spectral_norm_bound"], ver.details["spectral_norm_bound"]
     assert s_l * (1 - SPECTRAL_AGREE_RTOL) <= s_v <= s_l * (1 + SPECTRAL_AGREE_RTOL)
     assert abs(ver.lower_bound - ldl.lower_bound) <= 1e-9 * abs(ldl.lower_bound)
-    monkeypatch.setattr(R, "DENSE_MAX", 120)
+    _dense_max(monkeypatch, 120)
     t_max = ldl.details["lam"] / s_l
     assert t_max < 0.5
     ok = _bound(p, layout, Zs, scale=t_max * (1 - 1e-8))

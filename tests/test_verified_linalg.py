@@ -1,4 +1,4 @@
-"""Verified floating-point linear algebra (solvers/verified_linalg.py; docs/rigorous.md "Large m: verified
+"""Verified floating-point linear algebra (solvers/rigorous/linalg.py, formerly solvers/verified_linalg.py; docs/rigorous.md "Large m: verified
 floating point").
 
 Independent references: singular values and eigenvalues of the *float* matrices under test computed by mpmath
@@ -14,7 +14,7 @@ mpmath = pytest.importorskip("mpmath")
 from hypothesis import HealthCheck, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
-from solvers import verified_linalg as VL  # noqa: E402
+from solvers.rigorous import linalg as VL  # noqa: E402
 
 #: Tightness required on well-conditioned small matrices (n <= 8): the method's resolution is ~(n + 4)^2 u
 #: relative (~2e-14 at n = 8), so 1e-10 leaves a wide margin and still catches a bound that is merely "valid".

@@ -1,4 +1,8 @@
-"""Verified linear algebra in floating point (docs/rigorous.md, "Large m: verified floating point").
+"""Verified linear algebra: LDL^T positive definiteness and eigenvalue / spectral-norm bounds of ball
+matrices, and (folded in from the former ``solvers/verified_linalg.py``, at the end of this module) verified floating-point Cholesky and
+spectral norms for matrices above DENSE_MAX (docs/rigorous.md).
+
+Verified floating point (formerly solvers/verified_linalg.py): linear algebra in floating point (docs/rigorous.md, "Large m: verified floating point").
 
 Two proven statements about *real* matrices, computed with numpy/LAPACK in float64 plus a priori
 rounding-error bounds (no ball arithmetic, O(n^3) BLAS/LAPACK work):
@@ -44,8 +48,160 @@ n = 200, ~1e-10 at n = 2000).
 from __future__ import annotations
 
 import math
+import time
+from dataclasses import dataclass, field
+from fractions import Fraction
 
 import numpy as np
+
+from solvers.rigorous.balls import (  # noqa: F401
+    NotCertified, Unsupported, _Precision, exact, lower_float, upper_float,
+)
+
+
+# ---------------------------------------------------------------------------------------------------
+# Dense symmetric ball matrices: a verified lower bound on the smallest eigenvalue (small k)
+# ---------------------------------------------------------------------------------------------------
+
+#: Dense ball verification (LDL^T in Python-level ball arithmetic, O(k^3 / 6) operations) is used up to
+#: this size; larger matrices must come with their structure (analytic eigenvalues).
+DENSE_MAX = 120
+
+
+def ldl_positive_definite(S) -> bool:
+    """True when the symmetric ball matrix S (list of lists of arb) is positive definite for every matrix
+    in the balls: the LDL^T elimination runs with every pivot certainly > 0 (Sylvester: the pivots are
+    ratios of leading principal minors; a ball enclosure of each pivot that excludes 0 and is positive
+    proves every leading minor positive for every enclosed matrix)."""
+    from flint import arb
+
+    k = len(S)
+    A = [list(row) for row in S]  # only the lower triangle A[i][m], m <= i, is read and updated
+    zero = arb(0)
+    for j in range(k):
+        d = A[j][j]
+        if not d > zero:
+            return False
+        inv = 1 / d
+        colj = [A[m][j] for m in range(k)]
+        for i in range(j + 1, k):
+            lij = colj[i] * inv
+            if lij.is_zero():
+                continue
+            Ai = A[i]
+            for m in range(j + 1, i + 1):
+                Ai[m] = Ai[m] - lij * colj[m]
+    return True
+
+
+def lambda_min_lower(S, guess: float | None = None):
+    """A ball whose lower end bounds the smallest eigenvalue of every symmetric matrix in the ball matrix S
+    from below: sigma such that S - sigma I is verified positive definite by :func:`ldl_positive_definite`,
+    with sigma just below the float estimate ``guess`` (tried at increasing distances); falls back to
+    Gershgorin's bound min_i (S_ii - sum_j |S_ij|)."""
+    from flint import arb
+
+    k = len(S)
+    gersh = None
+    for i in range(k):
+        r = S[i][i] - sum((abs(S[i][j]) for j in range(k) if j != i), arb(0))
+        gersh = r if gersh is None else gersh.min(r)
+    g_lo = arb(lower_float(gersh))
+    if guess is None or not math.isfinite(guess) or k > DENSE_MAX:
+        return g_lo
+    scale = max(max(abs(float(S[i][j].mid())) for i in range(k) for j in range(k)), 1e-300)
+    for rel in (1e-13, 1e-10, 1e-7, 1e-4):
+        sigma = guess - rel * scale * k
+        if sigma <= float(g_lo.mid()):
+            break
+        sb = arb(sigma)
+        T = [[S[i][j] - (sb if i == j else 0) for j in range(k)] for i in range(k)]
+        if ldl_positive_definite(T):
+            return sb
+    return g_lo
+
+
+
+
+#: Working precision of the LDL^T test of s^2 I - R^T R. At an optimum many singular values of the dual matrix
+#: equal lam (one per active direction), so s^2 I - R^T R has a cluster of eigenvalues ~1e-12 s^2 and the radii
+#: of a 128-bit elimination grow past it (measured: long tail k = 200, 84 groups, verified only at s = (1 + 1e-6)
+#: x the float estimate at 128 bits, at 1 + 1e-12 at 256 bits, for ~0.1 s more). The input radii matter as
+#: well, so ``ufm_general_grouped`` builds the whole dual point at (at least) this precision.
+SPECTRAL_LDL_BITS = 256
+#: Relative distances above the float estimate tried for s (each one LDL^T; ~0.05 s at m = 84).
+SPECTRAL_RELS = (1e-13, 1e-12, 3e-12, 1e-11, 1e-10, 1e-9, 1e-7, 1e-5, 1e-3)
+
+
+def _spectral_upper_dense(R, guess: float):
+    """A ball s with ||R||_2 <= s for every matrix in the ball matrix R (m x m, m <= DENSE_MAX): s^2 I - R^T R
+    verified positive definite by LDL^T, s^2 just above the float estimate ``guess`` (tried at increasing
+    distances); when none is verified, the Frobenius norm in balls (a valid, looser bound)."""
+    from flint import arb
+
+    m = len(R)
+    if m > DENSE_MAX:
+        raise Unsupported(f"reduced dual matrix of size {m} > {DENSE_MAX} (dense LDL^T in balls)")
+    import flint
+
+    with _Precision(max(flint.ctx.prec, SPECTRAL_LDL_BITS)):
+        RtR = [[sum((R[l][i] * R[l][j] for l in range(m)), arb(0)) for j in range(m)] for i in range(m)]
+        g = max(float(guess), 1e-300)
+        for rel in SPECTRAL_RELS:
+            s = arb(g * (1.0 + rel))
+            s2 = s * s
+            S = [[(s2 if i == j else 0) - RtR[i][j] for j in range(m)] for i in range(m)]
+            if ldl_positive_definite(S):
+                return s
+    # fallback (for example a matrix that is 0 up to round-off): ||R||_2 <= ||R||_F, in balls
+    # (entrywise upper ends as exact doubles first: the square of a ball around 0 may contain negatives)
+    fro = sum((arb(upper_float(abs(x))) ** 2 for row in R for x in row), arb(0)).sqrt()
+    if not fro.is_finite():
+        raise NotCertified("spectral norm of the reduced dual matrix not bounded (LDL^T and Frobenius in balls)")
+    return arb(upper_float(fro))
+
+
+#: Largest number of groups of exchangeable classes for ``ufm_general_grouped``. Up to DENSE_MAX the spectral norm
+#: of the reduced m x m form is verified by LDL^T in balls; above, by the verified floating-point Cholesky of
+#: the verified floating point below (docs/rigorous.md "Large m: verified floating point"): O(m^3) BLAS/LAPACK work,
+#: ~3 s at m = 2000 (the O(m^2) ball loops of the dual point and of the feasible value cost more).
+VERIFIED_MAX = 2500
+
+
+def ball_matrix_float_enclosure(B):
+    """(Mid, Rad) float64 arrays with |x - Mid| <= Rad for every point x of every ball of the ball matrix B (list
+    of lists of arb): Mid = the ball midpoints rounded to doubles, Rad = the ball radius (rounded up) + the
+    rounding of the midpoint (< 2^-52 |Mid|, or < 2^-1022 in the subnormal range), evaluated upward."""
+    import numpy as np
+
+    Mid = np.array([[float(x) for x in row] for row in B], dtype=float)
+    Rr = np.array([[float(x.rad()) for x in row] for row in B], dtype=float)
+    if not (np.all(np.isfinite(Mid)) and np.all(np.isfinite(Rr))):
+        raise NotCertified("a ball of the matrix is not finite (or outside the double range)")
+    Rad = (Rr * (1.0 + 2.0 ** -50) + np.abs(Mid) * 2.0 ** -51) * (1.0 + 2.0 ** -50) + 2.0 ** -1021
+    return Mid, Rad
+
+
+def _spectral_upper_verified(R):
+    """A ball (exact double) s with ||R||_2 <= s for every matrix in the ball matrix R of any size up to
+    VERIFIED_MAX: ``spectral_norm_upper`` (verified floating point, below) on the float enclosure (Mid, Rad) of R (the
+    verified floating-point Cholesky of s^2 I - Mid^T Mid after Rump 2006, plus ||Rad||_2). Returns (s, details)."""
+    
+    Mid, Rad = ball_matrix_float_enclosure(R)
+    try:
+        s, det = spectral_norm_upper(Mid, Rad, return_details=True)
+    except (ValueError, OverflowError) as exc:
+        raise NotCertified(f"spectral norm of the reduced dual matrix not bounded: {exc}") from exc
+    if not math.isfinite(s):
+        raise NotCertified("spectral norm of the reduced dual matrix not bounded (verified floating point)")
+    return exact(s), det
+
+
+
+
+# ---------------------------------------------------------------------------------------------------
+# Verified floating point (no balls): O(n^3) BLAS/LAPACK work with a priori rounding-error bounds
+# ---------------------------------------------------------------------------------------------------
 
 #: Unit roundoff of IEEE binary64 (round to nearest).
 U = 2.0 ** -53

@@ -45,9 +45,13 @@ import time
 
 import numpy as np
 
-from solvers.rigorous import (DENSE_MAX, SPECTRAL_LDL_BITS, SPECTRAL_RELS, NotCertified, RigorousBound,
-                              Unsupported, _Precision, _scale_down, _Timer, certainly_le, exact,
-                              ldl_positive_definite, lower_float, upper_float)
+from solvers.rigorous.balls import (  # noqa: F401
+    NotCertified, RigorousBound, Unsupported, _Precision, _Timer, _scale_down, certainly_le, exact,
+    lower_float, upper_float,
+)
+from solvers.rigorous.linalg import (  # noqa: F401
+    DENSE_MAX, SPECTRAL_LDL_BITS, SPECTRAL_RELS, ldl_positive_definite,
+)
 
 #: Targets listed inline in the report's instance when N m is at most this (so `--rigorous` can rebuild the
 #: instance from the report alone); larger targets are referenced by the file path and its sha256.
