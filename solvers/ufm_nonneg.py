@@ -1,5 +1,5 @@
 """Cross-entropy UFM with nonnegative (post-ReLU) features: best point and a proven lower bound from the
-doubly nonnegative (DNN) relaxation (docs/ufm_general.md, "Nonnegative features (ReLU)").
+doubly nonnegative (DNN) relaxation (docs/scl.md, "Cross-entropy with ReLU features").
 
 Problem (no bias; conventions of docs/ufm_general.md otherwise: mean loss, weight decays lw/2, lh/2):
 
@@ -205,7 +205,7 @@ def dual_bound(p: GeneralUFM, V: np.ndarray, m: np.ndarray, *, upper: float | No
     wts = n / N
     details = {"lambda_max_upper": lam_up, "lw_lh": target, "scale_t": t, "multipliers_min_offdiag":
                float(np.min(m + np.diag(np.full(K, np.inf)))) if K > 1 else None,
-               "why": "weak duality on the DNN relaxation (docs/ufm_general.md, Nonnegative features)"}
+               "why": "weak duality on the DNN relaxation (docs/scl.md, Cross-entropy with ReLU features)"}
     if conj is None or not np.all(np.isfinite(conj)):
         return Certificate(-math.inf, upper if upper is not None else math.inf, "dnn dual (out of domain)", details)
     terms = wts * conj
@@ -220,7 +220,7 @@ def dual_bound(p: GeneralUFM, V: np.ndarray, m: np.ndarray, *, upper: float | No
 
 def point_bounds(p: GeneralUFM, cert: Certificate, upper: float) -> dict | None:
     """Proven statements about EVERY minimiser (W*, H*) of the nonconvex problem, at any d, from the gap
-    E = upper - lower bound of a DNN dual point (docs/ufm_general.md, "Every minimiser"). For X* = Gram of
+    E = upper - lower bound of a DNN dual point (docs/scl.md, "Every minimiser"). For X* = Gram of
     [W*; H*^T] (value f* <= upper, feasible for the relaxation), f(X*) - LB is the sum of three nonnegative terms
     (Fenchel-Young gaps, <S, X*>, <Nn, B*>), each <= E:
 

@@ -1,5 +1,5 @@
 """Cross-entropy UFM with nonnegative features (post-ReLU): closed forms and symbolic steps
-(docs/ufm_general.md, "Nonnegative features (ReLU)"). Derived here; pure functions.
+(docs/scl.md, "Cross-entropy with ReLU features"). Derived here; pure functions.
 
 Model: f(W, H) = (1/N) sum_i CE(W h_i; y_i) + (lw/2)||W||^2 + (lh/2)||H||^2, H >= 0, no bias.
 
@@ -52,7 +52,7 @@ def of_restricted_value(counts: Sequence[int], lw: float, lh: float) -> float:
 def balanced_value(K: int, n: int, lw: float, lh: float) -> float:
     """Balanced closed form: log(1 + (K-1) e^{-s}) + c s, c = sqrt(lw lh N (K-1)), s = log((K-1)(1-c)/c) when
     c < (K-1)/K (else log K, the zero point). The OF-restricted value at balanced counts; optimal by the DNN
-    certificate of docs/ufm_general.md."""
+    certificate of docs/scl.md (Cross-entropy with ReLU features)."""
     return of_restricted_value((n,) * K, lw, lh)
 
 

@@ -1,5 +1,5 @@
-"""Claims: the cross-entropy UFM with nonnegative (post-ReLU) features (docs/ufm_general.md, "Nonnegative
-features (ReLU)"), and the verdict engine of ``ncproofs solve ufm --nonneg-features``.
+"""Claims: the cross-entropy UFM with nonnegative (post-ReLU) features (docs/scl.md, "Cross-entropy with ReLU
+features"), and the verdict engine of ``ncproofs solve ufm --nonneg-features``.
 
 The problem is not convex. Every value statement is judged on the bracket [proven DNN lower bound, value of the
 best point found]; statements about the minimiser (orthogonal class means, a negative classifier entry) only from
@@ -26,8 +26,8 @@ from theory._validate import InputError
 from theory.geometry import GEOMETRY_TOL
 
 FAMILY = "ufm"
-SOURCE = "docs/ufm_general.md (Nonnegative features (ReLU)), derived here"
-THREAD = "review thread of Kini et al., ICLR 2024 (arXiv 2306.07960); docs/ufm_general.md"
+SOURCE = "docs/scl.md (Cross-entropy with ReLU features), derived here"
+THREAD = "review thread of Kini et al., ICLR 2024 (arXiv 2306.07960); docs/scl.md"
 
 #: Value tolerance, relative: the DNN dual point built from the best point closes to ~1e-8 relative (measured
 #: 2e-12 .. 1.1e-8 on the instances of this module: the t-scaling repair loses the first-order error of the
@@ -123,7 +123,7 @@ def nonneg_checks(p: SG.GeneralUFM, r: dict, *, predicted_value: float | None = 
     else:
         cb = pb["max_cross_cosine_upper"]
         how = (f"every minimiser: n_c n_c' m_cc' h_c.h_c' <= certified gap E = {fmt(pb['gap'], 3)} and proven norm "
-               "lower bounds (docs/ufm_general.md, Every minimiser)")
+               "lower bounds (docs/scl.md, Every minimiser)")
         evg = {**ev, "max_cross_cosine_upper": cb, "gap": pb["gap"], "norm_lower": pb["norm_lower"]}
         if geometry == "orthogonal-frame":
             out.append(point_statement(gname, 0.0, GEOMETRY_TOL, radius=cb, lipschitz=1.0, how=how,
@@ -172,7 +172,7 @@ def check_nonneg(p: SG.GeneralUFM, *, starts: int = 3, seed: int = 0, claimed_va
     """`ncproofs solve ufm --nonneg-features`: best point, proven DNN bound, gap, geometry statements."""
     t0 = time.perf_counter()
     if p.lb != 0.0:
-        raise InputError("--lambda-b: the nonnegative-feature model has no bias term (docs/ufm_general.md)")
+        raise InputError("--lambda-b: the nonnegative-feature model has no bias term (docs/scl.md)")
     if not hasattr(p.loss, "targets"):
         raise InputError("--loss: --nonneg-features supports ce, ls and weighted-ce")
     work = estimate_work(p, starts)
@@ -224,7 +224,7 @@ def make_balanced_geometry_claim(value=TN.balanced_value, geometry: str = "ortho
     """Statement: balanced classes, CE, nonnegative features, d >= K: the optimum value is the OF closed form
     (theory.ufm_nonneg.balanced_value), every minimiser has pairwise orthogonal collapsed class means (an OF)
     and a classifier with negative entries (W proportional to I - J/K in the feature coordinates).
-    Source: derived here (docs/ufm_general.md). Conditions: plain CE, no bias, d >= K, lw, lh > 0.
+    Source: derived here (docs/scl.md). Conditions: plain CE, no bias, d >= K, lw, lh > 0.
     Checked: sympy (strong duality at the OF, dual feasibility, the off-diagonal cancellation) and, per instance,
     the bracket [DNN bound, best of several starts] against ``value``, the proven cosine bound of every minimiser
     against ``geometry``, the proven classifier sign. Fails: a wrong value (bracket), ETF geometry (cosines proven
