@@ -154,7 +154,44 @@ def _row_report(inst, pred) -> dict:
             "diagnostics": []}
 
 
+def _hier_args(p):
+    p.add_argument("--levels", type=int, default=2, help="depth of the tree (only 2: words -> concepts -> meta-concepts)")
+    p.add_argument("--meta-concepts", type=int, default=3, metavar="NM", help="meta-concepts n_m (default 3)")
+    p.add_argument("--concepts-per-meta", type=int, default=3, metavar="NC", help="concepts of each meta-concept (default 3)")
+    p.add_argument("--words-per-concept", type=int, default=2, metavar="SC", help="words of each concept (default 2)")
+    p.add_argument("--length", type=int, default=4, metavar="L", help="sentence length L = chunk * L2 (default 4)")
+    p.add_argument("--chunk", type=int, default=2, metavar="L1", help="concepts produced by one meta-concept (default 2)")
+    p.add_argument("--dims", type=int_list, default=[4, 4], metavar="D1,D2", help="layer widths d1,d2 (default 4,4)")
+    p.add_argument("--lambda", dest="lam", type=float, default=0.05, metavar="LAM",
+                   help="weight decay of the classifier (default 0.05)")
+    p.add_argument("--starts", type=int, default=3, help="random L-BFGS starts (default 3; 0: certificate only)")
+    p.add_argument("--iterations", type=int, default=400, help="L-BFGS iterations per start (work budget; default 400)")
+    p.add_argument("--seed", type=int, default=0, help="seed of the starts")
+
+
+def run_hier(args) -> dict:
+    """``solve feature-collapse-hier``: ``proofs_check.claims.feature_collapse_hier.check_hier(...).to_dict()``."""
+    from proofs_check.claims.feature_collapse_hier import check_hier
+    from theory.feature_collapse_hier import HierInstance
+
+    if args.levels != 2:
+        raise UsageError(f"--levels must be 2 (words -> concepts -> meta-concepts), got {args.levels}")
+    if args.chunk < 1 or args.length < 1 or args.length % args.chunk:
+        raise UsageError(f"--length = {args.length} must be a positive multiple of --chunk = {args.chunk}")
+    if len(args.dims) != 2:
+        raise UsageError(f"--dims must give two widths d1,d2, got {args.dims}")
+    if not 0 <= args.starts <= 64:
+        raise UsageError(f"--starts must be in [0, 64], got {args.starts}")
+    if not 1 <= args.iterations <= 100_000:
+        raise UsageError(f"--iterations must be in [1, 100000], got {args.iterations}")
+    h = HierInstance(n_m=args.meta_concepts, n_c=args.concepts_per_meta, s_c=args.words_per_concept, L1=args.chunk,
+                     L2=args.length // args.chunk, d1=args.dims[0], d2=args.dims[1], lam=args.lam)
+    return check_hier(h, n_starts=args.starts, seed=args.seed, maxiter=args.iterations).to_dict()
+
+
 COMMANDS = [
+    SolveCommand("feature-collapse-hier", "two-level feature collapse (words -> concepts -> meta-concepts, LayerNorm "
+                 "at each level): best point, level-2 relaxation bound, per-layer collapse", _hier_args, run_hier),
     SolveCommand("feature-collapse", "feature collapse (Laurent et al. 2024): exact risk, certified optimum vs "
                  "type I/II/III prediction", _solve_args, run_solve),
     TableCommand("feature-collapse", "feature collapse: predicted constants over a grid of lambda (and d with LN)",
