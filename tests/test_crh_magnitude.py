@@ -132,7 +132,8 @@ def test_single_seed_is_refused():
 def test_lazy_corrected_false_variant_feature_learning_refuted():
     cfg = T.CRHExperiment(weight_decays=(0.05,), steps=2000, n_records=10, seeds=(0, 1, 2, 3), lr=0.1,
                           widths=(8, 16, 16, 2), n_samples=256, task_rank=2, init_scale=1.0)
-    v, r = _v(C.lazy_claim(forced=C.LAZY_FORCED, cfg=cfg, id="fl"))
+    v, r = _v(C.lazy_claim(forced=C.LAZY_FORCED, unchanged=C.LAZY_UNCHANGED, max_change=C.LAZY_RWA_CHANGE, cfg=cfg,
+                           id="fl"))
     assert v == Verdict.REFUTED, r.reason  # feature learning with weight decay: the alignments change
 
 

@@ -747,7 +747,7 @@ EXP_QUICK = T.CRHExperiment(weight_decays=(0.0, 1e-2), steps=20_000, n_records=5
 EXP_FULL = T.CRHExperiment(weight_decays=(0.0, 1e-3, 1e-2), steps=200_000, n_records=200)
 
 
-@functools.lru_cache(maxsize=4)
+@functools.lru_cache(maxsize=8)
 def experiment(cfg: T.CRHExperiment, time_budget_s: float | None = None) -> S.ExperimentResult:
     """The (cached) SGD experiment; refuses instances over the budget, stops at the wall-clock budget."""
     return S.run_experiment(cfg, time_budget_s=time_budget_s)
@@ -1396,6 +1396,11 @@ LAZY_LOSS_DROP = 0.5
 #: The alignments "do not change": |alignment at the end - at initialisation| <= LAZY_CHANGE_MAX
 #: (measured seed-to-seed spread of single alignments ~0.03 - 0.1).
 LAZY_CHANGE_MAX = 0.1
+#: The corrected statement: the relations between representations and weights (RWA) stay within
+#: LAZY_RWA_CHANGE (H and Z move O(1/S); measured changes ~1e-3), while the gradients follow the residual,
+#: which training changes by O(1), so RGA and GWA are free to move (measured up to ~0.1 in 2e4 steps).
+LAZY_UNCHANGED = ("a-RWA", "b-RWA")
+LAZY_RWA_CHANGE = 0.02
 #: Relations that random initialisation aligns through the transfer identity (H_b = W H_a W^T with H_a
 #: near-isotropic; G_a = W^T G_b W with G_b near-isotropic): docs/crh.md, "Lazy training".
 LAZY_FORCED = ("b-RWA", "a-GWA")
@@ -1425,12 +1430,14 @@ def _lazy_rows(res: S.ExperimentResult, c: T.CRHExperiment, li: int) -> dict:
     return rows
 
 
-def lazy_claim(*, forced=(), max_change: float = LAZY_CHANGE_MAX, layer: int = -2, cfg: T.CRHExperiment | None = None,
-               id=None, statement=None) -> Claim:
-    """Lazy training: the alignments of ``layer`` at the end of training equal those at initialisation
-    within ``max_change`` (every seed), and no relation outside ``forced`` is above its Haar null (Monte
-    Carlo mean + NULL_Z std; contradicted beyond NULL_MARGIN) at the end. The thread's statement: ``forced=()`` ("weak or
-    no alignments"); the corrected one: ``forced=LAZY_FORCED``. Premise checked per seed: the run is lazy
+def lazy_claim(*, forced=(), unchanged=T.RELATION_NAMES, max_change: float = LAZY_CHANGE_MAX, layer: int = -2,
+               cfg: T.CRHExperiment | None = None, id=None, statement=None) -> Claim:
+    """Lazy training: the alignments ``unchanged`` of ``layer`` at the end of training equal those at
+    initialisation within ``max_change`` (every seed; contradicted beyond max_change + LEVEL_MARGIN), and no
+    relation outside ``forced`` is above its Haar null (Monte Carlo mean + NULL_Z std, within NULL_MARGIN;
+    contradicted beyond 2 NULL_MARGIN) at the end. The thread's statement: all six unchanged within 0.1,
+    ``forced=()`` ("weak or no alignments"); the corrected one: ``unchanged=LAZY_UNCHANGED`` within
+    LAZY_RWA_CHANGE, ``forced=LAZY_FORCED``. Premise checked per seed: the run is lazy
     (relative weight change <= LAZY_MOVE_MAX) and trained (loss ratio <= LAZY_LOSS_DROP)."""
     forced = tuple(forced)
     cid = id or ("crh.lazy.no-alignment-corrected" if forced else "crh.lazy.no-alignment")
@@ -1456,10 +1463,11 @@ def lazy_claim(*, forced=(), max_change: float = LAZY_CHANGE_MAX, layer: int = -
                         evidence={"weight_change": {s: v["weight_change"] for s, v in rows.items()},
                                   "loss_ratio": {s: v["loss_ratio"] for s, v in rows.items()},
                                   "init_scale": c.init_scale})
-        ok = {s: all(within(x, max_change) for x in v["change"].values()) for s, v in rows.items()}
-        bad = {s: any(exceeds(x, max_change + LEVEL_MARGIN) for x in v["change"].values()) for s, v in rows.items()}
+        ok = {s: all(within(v["change"][k], max_change) for k in unchanged) for s, v in rows.items()}
+        bad = {s: any(exceeds(v["change"][k], max_change + LEVEL_MARGIN) for k in unchanged) for s, v in rows.items()}
         yield _seed_vote("alignments-unchanged", ok, bad,
-                         what=f"|alignment at the end - at initialisation| <= {max_change} (layer {li + 1})",
+                         what=f"|alignment at the end - at initialisation| <= {max_change} for {', '.join(unchanged)} "
+                              f"(layer {li + 1})",
                          evidence={"change": {s: v["change"] for s, v in rows.items()}, "margin": LEVEL_MARGIN,
                                    "change_spread": _spread(x for v in rows.values() for x in v["change"].values())})
         ok2, bad2, above = {}, {}, {}
@@ -1468,17 +1476,18 @@ def lazy_claim(*, forced=(), max_change: float = LAZY_CHANGE_MAX, layer: int = -
             above[s] = {k: e[k]["alignment"] - e[k]["null_threshold"] for k in T.RELATION_NAMES
                         if is_finite(e[k]["alignment"], e[k]["null_threshold"])}
             others = [k for k in T.RELATION_NAMES if k not in forced]
-            ok2[s] = all(k in above[s] and within(above[s][k], 0.0) for k in others)
-            bad2[s] = any(k in above[s] and exceeds(above[s][k], NULL_MARGIN) for k in others)
+            ok2[s] = all(k in above[s] and within(above[s][k], NULL_MARGIN) for k in others)
+            bad2[s] = any(k in above[s] and exceeds(above[s][k], 2 * NULL_MARGIN) for k in others)
         yield _seed_vote("not-above-null", ok2, bad2,
                          what="no relation" + (f" outside {list(forced)}" if forced else "")
-                              + f" above its Haar null (mean + {NULL_Z} std) at the end (margin {NULL_MARGIN})",
+                              + f" above its Haar null (mean + {NULL_Z} std) + {NULL_MARGIN} at the end",
                          evidence={"alignment_minus_null_threshold": above, "null_draws": MS_NULL_DRAWS,
                                    "forced": list(forced), "end": {s: v["end"] for s, v in rows.items()}})
 
     if forced:
-        st = statement or (f"In lazy training (model S (f - f_0), S = {fmt(LAZY_SCALE)}) the six alignments of the last "
-                           f"hidden layer stay at their initial values (within {max_change}) and only "
+        st = statement or (f"In lazy training (model S (f - f_0), S = {fmt(LAZY_SCALE)}) the representation-weight "
+                           f"alignments of the last hidden layer stay at their initial values (within {max_change}; "
+                           "the gradients follow the residual and may move), and only "
                            f"{', '.join(forced)}, which random initialisation already aligns through H_b = W H_a W^T "
                            "and G_a = W^T G_b W, are above the Haar null (every seed; evidence, not proof).")
         return _claim(cid, st, "docs/crh.md, Lazy training (derived)", Provenance.DERIVED, check, tags=("experiment",))
@@ -1962,7 +1971,7 @@ CLAIMS: list[Claim] = [
     gamma_exponent_claim(corrected=True),
     later_better_claim(),
     lazy_claim(),
-    lazy_claim(forced=LAZY_FORCED),
+    lazy_claim(forced=LAZY_FORCED, unchanged=LAZY_UNCHANGED, max_change=LAZY_RWA_CHANGE),
     noise_claim(),
     transfer_inverse_claim(),
     linreg_claim(),
