@@ -152,10 +152,6 @@ def check_budget(inst: FCInstance, n_starts: int = 1) -> dict:
     return b
 
 
-def _problem_key(inst: FCInstance):
-    return (inst.n_c, inst.L, inst.s_c, inst.K, inst.freqs, inst.latents, inst.seed)
-
-
 @dataclass
 class FCProblem:
     """The exact risk of one instance, with analytic gradients."""
@@ -278,10 +274,6 @@ class FCProblem:
     def grad_norm(self, W, U) -> float:
         _, dW, dU = self.objective(W, U)
         return float(math.sqrt(np.sum(dW * dW) + np.sum(dU * dU)))
-
-
-def problem(inst: FCInstance) -> FCProblem:
-    return FCProblem(inst)
 
 
 def exact_risk(inst: FCInstance, W, U) -> float:
@@ -528,13 +520,6 @@ def cvxpy_sdp_relaxation(inst: FCInstance, prob: FCProblem | None = None) -> dic
 # ---------------------------------------------------------------------------------------------
 # Solver
 # ---------------------------------------------------------------------------------------------
-
-def _lbfgs(prob: FCProblem, x0: np.ndarray):
-    res = minimize(prob.fun, x0, jac=True, method="L-BFGS-B",
-                   options={"maxiter": LBFGS_MAXITER, "maxcor": 30, "ftol": LBFGS_FTOL, "gtol": LBFGS_GTOL,
-                            "maxfun": 4 * LBFGS_MAXITER})
-    return res
-
 
 def solve(inst: FCInstance, *, n_starts: int = 4, seed: int = 0, certify: bool = True,
           cvxpy: bool = False, backend: str = "numpy", device: str = "cpu",
