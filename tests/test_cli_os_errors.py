@@ -88,3 +88,18 @@ def test_store_path_must_be_a_path(tmp_path, monkeypatch):
     with pytest.raises(TypeError, match="Store: path must be"):
         Store(5)
     assert not (tmp_path / "5").exists()
+
+
+@pytest.mark.parametrize("address", ["http://127.0.0.1:1", "inproc://x", "ucx://127.0.0.1:1", "tls://127.0.0.1:1",
+                                     "tcp://127.0.0.1:99999"])
+def test_unsupported_scheduler_addresses_are_one_line_without_dask_tracebacks(tmp_path, address):
+    cfg = tmp_path / "s.toml"
+    cfg.write_text('[sweep]\nfamily = "geometry.noisy-etf"\n[parameters]\nk = 3\n')
+    _one_line_exit_2(_run("sweep", cfg, "--scheduler", address, cwd=tmp_path), "--scheduler")
+
+
+def test_bad_dask_scheduler_address_variable_is_named(tmp_path, monkeypatch):
+    cfg = tmp_path / "s.toml"
+    cfg.write_text('[sweep]\nfamily = "geometry.noisy-etf"\n[parameters]\nk = 3\n')
+    monkeypatch.setenv("DASK_SCHEDULER_ADDRESS", "ws://127.0.0.1:1")
+    _one_line_exit_2(_run("sweep", cfg, cwd=tmp_path), "DASK_SCHEDULER_ADDRESS")

@@ -30,10 +30,35 @@ class SweepOutcome:
 
 
 def _scheduler_address(scheduler: str | None) -> str | None:
-    if scheduler:
-        return scheduler
-    env = os.environ.get("DASK_SCHEDULER_ADDRESS")
-    return env or None
+    """The scheduler address (--scheduler, else $DASK_SCHEDULER_ADDRESS), checked before Dask sees it:
+    ``tcp://host:port`` or ``host:port`` only. Other schemes (tls://, ucx://, inproc://, ws://, http://)
+    are refused with one line: without their configuration Dask fails inside a half-built Client that
+    prints tracebacks at exit (and tls/ucx need settings ncproofs does not pass)."""
+    from proofs_check.commands import UsageError
+
+    option = "--scheduler"
+    address = scheduler
+    if not address:
+        address = os.environ.get("DASK_SCHEDULER_ADDRESS") or None
+        option = "DASK_SCHEDULER_ADDRESS"
+    if address is None:
+        return None
+    if len(address) > MAX_ADDRESS_CHARS:
+        raise UsageError(f"{option}: an address of at most {MAX_ADDRESS_CHARS} characters (a host name has at most "
+                         f"253), got {len(address)} characters")
+    scheme, sep, rest = address.partition("://")
+    if not sep:
+        scheme, rest = "tcp", address
+    if scheme != "tcp":
+        raise UsageError(f"{option}: only tcp://HOST:PORT addresses are supported, got scheme {scheme!r} in {address!r}")
+    host, colon, port = rest.rpartition(":")
+    if not colon or "]" in port:  # no port (host, or [IPv6]): Dask's default 8786
+        host, port = rest, "8786"
+    if not host or not port.isdigit() or not 0 < int(port) < 65536:
+        raise UsageError(f"{option}: expected tcp://HOST[:PORT] with a port in 1..65535, got {address!r}")
+    if len(host.strip("[]")) > 253:
+        raise UsageError(f"{option}: a host name has at most 253 characters, got {len(host)}")
+    return address
 
 
 class SweepSignal(KeyboardInterrupt):
@@ -94,11 +119,12 @@ def _check_run_args(spec, store_path, scheduler, workers, connect_timeout) -> No
             raise ValueError(f"run_sweep: workers must be in [1, {MAX_WORKERS}], got {workers}")
     if isinstance(connect_timeout, bool) or not isinstance(connect_timeout, (int, float)):
         raise TypeError(f"run_sweep: connect_timeout must be a number of seconds, got {connect_timeout!r}")
-    if not (math.isfinite(connect_timeout) and 0 < connect_timeout <= MAX_CONNECT_TIMEOUT):
+    if not (math.isfinite(connect_timeout) and connect_timeout > 0):
+        raise ValueError(f"--connect-timeout must be a finite number > 0, got {connect_timeout}")
+    if connect_timeout > MAX_CONNECT_TIMEOUT:
         from proofs_check.commands import UsageError
 
-        raise UsageError(f"--connect-timeout must be a number of seconds in (0, {MAX_CONNECT_TIMEOUT:g}], "
-                         f"got {connect_timeout:g}")
+        raise UsageError(f"--connect-timeout must be at most {MAX_CONNECT_TIMEOUT:g} s, got {connect_timeout:g}")
     if scheduler is not None and len(scheduler) > MAX_ADDRESS_CHARS:
         from proofs_check.commands import UsageError
 
