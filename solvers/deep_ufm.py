@@ -522,8 +522,9 @@ def fmpq_float(value) -> float:
 # structure of a point
 # ------------------------------------------------------------------------------------------
 
-#: a singular value counts toward the numerical rank of a layer when above this fraction of the largest
-RANK_RTOL = 1e-3
+#: a singular value counts toward the reported numerical rank of a layer when above this fraction of the largest
+#: (a reporting threshold; the witnesses' dropped directions are ~3e-3 of the largest)
+RANK_RTOL = 1e-2
 
 
 def layer_structure(model: DeepModel, x) -> dict:

@@ -132,6 +132,9 @@ def check_instance(inst: T.DeepUFMInstance, *, starts: int = 3, seed: int = 0, m
 
 def _dispatch(rep, inst, *, starts, seed, max_evals, predict_value, predict_rank, predict_dnc_value,
               predict_dnc_optimal, ce_bound, tau, search, symbolic) -> None:
+    if inst.loss == "mse" and inst.activation == "relu" and inst.layers == 1:
+        rep.diagnostics.append("L = 1: there is no ReLU between weight layers, the model is the linear one")
+        inst = T.DeepUFMInstance(1, "linear", "mse", inst.counts, inst.width, inst.lams)
     if inst.loss == "ce":
         _ce_statements(rep, inst, starts=starts, seed=seed, max_evals=max_evals, bound=ce_bound or T.ce_rank_bound,
                        tau=tau)
