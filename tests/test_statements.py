@@ -121,15 +121,29 @@ def _scl_case():
     return "scl", inst.to_dict(), v["predicted"], v["lower_bound"], v["attained"]
 
 
-@pytest.mark.parametrize("case", [_ufm_case, _scl_case])
+def _ls_case():
+    """Label smoothing, imbalanced counts (the any-loss engine): judged on the live candidate of the check."""
+    from proofs_check.claims import ufm as CU
+    from solvers import losses as L
+    from solvers import ufm_general as SG
+
+    p = SG.classification(L.make_loss("ls", 3, smoothing=0.1), [4, 3, 2], 3, 5e-3, 5e-3)
+    rep = CU.check_general(p, starts=1, minority_threshold=None)
+    assert rep.live.get("problem") is p
+    v = next(c for c in rep.claims if c.name == "optimal-value").evidence
+    return "ufm", p.to_dict(), v["attained"], v["lower_bound"], v["attained"], rep.live
+
+
+@pytest.mark.parametrize("case", [_ufm_case, _scl_case, _ls_case])
 def test_false_statements_are_never_verified_float_or_rigorous(case):
     from proofs_check.core import RunContext
     from proofs_check.rigorous import judge_checks
 
-    family, instance, value, lower, upper = case()
+    family, instance, value, lower, upper, *live = case()
+    live = live[0] if live else None
     tol = 1e-9 * abs(value)
     plain = _false_battery(value, lower, upper, tol)
-    rig = judge_checks(family, instance, _false_battery(value, lower, upper, tol), RunContext(rigorous=True))
+    rig = judge_checks(family, instance, _false_battery(value, lower, upper, tol), RunContext(rigorous=True), live=live)
     assert len(rig) == len(plain)
     for p, r in zip(plain, rig):
         assert p.verdict is not Verdict.VERIFIED, p
@@ -140,7 +154,7 @@ def test_false_statements_are_never_verified_float_or_rigorous(case):
     # the true statement is VERIFIED both ways
     true = optimum_matches("value", value, attained=upper, lower_bound=lower, tol=tol)
     assert true.verdict is Verdict.VERIFIED
-    assert judge_checks(family, instance, [true], RunContext(rigorous=True))[0].rigorous is True
+    assert judge_checks(family, instance, [true], RunContext(rigorous=True), live=live)[0].rigorous is True
 
 
 # ---- issue 26: exact inputs ----------------------------------------------------------------------------------
@@ -201,3 +215,25 @@ def test_a_loss_without_ball_form_says_so_by_name():
     user = L.UserLoss("my-loss", lambda U, y: (np.zeros(U.shape[1]), np.zeros_like(U)), check=False)
     with pytest.raises(R.Unsupported, match="my-loss.*UserLoss.*no ball form"):
         R.ball_form(user)
+
+
+def test_run_rigorous_bounds_the_checks_own_candidate(monkeypatch):
+    """`run --rigorous` on a live `solve ufm` report: the recipe bounds the candidate the check holds
+    (SolveReport.live); solving again would fail here."""
+    from proofs_check.claims import ufm as CU
+    from proofs_check.core import RunContext
+    from proofs_check.rigorous import judge_report
+    from solvers import losses as L
+    from solvers import ufm_general as SG
+
+    p = SG.classification(L.make_loss("ls", 3, smoothing=0.1), [4, 3, 2], 3, 5e-3, 5e-3)
+    rep = CU.check_general(p, starts=1, minority_threshold=None)
+
+    def no_solve(*a, **k):
+        raise AssertionError("second solve")
+
+    monkeypatch.setattr(SG, "solve_grouped", no_solve)
+    monkeypatch.setattr(SG, "solve_factored", no_solve)
+    out = judge_report(rep, RunContext(rigorous=True))
+    val = next(c for c in out.claims if c.name == "optimal-value")
+    assert val.rigorous is True and out.certificate["rigorous"]["lower"], out.certificate["rigorous"]
