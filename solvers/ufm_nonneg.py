@@ -228,9 +228,9 @@ def point_bounds(p: GeneralUFM, cert: Certificate, upper: float) -> dict | None:
     - logits: (n_c w_c / N) KL(p_c || softmax(z_c)) <= E, so (Pinsker) |softmax(z_c) - p_c|_inf <= delta_c =
       sqrt(N E / (2 n_c w_c)), p_c = v_c / w_c + q_c the dual probability vector;
     - norms: ||h_c|| >= ||z_c|| / ||W*||_F, ||W*||_F^2 <= 2 upper / lw, ||z_c|| >= log(s_cc / s_cj) / sqrt 2;
-    - the classifier: W* = -grad F(Z*) H*^T / lw (stationarity in the free W), so at the coordinate j of the
-      largest entry of h_c (>= ||h_c|| / sqrt d) and c' != c, -N lw W*_{c'j} >= n_c w_c (s_c[c'] - q_c[c']) h_cj
-      - sum_{c'' != c} n_c'' w_c'' (h_c.h_c'') / h_cj, which is > 0 when the proven bounds make it so.
+    - the classifier: W* = -grad F(Z*) H*^T / lw (stationarity in the free W), so the logit z_c[c'] = w_c'.h_c
+      satisfies -N lw z_c[c'] >= n_c w_c (s_c[c'] - q_c[c']) ||h_c||^2 - sum_{c'' != c} n_c'' w_c'' h_c.h_c'';
+      when the proven bounds make that positive, w_c' has a negative entry (h_c >= 0 and w_c'.h_c < 0).
 
     Returns None without a finite gap; else the proven bounds (max cross-class cosine, per class lower bounds of
     the norms, whether every minimiser's classifier has a negative entry)."""
@@ -266,12 +266,10 @@ def point_bounds(p: GeneralUFM, cert: Certificate, upper: float) -> dict | None:
     cosb[~np.isfinite(cosb)] = np.inf
     neg = []
     for c in range(K):
-        hj = norm_lo[c] / math.sqrt(d)
-        if hj <= 0:
-            neg.append(False)
-            continue
-        rest = float(sum(n[cc] * w[cc] * ip[c, cc] for cc in range(K) if cc != c)) / hj
-        ok = any(n[c] * w[c] * (P[cp, c] - delta[c] - Q[cp, c]) * hj > rest for cp in range(K) if cp != c)
+        # z_c[c'] = w_c'.h_c = -(1/(N lw)) sum_c'' n_c'' g_c''[c'] h_c''.h_c; a negative logit of a nonnegative
+        # feature forces a negative entry of w_c' (on the support of h_c)
+        rest = float(sum(n[cc] * w[cc] * ip[c, cc] for cc in range(K) if cc != c))
+        ok = any(n[c] * w[c] * (P[cp, c] - delta[c] - Q[cp, c]) * norm_lo[c] ** 2 > rest for cp in range(K) if cp != c)
         neg.append(bool(ok))
     return {"gap": E, "max_cross_cosine_upper": float(np.max(cosb)) if K > 1 else 0.0,
             "max_cross_inner_upper": float(np.max(ip)) if K > 1 else 0.0, "norm_lower": norm_lo.tolist(),
