@@ -442,11 +442,21 @@ def checks_of_report(out: dict) -> list:
     return res
 
 
-def apply(out: dict, *, prec: int | None = None) -> dict:
+def apply(out, *, prec: int | None = None) -> dict:
     """A copy of the solve report ``out`` (a ``SolveReport.to_dict()``) with the rigorous certificate and its
-    checks re-judged by :func:`rejudge` (see the module docstring). Does not modify ``out``."""
-    from proofs_check.core import clean
+    checks re-judged by :func:`rejudge` (see the module docstring). Does not modify ``out``. Given the live
+    :class:`~proofs_check.core.SolveReport` instead, the recipe bounds its candidate (``live``: no second solve)
+    and the result is the same dict."""
+    from proofs_check.core import SolveReport, clean
 
+    if isinstance(out, SolveReport):
+        judged = judge_report(out, None, prec=prec)
+        res = judged.to_dict()
+        view = {"family": out.family, "instance": out.instance, "predicted": out.predicted}
+        res["rigorous"] = _report_rigorous(view, judged.claims)
+        for c in res["claims"]:
+            c.setdefault("rigorous", False)
+        return res
     res = dict(out)
     checks, rig, diags, rigorous = rejudge(res, checks_of_report(res), prec=prec)
     cert = dict(res.get("certificate") or {})
@@ -483,6 +493,12 @@ def render_line(out: dict) -> str:
 # ---------------------------------------------------------------------------------------------------
 # `run --rigorous`: live reports and checks
 # ---------------------------------------------------------------------------------------------------
+
+def _report_rigorous(view: dict, checks) -> bool:
+    """As ClaimResult.rigorous: VERIFIED, at least one check judged in balls and every judged one proven."""
+    judged = [c.rigorous for c in checks if c.rigorous is not None]
+    return bool(summarise(checks, what="statements")[0] is Verdict.VERIFIED and judged and all(judged))
+
 
 def judge_report(rep, ctx=None, *, prec: int | None = None):
     """``rep`` (a :class:`proofs_check.core.SolveReport`) with its checks re-judged in ball arithmetic when
