@@ -652,6 +652,40 @@ def geometry(p: GeneralUFM, X: np.ndarray, b: np.ndarray, *, max_cosines: int = 
 # Regression (Andriopoulos et al. 2024)
 # ---------------------------------------------------------------------------------------------------
 
+#: Imbalanced MSE in closed form up to this many classes (a K x K SVD).
+MSE_CLOSED_FORM_MAX = 2000
+
+
+def mse_imbalanced_closed_form(p: GeneralUFM) -> dict | None:
+    """Imbalanced MSE with one-hot targets and a free bias (docs/ufm_general.md, "Imbalanced MSE in closed form"):
+    in class coordinates the data term is (1/(2N)) ||X + b sqrt(n)^T - D^{1/2}||_F^2; minimising over b projects
+    on the right by P = I - sqrt(n) sqrt(n)^T / N, so X* = SVT of Yc = D^{1/2} P at N lam (the regression closed form
+    of the centred one-hot targets), b* = n / N, f* = (1/(2N)) sum_j min(s_j, N lam)^2 + lam sum_j max(s_j - N lam,
+    0). The gradient G D^{1/2} = X* - Yc = -U min(s, N lam) V^T comes from the SVD (no cancellation). None when it
+    does not apply (other losses, lambda_b > 0, K > MSE_CLOSED_FORM_MAX)."""
+    from solvers.losses import SquaredError
+
+    loss = p.loss
+    if (p.kind != "classification" or p.lb != 0.0 or not isinstance(loss, SquaredError) or loss.name != "mse"
+            or not loss._one_hot() or p.G != p.K or p.K > MSE_CLOSED_FORM_MAX):
+        return None
+    n = p.counts.astype(float)
+    sq = np.sqrt(n)
+    N, lam = float(p.N), p.lam
+    v = sq / math.sqrt(N)
+    Yc = np.diag(sq) - np.outer(n, sq) / N  # D^{1/2} (I - sqrt(n) sqrt(n)^T / N)
+    with blas_threads(0):
+        U, s, Vt = np.linalg.svd(Yc)
+    thr = N * lam
+    z = np.maximum(s - thr, 0.0)
+    X = (U * z) @ Vt
+    X -= np.outer(X @ v, v)  # exactly orthogonal to sqrt(n) on the right (the SVD's rounding)
+    grads = -((U * np.minimum(s, thr)) @ Vt) / sq[None, :]
+    val = float(np.sum(np.minimum(s, thr) ** 2) / (2 * N) + lam * np.sum(z))
+    return {"X": X, "b": n / N, "value": val, "rank": int(np.sum(z > 0)), "grads": grads, "singular_values": s,
+            "threshold": thr}
+
+
 def regression_closed_form(Y: np.ndarray, lw: float, lh: float) -> dict:
     """Y (N x m): the optimum of (1/(2N))||W H + b 1^T - Y^T||^2 + (lw/2)||W||^2 + (lh/2)||H||^2 for d >= m:
     b = target mean, Z = SVT of the centred targets Yc (m x N) at N lam; value

@@ -284,6 +284,15 @@ def symbolic_mse_reduction():
     }
 
 
+def minority_collapse_hypotheses(target_gap: float) -> list[str]:
+    """The hypotheses of :func:`minority_collapse_ratio` (its derivation takes q_true > q_other; with the `others`
+    smoothing convention and eps > (K-1)/K the gap is negative and the formula does not apply). Returns the failed
+    ones, as sentences (empty: it applies)."""
+    if not float(target_gap) > 0.0:
+        return [f"the minority threshold needs a positive target gap q_true - q_other, got {float(target_gap):g}"]
+    return []
+
+
 def minority_collapse_ratio(count: int, N: int, lw: float, lh: float, *, weight: float = 1.0,
                             target_gap: float = 1.0) -> float:
     """theta_a = w_a (q_true - q_other) sqrt(n_a) / (N sqrt(lw lh)) of a group of m_a >= 2 exchangeable classes

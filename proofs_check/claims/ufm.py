@@ -651,6 +651,20 @@ def _near_phase_threshold(p: "SG.GeneralUFM") -> bool:
     return lo is not None and hi is not None and bool(lo.get("trivial")) != bool(hi.get("trivial"))
 
 
+def closed_form_hypotheses(loss) -> list[str]:
+    """The hypotheses of the balanced closed forms (docs/ufm_general.md, "Balanced closed form for label smoothing")
+    that the loss objects do not check themselves: softmax losses need q_true > q_other (the derivation takes the
+    true logit above the others by c* >= 0; with the `others` convention and eps > (K-1)/K the target prefers the
+    other classes and the formula is wrong). Returns the failed hypotheses (empty: it applies)."""
+    from solvers.losses import CrossEntropy
+
+    if isinstance(loss, CrossEntropy) and not loss.q_true > loss.q_other:
+        return [f"the closed form needs q_true > q_other (the target's own class above the others); here q_true = "
+                f"{loss.q_true:g} <= q_other = {loss.q_other:g} (label smoothing eps = {loss.eps:g}, "
+                f"{getattr(loss, 'convention', 'torch')} convention)"]
+    return []
+
+
 def _closed_form_point(p: "SG.GeneralUFM", cf: dict):
     """X (class coordinates) and b of a balanced closed form: Z = m J_K per class (CE-type: m = c*, b = 0;
     MSE: m = z / sqrt(n), b = 1/K); X = Zc sqrt(n)."""
@@ -688,9 +702,28 @@ def check_general(p: "SG.GeneralUFM", *, starts: int = 2, seed: int = 0, claimed
                          f"(limits {MEMORY_CAP / 1e9:.1f} GB, {TIME_LIMIT_S:.0f} s; docs/ufm_general.md)")
     balanced = bool(np.all(p.counts == p.counts[0])) and p.kind == "classification"
     cf = p.loss.closed_form(p.K, int(p.counts[0]), p.lam) if balanced and p.lb == 0.0 else None
+    cf_failed = closed_form_hypotheses(p.loss) if cf is not None else []
+    if cf_failed:
+        cf = None  # the package's closed form outside its hypothesis: no prediction (NOT_APPLICABLE below)
     full_rank = min(p.K, p.G)
     pt = None
-    if layout is not None:
+    mse_cf = SG.mse_imbalanced_closed_form(p) if cf is None and not balanced else None
+    if mse_cf is not None:
+        # imbalanced MSE: singular-value soft thresholding of D^{1/2} P (docs/ufm_general.md, "Imbalanced MSE in
+        # closed form"); certified at the exact closed form, no search
+        X, b = mse_cf["X"], mse_cf["b"]
+        with blas_threads(0):
+            cert = SG.certificate(p, X, b, grads=mse_cf["grads"])
+            geo_full = SG.geometry(p, X, b)
+        rank = mse_cf["rank"]
+        layout = None
+        from solvers.common import Solution as _Sol
+
+        sol = _Sol(cert.upper, "closed form (imbalanced MSE: soft thresholding of D^{1/2} P)", True, 0.0,
+                   {"X": X, "b": b}, {"start_values": None})
+        diagnostics.append("imbalanced MSE: the closed form (singular-value soft thresholding of the class-reduced "
+                           "centred targets), certified at that point")
+    elif layout is not None:
         # exchangeable classes grouped: the solve and the certificate in O(m^2) per evaluation (m groups)
         init = _closed_form_grouped(p, cf) if cf is not None and layout.m == 1 else None
         with blas_threads(0):
@@ -723,6 +756,9 @@ def check_general(p: "SG.GeneralUFM", *, starts: int = 2, seed: int = 0, claimed
     live = {"problem": p, "layout": layout, "point": pt, "X": X, "b": b}  # --rigorous bounds this candidate
     claims: list[Check] = []
     predicted: dict = {"value": None}
+    if mse_cf is not None:
+        predicted = {"value": mse_cf["value"], "rank": mse_cf["rank"], "threshold_N_lambda": mse_cf["threshold"],
+                     "source": "docs/ufm_general.md, 'Imbalanced MSE in closed form' (derived)"}
     if cf is not None:
         predicted = {"value": cf["value"], "margin": cf["margin"], "geometry": cf["geometry"],
                      "source": GENERAL_SOURCE}
@@ -730,7 +766,10 @@ def check_general(p: "SG.GeneralUFM", *, starts: int = 2, seed: int = 0, claimed
     if tight:
         attained = cert.upper
         pred = claimed_value if claimed_value is not None else (cf["value"] if cf is not None else None)
-        if pred is None:
+        if pred is None and mse_cf is not None:
+            pred = mse_cf["value"]
+            how = "closed form (imbalanced MSE: soft thresholding of D^{1/2} P, from the singular values)"
+        elif pred is None:
             pred = attained
             how = "certified value (no closed form): primal feasible value and an independent dual lower bound"
         else:
@@ -739,6 +778,9 @@ def check_general(p: "SG.GeneralUFM", *, starts: int = 2, seed: int = 0, claimed
         c = optimum_matches("optimal-value", pred, attained=attained, lower_bound=lower, tol=tol,
                             certificate=cert.method, evidence={"prediction": how, "bound": cert.details.get("bound")})
         claims.append(c)
+        if cf_failed:
+            claims.append(hypothesis_fails("closed-form", "; ".join(cf_failed),
+                                           {"certified_value": attained, "lower_bound": lower}))
         if layout is not None and not balanced and minority_threshold is not None:
             mc = minority_collapse_check(p, layout, cert, threshold=minority_threshold, seed=seed,
                                          time_budget=time_budget)
@@ -747,6 +789,22 @@ def check_general(p: "SG.GeneralUFM", *, starts: int = 2, seed: int = 0, claimed
     else:
         # d below the rank: the best point in dimension d against the relaxation's bound. The rank-d problem is
         # not convex, so grouping does not apply to it: it runs on the K x K problem when that fits the budget.
+        if mse_cf is not None:
+            # imbalanced MSE: the rank-d problem is decided exactly (von Neumann's trace inequality), as in regression
+            low_d = _von_neumann_rank_d(mse_cf["singular_values"], mse_cf["threshold"], p.lam, p.N, p.K, p.d)
+            best = SG.convex_value(p, SG.truncate(X, p.d), b)
+            lower_d = max(low_d, lower)
+            claims.append(hypothesis_fails("optimal-value", f"the imbalanced-MSE closed form needs d >= its rank: d = "
+                                           f"{p.d} < {rank}"))
+            claims.append(_rank_d_value(best, lower_d, lower, p.d))
+            if claimed_value is not None:
+                claims.append(lower_bound_claim_general(claimed_value, lower_d, best))
+            cert_d = SG.Certificate(lower_d, cert.upper, "rank-d bound (von Neumann) and relaxation dual", cert.details)
+            return SolveReport("ufm", p.to_dict(), {"value": best, "note": "d below the rank: the soft-thresholded "
+                               "targets truncated to rank d (exact by von Neumann's trace inequality)"},
+                               {"value": best, "method": "closed form truncated to rank d", "rank_limit": p.d},
+                               _below_rank_certificate(cert_d, best), {"relaxation_rank": rank}, claims, {},
+                               diagnostics, seconds=time.perf_counter() - t0)
         full_est = SG.estimate(p, starts)
         if X is None or full_est["bytes"] > MEMORY_CAP or full_est["seconds"] > TIME_LIMIT_S:
             ev = {"relaxation_lower_bound": lower, "relaxation_rank": rank, "d": p.d,
@@ -1110,6 +1168,9 @@ def minority_collapse_check(p: "SG.GeneralUFM", layout, cert, *, threshold: floa
     if not cand:
         return None
     a = min(cand, key=lambda g: (cnt[g], g))
+    failed = T.minority_collapse_hypotheses(gap)
+    if failed:
+        return hypothesis_fails("minority-collapse-threshold", "; ".join(failed), {"target_gap": gap})
     theta = T.minority_collapse_ratio(int(cnt[a]), p.N, p.lw, p.lh, weight=float(weights[layout.reps[a]]),
                                       target_gap=gap)
     predicted_collapse = theta <= threshold
@@ -1250,13 +1311,9 @@ def check_regression(Y: np.ndarray, d: int, lw: float, lh: float, *, claimed_val
         # the rank-d problem is decided by von Neumann's trace inequality: for rank Z <= d,
         # ||Z - Yc||^2 >= sum_j (z_j - s_j)^2 (sorted singular values), so the objective is >= the separable problem
         # in z with at most d nonzeros, whose minimum keeps the d largest: a proven lower bound of the rank-d optimum
-        sv, thr, lam_ = cf["singular_values"], cf["threshold"], p.lam
-        head, tail = sv[:d], sv[d:]
-        low_d = float(np.sum(np.minimum(head, thr) ** 2) / (2 * N) + lam_ * np.sum(np.maximum(head - thr, 0.0))
-                      + np.sum(tail ** 2) / (2 * N))
-        s_err = 4.0 * max(N, m) * SG.UNIT_ROUNDOFF * float(sv[0]) if sv.size else 0.0
-        low_d -= 16 * (N + m) * SG.UNIT_ROUNDOFF * abs(low_d) + float(np.sum(sv / N + lam_)) * s_err
+        low_d = _von_neumann_rank_d(cf["singular_values"], cf["threshold"], p.lam, N, m, d)
         lower_d = max(low_d, cert.lower_bound)
+        claims.append(_rank_d_value(best, lower_d, cert.lower_bound, d))
         if claimed_value is not None:
             chk = lower_bound_claim_general(float(claimed_value), lower_d, best)
             chk.evidence.update(rank_d_lower_bound=low_d, relaxation_lower_bound=cert.lower_bound,
@@ -1309,6 +1366,29 @@ def check_regression(Y: np.ndarray, d: int, lw: float, lh: float, *, claimed_val
                        diagnostics, seconds=time.perf_counter() - t0)
 
 
+def _rank_d_value(best: float, lower_d: float, relaxation_lower: float, d: int) -> Check:
+    """``rank-d-value``: the optimum with d features (below the rank of the closed form) is the soft-thresholded
+    targets truncated to their d largest singular values: attained there (``best``, the objective at that feasible
+    point) and proven from below by von Neumann's trace inequality (``lower_d``)."""
+    tol = tolerance(best, rtol=GEN_VALUE_RTOL, atol=GEN_VALUE_ATOL)
+    return optimum_matches("rank-d-value", best, attained=best, lower_bound=lower_d, tol=tol,
+                           certificate="rank-d bound (von Neumann's trace inequality)",
+                           evidence={"prediction": "the closed form truncated to its d largest singular values",
+                                     "relaxation_lower_bound": relaxation_lower, "d": d})
+
+
+def _von_neumann_rank_d(sv: np.ndarray, thr: float, lam: float, N: int, m: int, d: int) -> float:
+    """A proven lower bound (float allowances included) of min over rank(Z) <= d of (1/(2N))||Z - Yc||_F^2 +
+    lam ||Z||_*, Yc with singular values ``sv`` (sorted, descending): by von Neumann's trace inequality
+    ||Z - Yc||^2 >= sum_j (z_j - s_j)^2, so the problem is separable in z with at most d nonzeros and keeps the d
+    largest soft-thresholded values (docs/ufm_general.md, 'Regression')."""
+    head, tail = sv[:d], sv[d:]
+    low = float(np.sum(np.minimum(head, thr) ** 2) / (2 * N) + lam * np.sum(np.maximum(head - thr, 0.0))
+                + np.sum(tail ** 2) / (2 * N))
+    s_err = 4.0 * max(N, m) * SG.UNIT_ROUNDOFF * float(sv[0]) if sv.size else 0.0
+    return low - 16 * (N + m) * SG.UNIT_ROUNDOFF * abs(low) - float(np.sum(sv / N + lam)) * s_err
+
+
 def _regression_residual(Y: np.ndarray, cf: dict) -> np.ndarray:
     """The gradient of the closed form, Z + b 1^T - Y^T = -U min(s, N lam) V^T (m x N), from the SVD of the centred
     targets: computing it as a difference cancels to ~u absolute per entry, more than the value's tolerance at
@@ -1347,7 +1427,8 @@ def _validate_targets(Y) -> np.ndarray:
 def estimate_value(p: "SG.GeneralUFM", starts: int = 1) -> float:
     """Estimated seconds of :func:`certify_value` (0 when a balanced closed form is certified directly)."""
     balanced = bool(np.all(p.counts == p.counts[0])) and p.kind == "classification"
-    if balanced and p.lb == 0.0 and p.loss.closed_form(p.K, int(p.counts[0]), p.lam) is not None:
+    if balanced and p.lb == 0.0 and p.loss.closed_form(p.K, int(p.counts[0]), p.lam) is not None \
+            and not closed_form_hypotheses(p.loss):
         return 0.0
     layout = SG.class_layout(p)
     if layout is None:
@@ -1368,6 +1449,8 @@ def certify_value(p: "SG.GeneralUFM", *, starts: int = 1, seed: int = 0, time_bu
     Otherwise the grouped (or, without exchangeable classes, the class-reduced) solver and its certificate."""
     balanced = bool(np.all(p.counts == p.counts[0])) and p.kind == "classification"
     cf = p.loss.closed_form(p.K, int(p.counts[0]), p.lam) if balanced and p.lb == 0.0 else None
+    if cf is not None and closed_form_hypotheses(p.loss):
+        cf = None  # outside the closed form's hypothesis: the certified value is the row's value
     layout = SG.class_layout(p)
     pt = None
     out: dict = {"closed_form": None, "margin": None, "phase": None}
