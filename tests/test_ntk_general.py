@@ -1,0 +1,305 @@
+"""NTK collapse beyond the block kernel (issue 22): claim verdicts, false variants through every factory,
+independent flows, CLI. Expected values come from hand computations or from independent implementations
+written here (scipy solve_ivp in the original coordinates), never from the code under test."""
+
+from __future__ import annotations
+
+import json
+import math
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+from scipy.integrate import solve_ivp
+
+from proofs_check.claims import ntk_general as cg
+from proofs_check.core import RunContext, Verdict
+from solvers import ntk_general as sg
+from theory import ntk as th
+
+CTX = RunContext()
+
+
+def verdict(claim):
+    return claim.run(CTX).verdict
+
+
+# ---- registered claims -----------------------------------------------------------------------
+
+EXPECTED = {
+    "ntk.general.invariant": Verdict.VERIFIED,
+    "ntk.general.nc1-at-e-zero": Verdict.VERIFIED,
+    "ntk.general.etf": Verdict.VERIFIED,
+    "ntk.imbalanced.nc1": Verdict.VERIFIED,
+    "ntk.imbalanced.etf": Verdict.VERIFIED,
+    "ntk.ce.invariant": Verdict.VERIFIED,
+    "ntk.ce.collapse": Verdict.INCONCLUSIVE,
+    "ntk.reviewer.first-implications": Verdict.REFUTED,
+    "ntk.reviewer.first-implications-corrected": Verdict.VERIFIED,
+    "ntk.reviewer.corrected-implications": Verdict.REFUTED,
+    "ntk.reviewer.corrected-implications-corrected": Verdict.VERIFIED,
+    "ntk.assumption.consequences": Verdict.VERIFIED,
+    "ntk.assumption.consistency": Verdict.VERIFIED,
+}
+
+
+@pytest.mark.parametrize("claim", cg.CLAIMS, ids=lambda c: c.id)
+def test_registered_verdicts(claim):
+    res = claim.run(CTX)
+    assert res.verdict is EXPECTED[claim.id], (claim.id, res.reason)
+
+
+def test_ids_registered():
+    from proofs_check import registry
+
+    ids = {c.id for c in registry.all_claims()}
+    assert set(EXPECTED) <= ids
+
+
+def test_reviewer_first_list_each_its_own_check():
+    res = cg.reviewer_first_claim().run(CTX)
+    by = {c.name.split(" ")[0]: [] for c in res.checks}
+    for c in res.checks:
+        by[c.name.split(" ")[0]].append(c.verdict)
+    assert all(v is Verdict.VERIFIED for v in by["(i)"])  # identical (all zero)
+    assert any(v is Verdict.REFUTED for v in by["(ii)"]) and any(v is Verdict.REFUTED for v in by["(iii)"])
+
+
+def test_reviewer_corrected_b_is_refuted_a_and_c_hold():
+    res = cg.reviewer_corrected_claim().run(CTX)
+    for c in res.checks:
+        if c.name.startswith("(b)"):
+            assert c.verdict is Verdict.REFUTED, c.name
+        else:
+            assert c.verdict is Verdict.VERIFIED, (c.name, c.reason)
+
+
+# ---- false variants through every factory ----------------------------------------------------
+
+def zero_change(W, H, G, K, eta):
+    return 0 * (W.T @ W)
+
+
+@pytest.mark.parametrize("factory", [cg.general_invariant_claim, cg.ce_invariant_claim])
+def test_invariant_conserved_by_discrete_steps_is_refuted(factory):
+    res = factory(step_change=zero_change, id_="x").run(CTX)
+    assert res.verdict is Verdict.REFUTED
+    assert any("witness" in c.reason or "nonzero" in c.reason for c in res.checks if c.verdict is Verdict.REFUTED)
+
+
+def test_invariant_wrong_sign_of_step_change_refuted():
+    res = cg.general_invariant_claim(step_change=lambda W, H, G, K, e: -th.discrete_step_change(W, H, G, K, e)
+                                     if isinstance(W, np.ndarray) else
+                                     -(e ** 2) * (H * G.T * G * H.T - W.T * G * K * G.T * W), id_="x").run(CTX)
+    assert res.verdict is Verdict.REFUTED
+
+
+def test_nc1_bound_with_smaller_constant_refuted():
+    assert verdict(cg.general_nc1_claim(constant=0.9, id_="x")) is Verdict.REFUTED
+
+
+def test_nc1_gram_with_unperturbed_class_inverse_refuted():
+    # the block closed form ignores K0: wrong for a perturbed kernel
+    res = cg.general_nc1_claim(class_inverse=lambda K, counts: th.imbalanced_class_inverse(counts, cg.KAPPA), id_="x").run(CTX)
+    assert res.verdict is Verdict.REFUTED
+
+
+def test_etf_condition_accepting_every_kernel_refuted():
+    assert verdict(cg.general_etf_claim(condition_fn=lambda K, counts: True, id_="x")) is Verdict.REFUTED
+
+
+def test_imbalanced_nc1_wrong_eigenvalue_refuted():
+    assert verdict(cg.imbalanced_nc1_claim(within_eigenvalue=lambda k: k[0] - k[2], id_="x")) is Verdict.REFUTED
+
+
+def test_imbalanced_etf_false_variants_refuted():
+    assert verdict(cg.imbalanced_etf_claim(predict_etf=True, id_="x")) is Verdict.REFUTED
+
+    def balanced_formula(counts, kappa):  # (m/lc) J + (m/lg) 11^T/C with m = mean class size: ignores imbalance
+        C = len(counts)
+        m = sum(counts) / C
+        l0, lc, lg = th.block_eigenvalues(C, m, *kappa)
+        return (m / lc) * (np.eye(C) - 1 / C) + (m / lg) * np.ones((C, C)) / C
+
+    assert verdict(cg.imbalanced_etf_claim(class_inverse=balanced_formula, id_="x")) is Verdict.REFUTED
+
+
+def test_ce_collapse_false_variants_refuted():
+    assert verdict(cg.ce_collapse_claim(constant=0.9, id_="x")) is Verdict.REFUTED
+    assert verdict(cg.ce_collapse_claim(escape_rate=lambda K, c, s: 1.01 * th.escape_rate_general(K, c, s),
+                                        id_="x")) is Verdict.REFUTED
+
+
+def test_corrected_first_list_fed_the_reviewers_formulas_refuted():
+    res = cg.reviewer_first_claim(implications=th.reviewer_first_implications, corrected=True, id_="x").run(CTX)
+    assert res.verdict is Verdict.REFUTED
+
+
+def test_corrected_norm_sign():
+    assert verdict(cg.reviewer_corrected_claim(sign=1.0, id_="x")) is Verdict.REFUTED
+    assert verdict(cg.reviewer_corrected_claim(sign=-1.0, id_="y")) is Verdict.VERIFIED
+
+
+def test_consequences_false_variants_refuted():
+    wrong = lambda k, g, w: {"WWt_offdiag": 0.0, "W_sq_norm": w, "feature_gram": tuple(x - 1 - w * y + 2 for x, y in zip(g, k))}
+    assert verdict(cg.assumption_consequences_claim(consequences=wrong, id_="x")) is Verdict.REFUTED
+    no_bias = lambda W, G, Kf: th.chain_rule_output_kernel(W, G, Kf) - np.eye(W.shape[0] * G.shape[0])
+    assert verdict(cg.assumption_consequences_claim(output_kernel=no_bias, id_="y")) is Verdict.REFUTED
+
+
+def test_consistency_false_variants_refuted():
+    assert verdict(cg.consistency_claim(holds_at_limit=True, id_="x")) is Verdict.REFUTED
+
+    def reviewer_like(kappa, gamma, C):  # gamma_d/kappa_d = gamma_c/kappa_c (the reviewer's (ii))
+        return {"satisfiable": abs(gamma[0] / kappa[0] - gamma[1] / kappa[1]) < 1e-9, "omega": None}
+
+    assert verdict(cg.consistency_claim(conditions=reviewer_like, id_="y")) is Verdict.REFUTED
+
+
+# ---- hand computations and independent implementations ---------------------------------------
+
+def test_reviewer_norm_by_hand():
+    # omega = 2, kappa_d = 1, a_d = 1.5: gamma_d = omega kappa_d + a_d + 1 = 4.5
+    assert th.reviewer_corrected_norm(1.0, 4.5, 1.5, -1.0) == pytest.approx(2.0)
+    assert th.reviewer_corrected_norm(1.0, 4.5, 1.5, +1.0) == pytest.approx(7.0)
+
+
+def test_discrete_change_independent():
+    rng = np.random.default_rng(3)
+    N, C, d = 7, 3, 4
+    A = rng.standard_normal((N, N))
+    K = A @ A.T + N * np.eye(N)
+    W, H, G = rng.standard_normal((C, d)), rng.standard_normal((d, N)), rng.standard_normal((C, N))
+    eta = 0.3
+    E = lambda W, H: W.T @ W - H @ np.linalg.solve(K, H.T)
+    W1, H1 = W - eta * G @ H.T, H - eta * W.T @ G @ K
+    np.testing.assert_allclose(E(W1, H1) - E(W, H), th.discrete_step_change(W, H, G, K, eta), atol=1e-10)
+    assert np.linalg.norm(E(W1, H1) - E(W, H)) > 1e-3  # not conserved
+
+
+def _reference_flow(K, counts, loss, eps, seed, T, n):
+    """Independent implementation from docs/ntk.md: original coordinates, solve_ivp DOP853."""
+    C, N = len(counts), sum(counts)
+    Y = np.zeros((C, N))
+    Y[np.repeat(np.arange(C), counts), np.arange(N)] = 1
+    rng = np.random.default_rng(seed)
+    W0 = eps * rng.standard_normal((C, n))
+    H0 = eps * rng.standard_normal((n, N))
+
+    def f(t, y):
+        W = y[:C * n].reshape(C, n)
+        b = y[C * n:C * n + C]
+        H = y[C * n + C:].reshape(n, N)
+        Z = W @ H + b[:, None]
+        if loss == "mse":
+            G = Z - Y
+        else:
+            P = np.exp(Z - Z.max(axis=0))
+            G = P / P.sum(axis=0) - Y
+        return np.concatenate([(-G @ H.T).ravel(), -G.sum(axis=1), (-(W.T @ G) @ K).ravel()])
+
+    y0 = np.concatenate([W0.ravel(), np.zeros(C), H0.ravel()])
+    sol = solve_ivp(f, (0, T), y0, method="DOP853", rtol=1e-12, atol=1e-14 * eps ** 2)
+    y = sol.y[:, -1]
+    H = y[C * n + C:].reshape(n, N)
+    lab = np.repeat(np.arange(C), counts)
+    mu = np.stack([H[:, lab == c].mean(axis=1) for c in range(C)], axis=1)
+    M = mu - mu.mean(axis=1, keepdims=True)
+    dev = H - mu[:, lab]
+    nc1 = (np.sum(dev ** 2) / N) / (np.sum(M ** 2) / C)
+    nrm = np.linalg.norm(M, axis=0)
+    return nc1, (M.T @ M) / np.outer(nrm, nrm)
+
+
+def _documented_kernel(counts, kappa, rho, seed):
+    lab = np.repeat(np.arange(len(counts)), counts)
+    N = lab.size
+    Kb = np.where(lab[:, None] == lab[None, :], kappa[1], kappa[2]).astype(float)
+    np.fill_diagonal(Kb, kappa[0])
+    A = np.random.default_rng(1_000_000 + seed).standard_normal((N, N))
+    K0 = A @ A.T
+    return Kb + rho * np.linalg.norm(Kb) / np.linalg.norm(K0) * K0
+
+
+@pytest.mark.parametrize("counts,rho,loss", [((6, 3, 2), 0.3, "mse"), ((4, 4, 4), 0.1, "mse"), ((6, 3, 2), 0.0, "mse"),
+                                             ((5, 3, 2), 0.2, "ce")])
+def test_flows_match_independent_integration(counts, rho, loss):
+    K = _documented_kernel(counts, (1.0, 0.6, 0.2), rho, 0)
+    model = cg.build_model(counts=counts, rho=rho, seed=0, loss=loss)
+    np.testing.assert_allclose(model.K, K, atol=1e-13)
+    rep = sg.run_flow(model, sg.init_random(model, len(counts) + 1, 1e-6, 0), 30.0)
+    nc1, cos = _reference_flow(K, counts, loss, 1e-6, 0, 30.0, len(counts) + 1)
+    assert abs(rep.final["nc1"] - nc1) <= 1e-6
+    np.testing.assert_allclose(rep.final["cosines"], cos, atol=1e-6)
+
+
+def test_block_limit_matches_spec_reference():
+    # spec reference row C = 3, m = 4, kappa (1, 0.6, 0.2): ||mu_c - h_bar||^2 = 0.4714 (small-init limit)
+    model = cg.build_model(counts=(4, 4, 4))
+    rep = sg.run_flow(model, sg.init_random(model, 4, 1e-6, 0), 30.0)
+    np.testing.assert_allclose(np.diag(rep.final["gram"]), 0.4714, atol=1e-4)
+    assert rep.final["distance_etf"] < 1e-8
+
+
+def test_imbalanced_minority_cosines_not_etf():
+    model = cg.build_model(counts=(6, 3, 2))
+    rep = sg.run_flow(model, sg.init_random(model, 4, 1e-6, 0), 30.0)
+    cos = rep.final["cosines"]
+    assert abs(cos[1, 2] + 0.5) > 1e-2  # the two minority classes: not the ETF angle -1/2
+    assert rep.final["nc1"] < 1e-8
+
+
+def test_etf_condition_by_hand():
+    counts = (3, 3)
+    Kb = th.imbalanced_block_kernel(counts, (1.0, 0.5, 0.1))
+    assert cg.etf_condition(Kb, counts)
+    K = Kb.copy()
+    K[0, 3] += 0.05
+    K[3, 0] += 0.05
+    assert not cg.etf_condition(K, counts)
+    assert not cg.etf_condition(th.imbalanced_block_kernel((3, 2), (1.0, 0.5, 0.1)), (3, 2))
+
+
+# ---- CLI -------------------------------------------------------------------------------------
+
+def _cli(*args):
+    return subprocess.run([sys.executable, "-m", "proofs_check.cli", *args], capture_output=True, text=True, timeout=300)
+
+
+@pytest.mark.parametrize("make", ["asym", "notpd", "nan", "shape"])
+def test_cli_bad_kernels_exit_2(tmp_path, make):
+    K = th.imbalanced_block_kernel((4, 4, 4), (1.0, 0.6, 0.2))
+    if make == "asym":
+        K[0, 1] += 0.1
+    elif make == "notpd":
+        K = K - 2 * np.eye(12)
+    elif make == "nan":
+        K[2, 2] = np.nan
+    else:
+        K = np.eye(11)
+    p = tmp_path / "K.npy"
+    np.save(p, K)
+    r = _cli("solve", "ntk", "--kernel", str(p))
+    assert r.returncode == 2, r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1 and "kernel" in r.stderr
+
+
+def test_cli_solve_json(tmp_path):
+    r = _cli("solve", "ntk", "--kernel-perturbation", "0.3", "--counts", "6,3,2", "--json")
+    assert r.returncode == 0, r.stderr
+    out = json.loads(r.stdout)
+    ids = {c["id"]: c["verdict"] for c in out["claims"]}
+    assert ids["ntk.general.invariant"] == "VERIFIED" and ids["ntk.general.etf"] == "VERIFIED"
+    assert out["final"]["distance_etf"] > 1e-2 and out["conventions"]["kernel"]
+
+
+def test_cli_sgd_and_ce():
+    r = _cli("solve", "ntk", "--counts", "6,3,2", "--sgd-batch", "4", "--step-size", "0.01", "--steps", "200", "--json")
+    assert r.returncode == 0, r.stderr
+    out = json.loads(r.stdout)
+    assert out["sgd"]["E_total_drift"] > 0
+    r = _cli("solve", "ntk", "--loss", "ce", "--counts", "4,3", "--json")
+    assert r.returncode == 0, r.stderr
+    ids = {c["id"]: c["verdict"] for c in json.loads(r.stdout)["claims"]}
+    assert ids["ntk.ce.collapse"] == "INCONCLUSIVE"
