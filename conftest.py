@@ -23,6 +23,8 @@ settings.register_profile("ncproofs-default", max_examples=15, deadline=None,
 settings.register_profile("thorough", max_examples=200, deadline=None,
                           suppress_health_check=[HealthCheck.too_slow])
 settings.load_profile(os.environ.get("NCPROOFS_HYPOTHESIS", "ncproofs-default"))
+# tests run every claim for real: no cached symbolic results (tests of the cache pass their own directory)
+os.environ.setdefault("NCPROOFS_CACHE", "0")
 
 #: top-level import name -> the optional extra of pyproject.toml that installs it
 EXTRA_OF_MODULE = {

@@ -55,6 +55,13 @@ def build_parser() -> tuple[argparse.ArgumentParser, dict, dict, dict]:
     r.add_argument("--report", default="ncproofs-report.md", help="Markdown report path ('' to skip)")
     r.add_argument("--json", dest="json_path", default="ncproofs-report.json", help="JSON report path ('' to skip)")
     r.add_argument("--quiet", action="store_true", help="no progress display")
+    r.add_argument("--jobs", "-j", type=int, default=None, metavar="N",
+                   help="run claims in N processes (default: the CPUs available, at most 8; 1: serial); the output "
+                        "order and the verdicts do not depend on N")
+    r.add_argument("--no-cache", action="store_true",
+                   help="do not read or write the cache of symbolic derivations (default: $NCPROOFS_CACHE_DIR or "
+                        "~/.cache/ncproofs, keyed by the source of the modules involved; never stale)")
+    r.add_argument("--clear-cache", action="store_true", help="delete the cache of symbolic derivations first")
     r.add_argument("--fail-on", choices=("refuted", "inconclusive"), default="refuted",
                    help="exit 1 when a claim is REFUTED or ERROR (default), or also INCONCLUSIVE (strict CI mode); "
                         "NOT_APPLICABLE never fails")
@@ -328,7 +335,17 @@ def _dispatch(parser, args, smap, tmap, emap) -> int:
             raise UsageError(f"--only {args.only}: no claim matches (see `ncproofs list`)")
         if args.rigorous and not _flint_available():  # before any claim runs
             return 2
-        run = run_claims(claims, RunContext(args.profile, args.seed, args.rigorous), progress=not args.quiet)
+        from proofs_check import runcache
+        from proofs_check.runner import default_workers
+
+        jobs = default_workers() if args.jobs is None else args.jobs
+        if jobs < 1:
+            raise UsageError(f"--jobs must be >= 1, got {jobs}")
+        cache = None if args.no_cache or not runcache.enabled_by_env() else runcache.RunCache()
+        if args.clear_cache:
+            runcache.RunCache().clear()
+        run = run_claims(claims, RunContext(args.profile, args.seed, args.rigorous), progress=not args.quiet,
+                         workers=jobs, cache=cache)
         print(summary_table(run))
         write_reports(run, args.report or None, args.json_path or None)
         if args.html:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import platform
 import sys
 import time
@@ -57,8 +58,9 @@ class RunResult:
         from proofs_check.registry import aliases_of
 
         claims = [r.to_dict() for r in self.results]
-        for d in claims:  # former ids, so that scripts reading saved reports by an old id find it
+        for d, r in zip(claims, self.results):  # former ids: scripts reading saved reports by an old id find it
             d["aliases"] = aliases_of(d["id"])
+            d["cached"] = bool(getattr(r, "cached", False))
         return clean(envelope("run", {
             "tool": "ncproofs", "profile": self.context.profile, "seed": self.context.seed,
             "rigorous": self.context.rigorous,
@@ -100,25 +102,101 @@ class Progress:
 
 def run_claims(claims: list[Claim], ctx: RunContext | None = None, *, progress: bool = True,
                stream: TextIO | None = None,
-               on_result: Callable[[ClaimResult], None] | None = None) -> RunResult:
-    """Run ``claims`` in order under ``ctx`` (default: quick profile, seed 0).
+               on_result: Callable[[ClaimResult], None] | None = None, workers: int = 1,
+               cache=None) -> RunResult:
+    """Run ``claims`` under ``ctx`` (default: quick profile, seed 0).
+
+    ``workers`` > 1 runs claims in that many forked processes (claims are independent: each builds its
+    own instances from ``ctx``); results, progress lines, ``on_result`` calls and reports keep the
+    order of ``claims`` whatever the completion order, and the verdicts are those of a serial run. A
+    result that cannot come back from a worker (not picklable) is recomputed here. Without ``fork``
+    (Windows, macOS spawn) the run is serial. ``cache``: a :class:`proofs_check.runcache.RunCache`
+    for the deterministic symbolic claims (None: no cache).
 
     Returns a :class:`RunResult` (per-claim :class:`ClaimResult`, the overall verdict over the
-    applicable claims, exit status). A claim that crashes gives an ERROR result, it does not raise;
-    ``on_result`` is called after each claim. Raises only what ``RunContext`` raises for bad options.
+    applicable claims, exit status). A claim that crashes gives an ERROR result, it does not raise.
+    Raises only what ``RunContext`` raises for bad options, and ``ValueError`` for ``workers`` < 1.
     """
     ctx = ctx or RunContext()
+    if not isinstance(workers, int) or isinstance(workers, bool) or workers < 1:
+        raise ValueError(f"workers must be an integer >= 1, got {workers!r}")
     prog = Progress(len(claims), stream, progress)
     t0 = time.perf_counter()
+    cached: dict[int, ClaimResult] = {}
+    if cache is not None:
+        for i, c in enumerate(claims):
+            r = cache.get(c, ctx)
+            if r is not None:
+                r.cached = True
+                cached[i] = r
+    todo = [i for i in range(len(claims)) if i not in cached]
+    pool = _start_pool(claims, ctx, todo, workers)
     results = []
-    for i, c in enumerate(claims, 1):
-        prog.start(i, c)
-        r = c.run(ctx)
-        results.append(r)
-        prog.done(i, r)
-        if on_result:
-            on_result(r)
+    try:
+        for i, c in enumerate(claims):
+            prog.start(i + 1, c)
+            r = cached.get(i)
+            if r is None:
+                r = _collect(pool, i, c, ctx)
+                if cache is not None:
+                    cache.put(r, ctx)
+            results.append(r)
+            prog.done(i + 1, r)
+            if on_result:
+                on_result(r)
+    finally:
+        if pool is not None:
+            pool[0].shutdown(wait=True, cancel_futures=True)
     return RunResult(results, ctx, time.perf_counter() - t0)
+
+
+# ---- processes ------------------------------------------------------------------------------------
+# The worker runs a claim by its index in the list the parent forked with (claims hold closures,
+# which do not pickle) and sends back the verdict, reason, checks and seconds.
+
+_FORKED: tuple[list, RunContext] | None = None
+
+
+def _run_in_worker(i: int):
+    claims, ctx = _FORKED
+    r = claims[i].run(ctx)
+    return r.verdict, r.reason, r.checks, r.seconds
+
+
+def _start_pool(claims, ctx, todo, workers):
+    import multiprocessing as mp
+
+    global _FORKED
+    if workers <= 1 or len(todo) <= 1 or "fork" not in mp.get_all_start_methods():
+        return None
+    from concurrent.futures import ProcessPoolExecutor
+
+    _FORKED = (list(claims), ctx)
+    try:
+        ex = ProcessPoolExecutor(max_workers=min(workers, len(todo)), mp_context=mp.get_context("fork"))
+        futures = {i: ex.submit(_run_in_worker, i) for i in todo}
+    finally:
+        _FORKED = None  # the children have their copy; the parent keeps no reference
+    return ex, futures
+
+
+def _collect(pool, i: int, claim: Claim, ctx: RunContext) -> ClaimResult:
+    if pool is None:
+        return claim.run(ctx)
+    try:
+        verdict, reason, checks, seconds = pool[1][i].result()
+    except Exception:  # a result that does not pickle, a worker that died: run it here (same verdict)
+        return claim.run(ctx)
+    return ClaimResult(claim, verdict, reason, checks, seconds)
+
+
+def default_workers() -> int:
+    """Processes for ``ncproofs run``: the CPUs this process may use, at most 8."""
+    try:
+        n = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        n = os.cpu_count() or 1
+    return max(1, min(n, 8))
 
 
 def _short(x) -> str:
