@@ -496,6 +496,15 @@ def make_no_decay_limit_claim(predict=T.type1_prediction, base: FCInstance | Non
             tol = value_tol(val)
             ev = {"lambda": lam, "value": val, "lower_bound": lb, "gap": val - lb, "unique": dc.get("unique"),
                   "geometry": pred.geometry, "why": dc.get("why")}
+            # a feasible point below the claimed configuration refutes it (the type-I closed form is one such point)
+            ref = T.type1_prediction(inst)
+            rcfg, _ = claimed_configuration(inst, ref)
+            rval = prob.objective(rcfg[0], rcfg[1], grad=False) if rcfg is not None else None
+            if is_finite(rval) and exceeds(val - rval, tol):
+                ev["witness_value"] = rval
+                yield Check(name, Verdict.REFUTED, f"the claimed configuration is not a minimiser: a feasible point "
+                            f"attains {fmt(rval)} < {fmt(val)}", ev)
+                continue
             if exceeds(lb - val, tol) or not (within(val - lb, tol) and dc.get("unique")):
                 yield Check(name, Verdict.INCONCLUSIVE, f"not certified at this lambda (gap {fmt(val - lb, 3)}, "
                             f"unique {dc.get('unique')}: {dc.get('why')})", ev)
