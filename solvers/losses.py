@@ -351,7 +351,9 @@ class SquaredError(Loss):
     infimum = 0.0
 
     def __init__(self, T: np.ndarray, name: str = "mse"):
-        self.T = np.asarray(T, dtype=float)
+        from theory._validate import as_finite_array
+
+        self.T = as_finite_array("targets T", T, ndim=2)  # finite numbers only: a NaN target fails here, not later
         self.name = name
 
     def value_grad(self, U, y):

@@ -278,6 +278,10 @@ def solve_factored(inst: UFMInstance, *, starts: int = 3, seed: int = 0, init_sc
 
     if starts < 1:
         raise ValueError(f"starts must be >= 1, got {starts}")
+    if time_budget is not None:  # NaN would switch the budget off (every comparison with NaN is False)
+        from theory._validate import as_float
+
+        time_budget = as_float("time_budget", time_budget, positive=True)
     if balance_decay and inst.lw != inst.lh:
         # Exact change of variables W = a W', H = H'/a with a = (lh/lw)^(1/4): the data term is unchanged and
         # (lw ||W||^2 + lh ||H||^2)/2 = lam (||W'||^2 + ||H'||^2)/2, lam = sqrt(lw lh). Solving the balanced

@@ -56,3 +56,21 @@ def test_vacuous_relative_tolerance_is_refused(rtol):
 def test_false_user_claim_is_still_refuted():
     res = _claim(predict=lambda p: [1.0, 2.0], solve=lambda p: [1.0, 2.5]).check_instance({})
     assert res.verdict is Verdict.REFUTED
+
+
+def test_squared_error_refuses_non_finite_targets():
+    from solvers.losses import SquaredError
+
+    with pytest.raises(InputError, match="targets T must contain only finite numbers"):
+        SquaredError(np.array([[np.nan, 1.0], [0.0, 1.0]]))
+    with pytest.raises(InputError, match="targets T must contain only finite numbers"):
+        SquaredError(np.array([[np.inf, 1.0], [0.0, 1.0]]))
+
+
+@pytest.mark.parametrize("budget", [float("nan"), -1.0, 0.0])
+def test_factored_solver_budget_must_be_a_positive_number(budget):
+    from solvers import ufm as U
+    from theory import ufm as T
+
+    with pytest.raises(InputError, match="time_budget"):
+        U.solve_factored(T.UFMInstance("ce", k=3, n=2, d=3, lw=1e-2, lh=1e-2), time_budget=budget)
