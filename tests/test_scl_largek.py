@@ -365,7 +365,8 @@ def test_hops_never_make_the_answer_worse(counts, nonneg, seed):
 def test_cli_hops_certify_ufm_plus_beyond_the_conic_solvers_reach(capsys):
     from proofs_check import cli
 
-    args = ["solve", "scl", "--tau", "0.5", "--json", "--counts", ",".join(["2"] * 31)]
+    # --method factored: the multi-start solver with hops (auto would certify the OF first and not search)
+    args = ["solve", "scl", "--tau", "0.5", "--json", "--method", "factored", "--counts", ",".join(["2"] * 31)]
     assert cli.main(args) == 0
     o = json.loads(capsys.readouterr().out)
     assert o["verdict"] == "VERIFIED" and o["certificate"]["method"] == "class-reduced dual"

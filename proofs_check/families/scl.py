@@ -16,6 +16,11 @@ CONVENTION = ("unit-norm features, logits h.h'/tau, loss summed over anchors (no
               "Theorem 1 bound: sum over classes with n_c >= 2 of n_c log(n_c - 1 + (N - n_c) e^{-1/tau})")
 
 
+#: Most random starts of the factored solver accepted (a start costs at least MIN_EVALS_PER_START evaluations; the
+#: work budget refuses far fewer at any real size).
+MAX_STARTS = 1000
+
+
 def _counts(values) -> tuple[int, ...]:
     if values is None:
         raise UsageError("--counts is required (e.g. --counts 5,3,2)")
@@ -76,6 +81,8 @@ def solve_scl(args) -> dict:
         raise UsageError(f"--hops must be >= 0, got {args.hops}")
     if args.starts < 1:
         raise UsageError(f"--starts must be >= 1, got {args.starts}")
+    if args.starts > MAX_STARTS:
+        raise UsageError(f"--starts must be <= {MAX_STARTS}, got {args.starts}")
     if args.seed < 0:
         raise UsageError(f"--seed must be >= 0, got {args.seed}")
     cert_first = args.method == "auto" and T.certificate_first_applies(inst)
