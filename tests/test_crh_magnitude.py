@@ -221,3 +221,25 @@ def test_seeds_are_independent_repetitions():
 def test_bad_instances(kw, msg):
     with pytest.raises(InputError, match=msg):
         T.CRHExperiment(steps=10, n_records=1, **kw)
+
+
+def test_same_numbers_under_a_cpu_hog_on_both_cores():
+    """Budgets count work: the same instance gives the same weights, statistics and verdict with two busy
+    processes on the machine (started and stopped here, by their pids)."""
+    import subprocess
+    import sys
+    cfg = T.CRHExperiment(weight_decays=(0.05, 0.1), steps=1500, n_records=5, seeds=(0, 1, 2), lr=0.1,
+                          widths=(6, 8, 8, 2), n_samples=64, task_rank=2)
+    quiet = S.run_experiment(cfg)
+    hogs = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(2)]
+    try:
+        busy = S.run_experiment(cfg)
+    finally:
+        for p in hogs:
+            p.kill()
+            p.wait()
+    assert busy.steps_done == quiet.steps_done == cfg.steps and not busy.budget_reached
+    for r in range(len(cfg.runs)):
+        assert all(np.array_equal(x, y) for x, y in zip(busy.W_final[r], quiet.W_final[r]))
+        assert np.array_equal(busy.first_moment[r][1], quiet.first_moment[r][1])
+        assert np.array_equal(busy.step_outer[r][1], quiet.step_outer[r][1])
