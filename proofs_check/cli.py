@@ -175,7 +175,10 @@ def main(argv: list[str] | None = None) -> int:
     argv = [a for a in argv if a != "--debug"]
     parser, smap, tmap, emap = build_parser()
     args = parser.parse_args(argv)
-    bad = _non_finite_option(args)
+    bad = _non_finite_option(args, _option_names(parser))
+    blank = [p for p in (getattr(args, "only", None) or []) if isinstance(p, str) and not p.strip()]
+    if bad is None and blank:
+        bad = f"--only must be a non-empty PATTERN (a family, a claim id, a glob or an id substring), got {blank[0]!r}"
     if bad:
         print(f"ncproofs: error: {bad}", file=sys.stderr)
         return 2
@@ -239,7 +242,21 @@ def _os_error_line(exc: OSError) -> str | None:
 INT_OPTION_MAX = 2 ** 63 - 1
 
 
-def _non_finite_option(args: argparse.Namespace) -> str | None:
+def _option_names(parser: argparse.ArgumentParser) -> dict[str, str]:
+    """dest -> the option as the user types it (``lam`` -> ``--lambda``), over every subcommand."""
+    names: dict[str, str] = {}
+    stack = [parser]
+    while stack:
+        p = stack.pop()
+        for a in p._actions:
+            if isinstance(a, argparse._SubParsersAction):
+                stack.extend(a.choices.values())
+            elif a.option_strings:
+                names.setdefault(a.dest, max(a.option_strings, key=len))
+    return names
+
+
+def _non_finite_option(args: argparse.Namespace, names: dict[str, str] | None = None) -> str | None:
     """A NaN or infinite number in any option is bad input for every command (no option of
     ncproofs means "unbounded" by inf), as is an integer beyond int64 or a negative seed: the
     message names the option."""
@@ -247,7 +264,7 @@ def _non_finite_option(args: argparse.Namespace) -> str | None:
 
     for name, value in vars(args).items():
         vals = value if isinstance(value, (list, tuple)) else [value]
-        opt = f"--{name.replace('_', '-')}"
+        opt = (names or {}).get(name) or f"--{name.replace('_', '-')}"
         for v in vals:
             if isinstance(v, float) and not math.isfinite(v):
                 return f"{opt} must be a finite number, got {v}"

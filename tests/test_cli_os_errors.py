@@ -103,3 +103,12 @@ def test_bad_dask_scheduler_address_variable_is_named(tmp_path, monkeypatch):
     cfg.write_text('[sweep]\nfamily = "geometry.noisy-etf"\n[parameters]\nk = 3\n')
     monkeypatch.setenv("DASK_SCHEDULER_ADDRESS", "ws://127.0.0.1:1")
     _one_line_exit_2(_run("sweep", cfg, cwd=tmp_path), "DASK_SCHEDULER_ADDRESS")
+
+
+@pytest.mark.parametrize("args,needle", [
+    (("table", "ufm", "--loss", "ce", "--classes", "3", "--lambda", "1e400", "--format", "md"), "--lambda must be"),
+    (("run", "--only", ""), "--only must be a non-empty PATTERN"),
+    (("list", "--only", " "), "--only must be a non-empty PATTERN"),
+])
+def test_refusals_name_the_option_as_typed(tmp_path, args, needle):
+    _one_line_exit_2(_run(*args, cwd=tmp_path), needle)
