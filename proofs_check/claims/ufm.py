@@ -24,7 +24,7 @@ from proofs_check.core import (Check, Claim, Provenance, RunContext, SolveReport
                                symbolic_zero, tolerance, within)
 from proofs_check.rigorous import judge_checks, judge_report
 from solvers import ufm as S
-from solvers.common import blas_threads
+from solvers.common import blas_threads, work_text
 from theory import geometry as G
 from theory import ufm as T
 from theory._validate import InputError, as_int
@@ -108,8 +108,8 @@ def plan_routes(inst: T.UFMInstance, method: str, starts: int, limit_bytes: floa
         return e["bytes"] <= limit_bytes and e["seconds"] <= seconds_limit
 
     def why(e, seconds_limit):
-        return (f"estimated {_gb(e['bytes'])} and {e['seconds']:.3g} s; limits {_gb(limit_bytes)} and "
-                f"{seconds_limit:g} s")
+        return (f"estimated {_gb(e['bytes'])} (limit {_gb(limit_bytes)}) and "
+                f"{work_text(e['seconds'], seconds_limit)}")
 
     if not failed:
         e = S.estimate(inst, "closed-form")
@@ -698,8 +698,8 @@ def check_general(p: "SG.GeneralUFM", *, starts: int = 2, seed: int = 0, claimed
     layout = SG.class_layout(p)
     est = SG.estimate(p, starts, layout)
     if est["bytes"] > MEMORY_CAP or est["seconds"] > TIME_LIMIT_S:
-        raise InputError(f"instance too large: estimated {est['bytes'] / 1e9:.2f} GB and {est['seconds']:.0f} s "
-                         f"(limits {MEMORY_CAP / 1e9:.1f} GB, {TIME_LIMIT_S:.0f} s; docs/ufm_general.md)")
+        raise InputError(f"instance too large: estimated {est['bytes'] / 1e9:.2f} GB (limit {MEMORY_CAP / 1e9:.1f} GB) "
+                         f"and {work_text(est['seconds'], TIME_LIMIT_S)} (docs/ufm_general.md, 'Budgets')")
     balanced = bool(np.all(p.counts == p.counts[0])) and p.kind == "classification"
     cf = p.loss.closed_form(p.K, int(p.counts[0]), p.lam) if balanced and p.lb == 0.0 else None
     cf_failed = closed_form_hypotheses(p.loss) if cf is not None else []
@@ -1461,8 +1461,8 @@ def certify_value(p: "SG.GeneralUFM", *, starts: int = 1, seed: int = 0, time_bu
     else:
         est = estimate_value(p, starts)
         if est > TIME_LIMIT_S:
-            raise InputError(f"instance too large for a certified value: estimated {est:.0f} s (limit "
-                             f"{TIME_LIMIT_S:.0f} s; docs/ufm_general.md)")
+            raise InputError(f"instance too large for a certified value: {work_text(est, TIME_LIMIT_S)} "
+                             "(docs/ufm_general.md, 'Budgets')")
         with blas_threads(0):
             if layout is not None:
                 sol = SG.solve_grouped(p, layout, starts=starts, seed=seed, time_budget=time_budget)

@@ -216,8 +216,10 @@ def _table(args: argparse.Namespace) -> Table:
     if rig:  # --rigorous re-solves each row's float candidate once (proofs_check.rigorous._ufm_general)
         total += sum(estimate_value(pr[-1], 1) for pr in problems)
     if total > TABLE_TIME_LIMIT_S:
-        raise UsageError(f"table ufm: too large: the rows without a closed form need an estimated {total:.0f} s "
-                         f"(limit {TABLE_TIME_LIMIT_S:.0f} s on 2 cores); use fewer rows, classes or distinct counts")
+        from solvers.common import work_text
+
+        raise UsageError(f"table ufm: too large: the rows without a closed form need "
+                         f"{work_text(total, TABLE_TIME_LIMIT_S)}; use fewer rows, classes or distinct counts")
     imbalanced = not balanced
     ls = args.loss == "ls"
     cols, latex = (["k", "n"], ["$k$", "$n$"]) if balanced else (["counts", "k", "N"], ["counts $n_c$", "$k$", "$N$"])
