@@ -1881,6 +1881,21 @@ def _as_check(result, name: str) -> Check:
                  {"claim": result.claim.id, "checks": [c.to_dict() for c in result.checks]}, indep)
 
 
+def _initial_alignments(cfg: T.CRHExperiment, res: S.ExperimentResult, run: int, mode: str, metric: str) -> dict | None:
+    """The six alignments of the last hidden layer at the initial weights (compare with the run's layer row:
+    in lazy training, ``--init-scale`` large, the representation-weight ones do not move)."""
+    if res.W_init is None:
+        return None
+    li = (-2) % cfg.n_layers
+    X, Y, W0, _ = S.make_tasks(cfg)[cfg.run_seeds.index(cfg.runs[run][0])]
+    with np.errstate(over="ignore", invalid="ignore"):
+        hs, gbs, _ = S.forward_backward(W0, X, Y, cfg.activation)
+    if not (np.all(np.isfinite(hs[li])) and np.all(np.isfinite(gbs[li]))):
+        return None
+    rep = S.alignment_report(W0[li], hs[li], gbs[li], mode=mode, null_draws=0)
+    return {"layer": li + 1, "alignments": {r: rep.alignments[r][metric] for r in T.RELATION_NAMES}}
+
+
 def _weight_change(res: S.ExperimentResult, run: int) -> float | None:
     """Largest relative weight change ||W_final - W_0|| / ||W_0|| over the layers (lazy: small)."""
     if res.W_init is None or res.diverged[run]:
@@ -1911,6 +1926,7 @@ def check_instance(cfg: T.CRHExperiment, *, mode: str = "normalized", metric: st
     res = experiment(cfg, time_budget_s)
     runs = [{"weight_decay": g, "final_loss": res.loss[i], "diverged": res.diverged[i],
              "weight_change": _weight_change(res, i),
+             "initial_alignments": _initial_alignments(cfg, res, i, mode, metric),
              "layers": _layer_rows(cfg, i, mode, metric, null_draws, time_budget_s) if not res.diverged[i] else None}
             for i, g in enumerate(cfg.weight_decays)]
     claims = []
