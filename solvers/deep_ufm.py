@@ -544,8 +544,14 @@ def layer_structure(model: DeepModel, x) -> dict:
         if model.m > K:
             dev = h - M[:, model.labels]
             spread = float(np.sum(dev * dev) / max(np.sum(M * M), 1e-300))
+        from theory.geometry import distance_to_etf, distance_to_of
+
+        G = M.T @ M
+        Mc = M - M.mean(axis=1, keepdims=True)
         out["features"].append({"layer": "output" if l == len(hs) else l + 1, "singular_values": s[:16].tolist(),
-                                "rank": rank, "nc1_within_over_between": spread})
+                                "rank": rank, "nc1_within_over_between": spread,
+                                "nc2_of": distance_to_of(G) if np.isfinite(G).all() else None,
+                                "nc2_etf": distance_to_etf(Mc.T @ Mc) if np.isfinite(G).all() else None})
     for l, W in enumerate(Ws):
         s = np.linalg.svd(W, compute_uv=False)
         out["weights"].append({"layer": l + 1, "singular_values": s[:16].tolist(),

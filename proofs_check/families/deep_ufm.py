@@ -94,8 +94,10 @@ def _render(out: dict) -> str:
     if geo:
         lines.append("per-layer class-mean ranks: " + ", ".join(f"{f['layer']}: {f['rank']}" for f in geo["features"]))
         for f in geo["features"]:
+            nc2 = f.get("nc2_of")
             lines.append(f"  layer {f['layer']}: singular values " + ", ".join(f"{v:.4g}" for v in
-                                                                             f["singular_values"][:8]))
+                                                                             f["singular_values"][:8])
+                         + (f"; NC2 (distance to OF) {nc2:.3g}" if nc2 is not None else ""))
     lines.append("")
     lines.extend(render_claims(out))
     return "\n".join(lines)
