@@ -139,7 +139,8 @@ RANK_INSTANCES = [((5, 3, 2), 0.5, True), ((3, 3, 3), 0.5, True), ((4, 4, 4), 0.
 
 
 def make_rank_claim(rank_fn=lambda counts, nonneg: len(counts), instances=None, claim_id: str = "scl.thread.rank",
-                    statement: str | None = None, provenance=Provenance.QUOTED) -> Claim:
+                    statement: str | None = None, provenance=Provenance.QUOTED, tags=("thread", "geometry",
+                                                                                     "expect-refuted")) -> Claim:
     """Statement (as written in the thread): "the rank of the N x n feature matrix H is k" at the minimiser,
     "irrespective of the inclusion or not of ReLU" (``rank_fn`` -> k). Corrected (``rank_fn`` -> k with ReLU, k - 1
     without, balanced): the OF has rank k, the simplex ETF rank k - 1. Checked: sympy ranks of the OF and ETF
@@ -188,7 +189,7 @@ def make_rank_claim(rank_fn=lambda counts, nonneg: len(counts), instances=None, 
 
     return Claim(claim_id, FAMILY, statement or
                  "Because of neural collapse the rank of the N x n feature matrix H is k, irrespective of the inclusion "
-                 "or not of ReLU.", THREAD, provenance, check, tags=("thread", "geometry"))
+                 "or not of ReLU.", THREAD, provenance, check, tags=tuple(tags))
 
 
 # --------------------------------------------------------------------------------------
@@ -393,7 +394,8 @@ def activation_checks(name: str, counts=ACT_INSTANCE[0], tau: float = ACT_INSTAN
 
 
 def make_activation_claim(prediction: dict | None = None, claim_id: str = "scl.activations.same-result",
-                          statement: str | None = None, provenance=Provenance.QUOTED) -> Claim:
+                          statement: str | None = None, provenance=Provenance.QUOTED,
+                          tags=("thread", "ufm+", "activations", "expect-refuted")) -> Claim:
     """Statement (the thread): activations whose features are nonnegative and span [0, inf) "lead to the same
     result" (OF minimiser attaining the Theorem 1 bound): ``prediction`` maps activations to "same" | "infimum" |
     "ufm" (default: the thread's reading, relu and softplus -> "same"). The corrected claim uses
@@ -413,7 +415,7 @@ def make_activation_claim(prediction: dict | None = None, claim_id: str = "scl.a
     return Claim(claim_id, FAMILY, statement or
                  "Activation functions whose post-activation features are nonnegative and span [0, inf) (ReLU; "
                  "softplus) lead to the same result as ReLU: the OF minimiser attaining the Theorem 1 bound.",
-                 THREAD, provenance, check, tags=("thread", "ufm+", "activations"))
+                 THREAD, provenance, check, tags=tuple(tags))
 
 
 CLAIMS = [
@@ -421,14 +423,14 @@ CLAIMS = [
     make_eq1_eq2_claim(),
     make_rank_claim(),
     make_rank_claim(rank_fn=lambda counts, nonneg: len(counts) if nonneg else len(counts) - 1,
-                    claim_id="scl.thread.rank-corrected", provenance=Provenance.DERIVED,
+                    claim_id="scl.thread.rank-corrected", provenance=Provenance.DERIVED, tags=("thread", "geometry"),
                     statement="At the minimiser the feature matrix has rank k with ReLU (the OF) and rank k - 1 without "
                               "(balanced classes: the simplex ETF), so the thread's 'irrespective of ReLU' is off by one."),
     make_graf_special_case_claim(),
     make_binary_antipodal_claim(),
     make_activation_claim(),
     make_activation_claim(prediction=DERIVED_ACTIVATION_RESULT, claim_id="scl.activations.same-result-corrected",
-                          provenance=Provenance.DERIVED,
+                          provenance=Provenance.DERIVED, tags=("thread", "ufm+", "activations"),
                           statement="With h = f(v)/||f(v)||: relu and relu6 give the same result (OF, bound attained); "
                                     "softplus and sigmoid make the bound an infimum that no feature attains (every "
                                     "feature is strictly positive); gelu, silu and leaky-relu realise every direction, "

@@ -294,7 +294,8 @@ def make_imbalanced_claim(not_of: bool = True, instances=None, claim_id: str = "
             "frame (feature norms and classifier depend on the counts), with value sum_c min_s [(n_c/N) "
             "log(1 + (K-1) e^{-s}) + s sqrt(lw lh n_c (K-1)/K)].")
     return Claim(claim_id, FAMILY, stmt, THREAD if not_of else SOURCE,
-                 Provenance.RECONSTRUCTED if not_of else Provenance.DERIVED, check, tags=("ufm", "relu", "imbalance"))
+                 Provenance.RECONSTRUCTED if not_of else Provenance.DERIVED, check,
+                 tags=("ufm", "relu", "imbalance") + (("expect-refuted",) if not_of else ()))
 
 
 def max_margin_direction(h1=(1.0, 0.0), h2=(0.0, 1.0), grid: int = 3600) -> tuple[float, np.ndarray]:
