@@ -16,6 +16,31 @@ from proofs_check.core import Claim, ClaimResult, RunContext, Verdict, clean, sh
 #: what makes ``ncproofs run`` exit 1: REFUTED/ERROR (default), or also INCONCLUSIVE (strict CI mode)
 FAIL_ON = ("refuted", "inconclusive")
 
+#: Tag of a claim whose statement, quoted or reconstructed from a paper's review thread, is false:
+#: the package's answer is REFUTED with a witness, and the corrected statement is its own claim.
+#: REFUTED is then the expected verdict: it does not fail a run. The claim can still fail: VERIFIED
+#: (the witness no longer holds) fails the run, INCONCLUSIVE counts as INCONCLUSIVE.
+EXPECT_REFUTED = "expect-refuted"
+
+
+def refuted_as_expected(r: ClaimResult) -> bool:
+    """A claim tagged :data:`EXPECT_REFUTED` that is REFUTED (with its witness): the expected answer."""
+    return r.verdict is Verdict.REFUTED and EXPECT_REFUTED in r.claim.tags
+
+
+def surprise(r: ClaimResult) -> bool:
+    """A claim tagged :data:`EXPECT_REFUTED` that came out VERIFIED: the package refuted it before."""
+    return r.verdict is Verdict.VERIFIED and EXPECT_REFUTED in r.claim.tags
+
+
+@dataclass
+class _Answered:
+    """What the overall verdict sees of a claim tagged :data:`EXPECT_REFUTED`."""
+    id: str
+    verdict: Verdict
+    reason: str
+    independent: bool = True
+
 
 @dataclass
 class RunResult:
@@ -23,14 +48,33 @@ class RunResult:
     context: RunContext
     seconds: float
 
+    def _judged(self) -> list:
+        """The results the overall verdict is taken over: a thread statement REFUTED as expected counts as
+        an answered question (VERIFIED: the package decided it as its docs say), a surprise as a failure."""
+        out = []
+        for r in self.results:
+            if refuted_as_expected(r):
+                out.append(_Answered(r.claim.id, Verdict.VERIFIED, "refuted as expected (a false thread statement)"))
+            elif surprise(r):
+                out.append(_Answered(r.claim.id, Verdict.REFUTED, "VERIFIED, but the package refuted this thread "
+                                                                  "statement before (its witness no longer holds)"))
+            else:
+                out.append(r)
+        return out
+
     @property
     def verdict(self) -> Verdict:
-        """Worst over the applicable claims (NOT_APPLICABLE claims do not count)."""
-        return summarise(self.results, what="claims")[0]
+        """Worst over the applicable claims (NOT_APPLICABLE claims do not count; a false thread statement
+        REFUTED as expected counts as answered)."""
+        return summarise(self._judged(), what="claims")[0]
 
     @property
     def reason(self) -> str:
-        return summarise(self.results, what="claims")[1]
+        return summarise(self._judged(), what="claims")[1]
+
+    @property
+    def expected_refuted(self) -> list[str]:
+        return [r.claim.id for r in self.results if refuted_as_expected(r)]
 
     def counts(self) -> dict[str, int]:
         out = {v.value: 0 for v in Verdict}
@@ -49,7 +93,7 @@ class RunResult:
         if fail_on not in FAIL_ON:
             raise ValueError(f"fail_on must be one of {', '.join(FAIL_ON)}, got {fail_on!r}")
         bad = {Verdict.REFUTED, Verdict.ERROR} | ({Verdict.INCONCLUSIVE} if fail_on == "inconclusive" else set())
-        return 1 if any(r.verdict in bad for r in self.results) else 0
+        return 1 if any(r.verdict in bad for r in self._judged()) else 0
 
     def to_dict(self) -> dict:
         import numpy, scipy, sympy
@@ -67,7 +111,8 @@ class RunResult:
             "rigorous_claims": [r.claim.id for r in self.results if r.rigorous] if self.context.rigorous else None,
             "overall_verdict": self.verdict.value if self.results else None,
             "overall_reason": self.reason if self.results else None,
-            "counts": self.counts(), "seconds": round(self.seconds, 3),
+            "counts": self.counts(),
+            "refuted_as_expected": self.expected_refuted, "seconds": round(self.seconds, 3),
             "environment": {"python": platform.python_version(), "numpy": numpy.__version__,
                             "scipy": scipy.__version__, "sympy": sympy.__version__,
                             "platform": platform.platform()},
@@ -255,8 +300,12 @@ def summary_table(run: RunResult) -> str:
         lines.append("")
         lines.append("not VERIFIED (full reasons in the report):")
         order = {Verdict.ERROR: 0, Verdict.REFUTED: 1, Verdict.INCONCLUSIVE: 2, Verdict.NOT_APPLICABLE: 3}
-        for r in sorted(others, key=lambda r: order.get(r.verdict, 9)):
-            lines.append(f"  {r.verdict.value:<14} {r.claim.id}: {shorten(r.reason, 120)}")
+        for r in sorted(others, key=lambda r: (refuted_as_expected(r), order.get(r.verdict, 9))):
+            shown = "REFUTED*" if refuted_as_expected(r) else r.verdict.value
+            lines.append(f"  {shown:<14} {r.claim.id}: {shorten(r.reason, 120)}")
+        if run.expected_refuted:
+            lines.append(f"  (REFUTED*: {len(run.expected_refuted)} false statements from the papers' review threads, "
+                         "refuted with a witness as expected; each corrected statement is its own claim)")
     lines.append("(checks i+c: independent + consistency checks of each claim)")
     if run.context.rigorous:
         rig = [r for r in run.results if r.rigorous]
@@ -288,8 +337,10 @@ def markdown_report(run: RunResult) -> str:
                 "only for the UFM closed forms, elsewhere they keep their float evidence.", ""]
     others = [r for r in run.results if r.verdict is not Verdict.VERIFIED]
     if others:
-        out += ["Not VERIFIED:", ""] + [f"- `{r.claim.id}` **{r.verdict.value}**: {_md_escape(shorten(r.reason, 300))}"
-                                         for r in others] + [""]
+        out += ["Not VERIFIED:", ""] + [f"- `{r.claim.id}` **{r.verdict.value}**"
+                                         + (" (as expected: a false statement from a review thread)"
+                                            if refuted_as_expected(r) else "")
+                                         + f": {_md_escape(shorten(r.reason, 300))}" for r in others] + [""]
     out += [
            "| claim | source | provenance | verdict | key numbers | seconds |", "|---|---|---|---|---|---|"]
     for r in run.results:
