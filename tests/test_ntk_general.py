@@ -6,9 +6,6 @@ from __future__ import annotations
 
 import json
 import math
-import subprocess
-import sys
-
 import numpy as np
 import pytest
 from scipy.integrate import solve_ivp
@@ -263,12 +260,26 @@ def test_etf_condition_by_hand():
 
 # ---- CLI -------------------------------------------------------------------------------------
 
-def _cli(*args):
-    return subprocess.run([sys.executable, "-m", "proofs_check.cli", *args], capture_output=True, text=True, timeout=300)
+class _Result:
+    def __init__(self, rc, out, err):
+        self.returncode, self.stdout, self.stderr = rc, out, err
+
+
+@pytest.fixture
+def cli(capsys):
+    """ncproofs in-process (proofs_check.cli.main): exit status, stdout, stderr."""
+    from proofs_check.cli import main
+
+    def run(*args):
+        rc = main(list(args))
+        cap = capsys.readouterr()
+        return _Result(rc, cap.out, cap.err)
+
+    return run
 
 
 @pytest.mark.parametrize("make", ["asym", "notpd", "nan", "shape"])
-def test_cli_bad_kernels_exit_2(tmp_path, make):
+def test_cli_bad_kernels_exit_2(tmp_path, make, cli):
     K = th.imbalanced_block_kernel((4, 4, 4), (1.0, 0.6, 0.2))
     if make == "asym":
         K[0, 1] += 0.1
@@ -280,13 +291,13 @@ def test_cli_bad_kernels_exit_2(tmp_path, make):
         K = np.eye(11)
     p = tmp_path / "K.npy"
     np.save(p, K)
-    r = _cli("solve", "ntk", "--kernel", str(p))
+    r = cli("solve", "ntk", "--kernel", str(p))
     assert r.returncode == 2, r.stderr
     assert len(r.stderr.strip().splitlines()) == 1 and "kernel" in r.stderr
 
 
-def test_cli_solve_json(tmp_path):
-    r = _cli("solve", "ntk", "--kernel-perturbation", "0.3", "--counts", "6,3,2", "--json")
+def test_cli_solve_json(cli):
+    r = cli("solve", "ntk", "--kernel-perturbation", "0.3", "--counts", "6,3,2", "--json")
     assert r.returncode == 0, r.stderr
     out = json.loads(r.stdout)
     ids = {c["id"]: c["verdict"] for c in out["claims"]}
@@ -294,12 +305,23 @@ def test_cli_solve_json(tmp_path):
     assert out["final"]["distance_etf"] > 1e-2 and out["conventions"]["kernel"]
 
 
-def test_cli_sgd_and_ce():
-    r = _cli("solve", "ntk", "--counts", "6,3,2", "--sgd-batch", "4", "--step-size", "0.01", "--steps", "200", "--json")
+def test_cli_sgd_and_ce(cli):
+    r = cli("solve", "ntk", "--counts", "6,3,2", "--sgd-batch", "4", "--step-size", "0.01", "--steps", "200", "--json")
     assert r.returncode == 0, r.stderr
     out = json.loads(r.stdout)
     assert out["sgd"]["E_total_drift"] > 0
-    r = _cli("solve", "ntk", "--loss", "ce", "--counts", "4,3", "--json")
+    r = cli("solve", "ntk", "--loss", "ce", "--counts", "4,3", "--json")
     assert r.returncode == 0, r.stderr
     ids = {c["id"]: c["verdict"] for c in json.loads(r.stdout)["claims"]}
     assert ids["ntk.ce.collapse"] == "INCONCLUSIVE"
+
+
+def test_cli_table_two_classes_always_etf(cli):
+    # C = 2: two centred class means are always antipodal (an ETF), whatever the kernel or the sizes
+    r = cli("table", "ntk", "--kernel-perturbation", "0,0.3", "--counts", "3,2", "--format", "json")
+    assert r.returncode == 0, r.stderr
+    out = json.loads(r.stdout)
+    rows = out["rows"]
+    assert len(rows) == 2
+    dist = [row[out["columns"].index("ETF distance")] for row in rows]
+    assert all(d < 1e-8 for d in dist)
