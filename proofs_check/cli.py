@@ -37,6 +37,18 @@ class _VersionAction(argparse.Action):
         parser.exit(0)
 
 
+def _family_aliases(name: str, solve: bool = False) -> list[str]:
+    """Other spellings of a command name: the claim family's (``feature_collapse`` for
+    ``feature-collapse``), and ``ufm_general`` for ``solve ufm`` (the any-loss engine, whose claims are
+    family ``ufm_general``; ``ufm`` in claims and sweeps is the classic model)."""
+    from proofs_check.registry import FAMILIES
+
+    out = [name.replace("-", "_")] if name.replace("-", "_") in FAMILIES and "-" in name else []
+    if solve and name == "ufm":
+        out.append("ufm_general")
+    return out
+
+
 def build_parser() -> tuple[argparse.ArgumentParser, dict, dict, dict]:
     solves, tables, extras = discover()
     p = _Parser(prog="ncproofs", description="Check theorems about optimal representations "
@@ -81,7 +93,8 @@ def build_parser() -> tuple[argparse.ArgumentParser, dict, dict, dict]:
     ssub = s.add_subparsers(dest="family", parser_class=_Parser, metavar="FAMILY")
     smap = {}
     for cmd in solves:
-        sp = ssub.add_parser(cmd.name, help=cmd.help, description=cmd.help)
+        aliases = _family_aliases(cmd.name, solve=True)
+        sp = ssub.add_parser(cmd.name, help=cmd.help, description=cmd.help, aliases=aliases)
         cmd.add_arguments(sp)
         sp.add_argument("--json", action="store_true", help="print one JSON object")
         sp.add_argument("--rigorous", action="store_true",
@@ -90,17 +103,20 @@ def build_parser() -> tuple[argparse.ArgumentParser, dict, dict, dict]:
         plots.add_plot_argument(sp)
         html_report.add_html_argument(sp)
         smap[cmd.name] = cmd
+        smap.update({a: cmd for a in aliases})
 
     t = sub.add_parser("table", help="tables of predicted constants for papers")
     tsub = t.add_subparsers(dest="family", parser_class=_Parser, metavar="FAMILY")
     tmap = {}
     for cmd in tables:
-        tp = tsub.add_parser(cmd.name, help=cmd.help, description=cmd.help)
+        aliases = _family_aliases(cmd.name)
+        tp = tsub.add_parser(cmd.name, help=cmd.help, description=cmd.help, aliases=aliases)
         cmd.add_arguments(tp)
         tp.add_argument("--format", choices=FORMATS, default="md")
         tp.add_argument("--output", "-o", default=None, help="write to a file instead of stdout")
         add_render_arguments(tp)  # --precision --na-rep --label --caption --columns --no-cite
         tmap[cmd.name] = cmd
+        tmap.update({a: cmd for a in aliases})
 
     emap = {}
     for cmd in extras:
@@ -175,6 +191,9 @@ def main(argv: list[str] | None = None) -> int:
     argv = [a for a in argv if a != "--debug"]
     parser, smap, tmap, emap = build_parser()
     args = parser.parse_args(argv)
+    fmap = {"solve": smap, "table": tmap}.get(getattr(args, "command", None))
+    if fmap and getattr(args, "family", None) in fmap:  # an alias (feature_collapse) -> the command's name
+        args.family = fmap[args.family].name
     bad = _non_finite_option(args, _option_names(parser))
     blank = [p for p in (getattr(args, "only", None) or []) if isinstance(p, str) and not p.strip()]
     if bad is None and blank:

@@ -107,3 +107,17 @@ def test_list_json_shows_aliases(capsys, tmp_path, monkeypatch):
 def test_counts_from_a_report_saved_with_former_ids():
     rep = {"claims": [{"id": "ufm-ce-optimal-value", "checks": [{"verdict": "VERIFIED", "independent": True}]}]}
     assert R.counts_from_report(rep)["ufm.ce.optimal-value"]["independent"] == 1
+
+
+def test_cli_accepts_the_family_spelling_for_solve_and_table(capsys):
+    from proofs_check.cli import build_parser
+
+    _, smap, tmap, _ = build_parser()
+    assert smap["feature_collapse"] is smap["feature-collapse"] and tmap["feature_collapse"] is tmap["feature-collapse"]
+    assert smap["ufm_general"] is smap["ufm"]  # the any-loss engine, claim family ufm_general
+    outs = []
+    for name in ("feature-collapse", "feature_collapse"):
+        assert main(["table", name, "--concepts", "2", "--length", "2", "--words-per-concept", "2",
+                     "--lambdas", "0.01", "--format", "csv"]) == 0
+        outs.append(capsys.readouterr().out)
+    assert outs[0] == outs[1] and outs[0].count("\n") >= 2
