@@ -226,10 +226,15 @@ def test_true_identities_never_refuted_over_seeds(factory, seed):
 
 
 def test_every_verified_identity_has_an_independent_check():
+    # thread statements that are false as written are REFUTED with a witness (tests/test_crh_magnitude.py)
+    refuted = {"crh.linear-regression.normalisation"}
     for claim in C.CLAIMS:
         if "experiment" in claim.tags:
             continue
         r = claim.run(CTX)
+        if claim.id in refuted:
+            assert r.verdict == Verdict.REFUTED, (claim.id, r.reason)
+            continue
         assert r.verdict == Verdict.VERIFIED, (claim.id, r.reason)
         assert any(c.independent and c.verdict == Verdict.VERIFIED and not c.name.startswith("symbolic")
                    for c in r.checks), claim.id  # a numeric check against a separate computation
