@@ -330,6 +330,48 @@ class DeepModel:
         return self.value_grad(x)[0]
 
 
+class TorchObjective:
+    """The same objective as :meth:`DeepModel.value_grad`, by torch autograd on ``device`` (``dtype``) for wide
+    models on a GPU. The optimiser stays in numpy (solvers.lbfgs); every returned point is re-evaluated by the
+    float64 numpy objective, so nothing is judged in the torch precision."""
+
+    def __init__(self, model: DeepModel, device: str = "cpu", dtype: str = "float64"):
+        import torch
+
+        self.torch, self.model = torch, model
+        self.dev, self.dt = device, getattr(torch, dtype)
+        self.Y = torch.tensor(model.Y, device=device, dtype=self.dt)
+        self.w = torch.tensor(model.mult, device=device, dtype=self.dt)
+        self.labels = torch.tensor(model.labels, device=device, dtype=torch.long)
+
+    def value_grad(self, x):
+        torch, m, inst = self.torch, self.model, self.model.inst
+        m.evals += 1
+        t = torch.tensor(np.asarray(x), device=self.dev, dtype=self.dt, requires_grad=True)
+        parts, i = [], 0
+        for (a, b), sz in zip(m.shapes, m.sizes):
+            parts.append(t[i:i + sz].reshape(a, b))
+            i += sz
+        H, Ws = parts[0], parts[1:]
+        h = H
+        for W in Ws[:-1]:
+            h = W @ h
+            if m.relu:
+                h = torch.relu(h)
+        O = Ws[-1] @ h
+        N = inst.N
+        if inst.loss == "mse":
+            f = 0.5 / N * torch.sum(self.w * torch.sum((O - self.Y) ** 2, dim=0))
+        else:
+            lse = torch.logsumexp(O, dim=0)
+            f = torch.sum(self.w * (lse - O[self.labels, torch.arange(m.m, device=self.dev)])) / N
+        f = f + 0.5 * inst.lams[0] * torch.sum(self.w * torch.sum(H * H, dim=0))
+        for l, W in enumerate(Ws):
+            f = f + 0.5 * inst.lams[l + 1] * torch.sum(W * W)
+        f.backward()
+        return float(f.detach()), t.grad.detach().to("cpu", torch.float64).numpy()
+
+
 def linear_point(inst: T.DeepUFMInstance, svals, *, collapsed: bool = False, seed: int | None = 0):
     """Balanced factors whose product W_L...W_1 H has singular value svals[i] on the i-th largest class (aligned
     with Y), rotated by random orthogonal matrices between layers (the objective is invariant; the rotation makes
@@ -402,12 +444,12 @@ class _Res:
     success: bool
 
 
-def _lbfgs(model: DeepModel, x0, max_evals: int, gtol: float = 1e-9):
+def _lbfgs(model: DeepModel, x0, max_evals: int, gtol: float = 1e-9, fun=None):
     """solvers.lbfgs (numpy only: scipy's Fortran L-BFGS-B brings its own threaded BLAS, measured 15 ms per
     iteration on the loaded 2-core machine for 700 variables). ``max_evals`` bounds the work."""
     from solvers import lbfgs
 
-    res = lbfgs.minimize(model.value_grad, x0, gtol=gtol, maxiter=max_evals, maxfun=max_evals, memory=20)
+    res = lbfgs.minimize(fun or model.value_grad, x0, gtol=gtol, maxiter=max_evals, maxfun=max_evals, memory=20)
     return _Res(res.x, int(res.nfev), bool(res.converged))
 
 
@@ -422,7 +464,8 @@ def random_start(model: DeepModel, rng, scale: float = 0.5, rank: int | None = N
 
 
 def multistart(inst: T.DeepUFMInstance, *, starts: int = 4, seed: int = 0, max_evals: int = 3000,
-               collapsed: bool = True, extra_starts=(), scale: float = 0.5, low_rank: bool = True) -> Solution:
+               collapsed: bool = True, extra_starts=(), scale: float = 0.5, low_rank: bool = True,
+               backend: str = "numpy", device: str | None = None, dtype: str = "float64") -> Solution:
     """Best point over random starts (half of them with a low-rank H when ``low_rank``) and ``extra_starts``
     (structured candidates). Budget (evaluations x flops) checked before any work."""
     model = DeepModel(inst, collapsed=collapsed)
@@ -438,19 +481,23 @@ def multistart(inst: T.DeepUFMInstance, *, starts: int = 4, seed: int = 0, max_e
         if low_rank and i % 2 == 1:
             r = max(1, min(inst.K, inst.width) // 2 - (i // 2) % max(1, min(inst.K, inst.width) // 2))
         x0s.append((f"random rank {r}" if r else "random", random_start(model, rng, scale, rank=r)))
+    from solvers.backends import resolve
     from solvers.common import blas_threads
 
+    choice = resolve(backend, device, dtype)
+    fun = TorchObjective(model, choice.device, choice.dtype).value_grad if choice.backend == "torch" else None
     for kind, x0 in x0s:
         with blas_threads(0):  # tiny products: threaded BLAS was measured 20x slower on the loaded machine
-            res = _lbfgs(model, x0, max_evals)
+            res = _lbfgs(model, x0, max_evals, fun=fun)
             f = model.value(res.x)  # re-evaluated at the returned point
         runs.append({"start": kind, "value": f, "evaluations": int(res.nfev), "converged": bool(res.success)})
         if f < best_f:
             best_x, best_f, best_conv = res.x, f, bool(res.success)
-    sol = Solution(best_f, "multi-start L-BFGS" + (" (class-collapsed)" if collapsed else ""), best_conv,
+    sol = Solution(best_f, "multi-start L-BFGS" + (" (class-collapsed)" if collapsed else "")
+                   + (f" [torch {choice.device} {choice.dtype}]" if choice.backend == "torch" else ""), best_conv,
                    time.perf_counter() - t0, {"x": best_x},
                    {"starts": len(x0s), "runs": runs, "evaluations": model.evals,
-                    "work_flop": estimate_work(model, n_total, max_evals)})
+                    "work_flop": estimate_work(model, n_total, max_evals), "backend": choice.to_dict()})
     sol.variables["model"] = model
     return sol
 
@@ -581,7 +628,7 @@ def dnc_start(inst: T.DeepUFMInstance, rng, noise: float = 0.05):
 
 
 def witness_search(inst: T.DeepUFMInstance, *, starts: int = 6, seed: int = 0, max_evals: int = 4000,
-                   extra_starts=()) -> dict:
+                   extra_starts=(), **backend) -> dict:
     """Best class-collapsed point of the ReLU/linear MSE model from random (full and low-rank) starts, the
     perturbed DNC point and ``extra_starts``; its value evaluated exactly (fmpq) and compared exactly with the
     proven lower end of the best DNC value. Returns a dict (data only)."""
@@ -590,7 +637,8 @@ def witness_search(inst: T.DeepUFMInstance, *, starts: int = 6, seed: int = 0, m
     ds = dnc_start(inst, rng)
     if ds is not None:
         extra.append(ds)
-    sol = multistart(inst, starts=starts, seed=seed, max_evals=max_evals, collapsed=True, extra_starts=extra)
+    sol = multistart(inst, starts=starts, seed=seed, max_evals=max_evals, collapsed=True, extra_starts=extra,
+                     **backend)
     return witness_report(inst, sol.variables["x"], search=sol)
 
 
@@ -646,14 +694,14 @@ def find_stored_witness(inst: T.DeepUFMInstance):
 # ------------------------------------------------------------------------------------------
 
 def ce_rank_measurement(inst: T.DeepUFMInstance, tau: float, *, seeds=(0, 1), starts: int = 2,
-                        max_evals: int = 3000) -> dict:
+                        max_evals: int = 3000, **backend) -> dict:
     """For each seed: the best point of a multi-start solve, its value and the number of singular values of the
     (sample) output above tau. A measurement: points found, not proven minimisers."""
     per = []
     model = DeepModel(inst, collapsed=True)
     check_budget(model, len(seeds) * starts, max_evals)
     for s in seeds:
-        sol = multistart(inst, starts=starts, seed=s, max_evals=max_evals, collapsed=True, low_rank=False)
+        sol = multistart(inst, starts=starts, seed=s, max_evals=max_evals, collapsed=True, low_rank=False, **backend)
         sv = product_singular_values(sol.variables["model"], sol.variables["x"])
         per.append({"seed": s, "value": sol.value, "count": int(np.sum(sv > tau)), "singular_values": sv[:12].tolist(),
                     "converged": sol.converged, "evaluations": sol.diagnostics["evaluations"]})

@@ -271,3 +271,19 @@ def test_budget_refused_before_work():
     with pytest.raises(InputError, match="work budget"):
         S.multistart(inst, starts=50, max_evals=100_000)
     assert m.evals == 0
+
+
+def test_torch_objective_matches_numpy():
+    pytest.importorskip("torch")
+    rng = np.random.default_rng(5)
+    for act in ("linear", "relu"):
+        for loss in ("mse", "ce"):
+            inst = T.DeepUFMInstance(3, act, loss, (2, 1, 3), 4, (0.01, 0.02, 0.03, 0.04))
+            m = S.DeepModel(inst)
+            x = rng.standard_normal(m.nvar)
+            f, g = m.value_grad(x)
+            f2, g2 = S.TorchObjective(m).value_grad(x)
+            assert abs(f - f2) <= 1e-12 * max(1.0, abs(f)) and np.abs(g - g2).max() <= 1e-12 * max(1.0, np.abs(g).max())
+    sol = S.multistart(T.balanced(3, "linear", "mse", 3, 2, 3, 0.01), starts=1, max_evals=500, backend="torch")
+    cert = S.certify_linear_mse(T.balanced(3, "linear", "mse", 3, 2, 3, 0.01))
+    assert sol.value >= cert.lower_bound - 1e-12 and "torch" in sol.method

@@ -109,7 +109,7 @@ def check_instance(inst: T.DeepUFMInstance, *, starts: int = 3, seed: int = 0, m
                    predict_value: Callable | None = None, predict_rank: Callable | None = None,
                    predict_dnc_value: Callable | None = None, predict_dnc_optimal: Callable | None = None,
                    ce_bound: Callable | None = None, tau: float = CE_TAU, search: bool = True,
-                   symbolic: bool = True) -> SolveReport:
+                   symbolic: bool = True, backend: dict | None = None) -> SolveReport:
     """Every statement about one instance; ``predict_*`` replace the theory (tests feed false ones)."""
     import time
 
@@ -125,28 +125,28 @@ def check_instance(inst: T.DeepUFMInstance, *, starts: int = 3, seed: int = 0, m
         _dispatch(rep, inst, starts=starts, seed=seed, max_evals=max_evals, predict_value=predict_value,
                   predict_rank=predict_rank, predict_dnc_value=predict_dnc_value,
                   predict_dnc_optimal=predict_dnc_optimal, ce_bound=ce_bound, tau=tau, search=search,
-                  symbolic=symbolic)
+                  symbolic=symbolic, backend=dict(backend or {}))
     rep.seconds = time.perf_counter() - t0
     return rep
 
 
 def _dispatch(rep, inst, *, starts, seed, max_evals, predict_value, predict_rank, predict_dnc_value,
-              predict_dnc_optimal, ce_bound, tau, search, symbolic) -> None:
+              predict_dnc_optimal, ce_bound, tau, search, symbolic, backend) -> None:
     if inst.loss == "mse" and inst.activation == "relu" and inst.layers == 1:
         rep.diagnostics.append("L = 1: there is no ReLU between weight layers, the model is the linear one")
         inst = T.DeepUFMInstance(1, "linear", "mse", inst.counts, inst.width, inst.lams)
     if inst.loss == "ce":
         _ce_statements(rep, inst, starts=starts, seed=seed, max_evals=max_evals, bound=ce_bound or T.ce_rank_bound,
-                       tau=tau)
+                       tau=tau, backend=backend)
     elif inst.activation == "linear":
         _linear_mse_statements(rep, inst, starts=starts, seed=seed, max_evals=max_evals,
                                predict_value=predict_value, predict_rank=predict_rank,
                                predict_dnc_value=predict_dnc_value, predict_dnc_optimal=predict_dnc_optimal,
-                               symbolic=symbolic)
+                               symbolic=symbolic, backend=backend)
     else:
         _relu_mse_statements(rep, inst, starts=starts, seed=seed, max_evals=max_evals,
                              predict_dnc_value=predict_dnc_value, predict_dnc_optimal=predict_dnc_optimal,
-                             search=search)
+                             search=search, backend=backend)
 
 
 def _dnc_checks(rep, inst, *, optimum_upper, optimum_lower, optimum_exact: bool, predict_dnc_value,
@@ -223,7 +223,7 @@ def _dnc_checks(rep, inst, *, optimum_upper, optimum_lower, optimum_exact: bool,
 
 
 def _linear_mse_statements(rep, inst, *, starts, seed, max_evals, predict_value, predict_rank, predict_dnc_value,
-                           predict_dnc_optimal, symbolic) -> None:
+                           predict_dnc_optimal, symbolic, backend) -> None:
     from theory._validate import InputError
 
     collapsed_gd = inst.N > FULL_MODEL_SAMPLES
@@ -279,7 +279,7 @@ def _linear_mse_statements(rep, inst, *, starts, seed, max_evals, predict_value,
             _dnc_checks(rep, inst, optimum_upper=attained, optimum_lower=cert.lower_bound, optimum_exact=False,
                         predict_dnc_value=predict_dnc_value, predict_dnc_optimal=predict_dnc_optimal, searched=0)
         return
-    sol = S.multistart(inst, starts=starts, seed=seed, max_evals=max_evals, collapsed=collapsed_gd)
+    sol = S.multistart(inst, starts=starts, seed=seed, max_evals=max_evals, collapsed=collapsed_gd, **backend)
     gtol = tolerance(cert.lower_bound, rtol=GD_RTOL, atol=VALUE_ATOL)
     below = exceeds(cert.lower_bound - sol.value, gtol)
     rep.routes["multistart"] = {k: v for k, v in sol.to_dict().items() if k != "runs"}
@@ -299,7 +299,7 @@ def _linear_mse_statements(rep, inst, *, starts, seed, max_evals, predict_value,
 
 
 def _relu_mse_statements(rep, inst, *, starts, seed, max_evals, predict_dnc_value, predict_dnc_optimal,
-                         search) -> None:
+                         search, backend) -> None:
     stored = S.find_stored_witness(inst)
     if search and stored is None:
         _budget_model(inst, starts + 1, max_evals, True)
@@ -308,7 +308,7 @@ def _relu_mse_statements(rep, inst, *, starts, seed, max_evals, predict_dnc_valu
         candidates.append(S.witness_report(inst, stored, origin="stored witness (solvers/deep_ufm_witnesses.json)"))
     searched = 0
     if search and (stored is None or starts > 0):
-        r = S.witness_search(inst, starts=starts, seed=seed, max_evals=max_evals)
+        r = S.witness_search(inst, starts=starts, seed=seed, max_evals=max_evals, **backend)
         searched = r["search"]["starts"]
         candidates.append(r)
     if not candidates:
@@ -334,8 +334,8 @@ def _relu_mse_statements(rep, inst, *, starts, seed, max_evals, predict_dnc_valu
                                 "feature_ranks": fr, "x": [float(v).hex() for v in best["x"]]}
 
 
-def _ce_statements(rep, inst, *, starts, seed, max_evals, bound, tau) -> None:
-    m = S.ce_rank_measurement(inst, tau, seeds=(seed, seed + 1), starts=starts, max_evals=max_evals)
+def _ce_statements(rep, inst, *, starts, seed, max_evals, bound, tau, backend) -> None:
+    m = S.ce_rank_measurement(inst, tau, seeds=(seed, seed + 1), starts=starts, max_evals=max_evals, **backend)
     B = bound(inst, tau)
     best = min(m["per_seed"], key=lambda p: p["value"])
     rep.solution = {"value": best["value"], "method": "multi-start L-BFGS (class-collapsed)", "seeds": m["per_seed"]}

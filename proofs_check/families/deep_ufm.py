@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import argparse
 
-from proofs_check.commands import SolveCommand, TableCommand, UsageError, float_list, int_list
+from proofs_check.commands import (SolveCommand, TableCommand, UsageError, add_backend_arguments, backend_from_args,
+                                   float_list, int_list)
 from proofs_check.tables import Table
 
 #: a table is refused above this estimated work (flop, as solvers.deep_ufm.WORK_LIMIT_FLOP): "every input ends
@@ -27,6 +28,7 @@ def _solve_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
     p.add_argument("--max-evals", type=int, default=3000, help="objective evaluations per start (work budget)")
     p.add_argument("--tau", type=float, default=0.1, help="CE: singular-value threshold of the rank count")
+    add_backend_arguments(p)  # torch (GPU) objective for wide models; values re-judged in float64 numpy
 
 
 def _counts(args) -> tuple:
@@ -65,11 +67,10 @@ def _solve(args: argparse.Namespace) -> dict:
     from theory.deep_ufm import DeepUFMInstance
 
     _common_checks(args)
-    try:
-        inst = DeepUFMInstance(args.layers, args.activation, args.loss, _counts(args), args.width, tuple(args.lam))
-    except UsageError:
-        raise
-    return check_instance(inst, starts=args.starts, seed=args.seed, max_evals=args.max_evals, tau=args.tau).to_dict()
+    inst = DeepUFMInstance(args.layers, args.activation, args.loss, _counts(args), args.width, tuple(args.lam))
+    backend = backend_from_args(args)
+    return check_instance(inst, starts=args.starts, seed=args.seed, max_evals=args.max_evals, tau=args.tau,
+                          backend=backend).to_dict()
 
 
 def _render(out: dict) -> str:
