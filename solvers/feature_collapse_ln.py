@@ -192,6 +192,15 @@ def solve_trainable(inst: FCInstance, ln_decay: float, *, n_starts: int = 4, see
 # The atomic-dual lower bound (lambda_LN > 0)
 # ---------------------------------------------------------------------------------------------
 
+def check_bound_budget(inst: FCInstance) -> None:
+    """Refuse (InstanceError, before any work) an instance whose atomic-dual bound cannot be enumerated."""
+    work = 2 ** (inst.n_w - 1) * inst.K * inst.L * inst.n_w if inst.n_w <= 64 else float("inf")
+    if inst.n_w > MAX_SIGN_WORDS or work > MAX_SIGN_WORK:
+        raise InstanceError(f"the trainable-LN certificate enumerates 2^(n_w-1) sign vectors: n_w = {inst.n_w} "
+                            f"(limit {MAX_SIGN_WORDS}), work {work:.3g} (limit {MAX_SIGN_WORK:g}); reduce --concepts or "
+                            "--words-per-concept")
+
+
 def sign_vectors(n: int) -> np.ndarray:
     """All 2^(n-1) sign vectors with first entry +1 (sigma and -sigma give the same gauge value)."""
     if n > MAX_SIGN_WORDS:

@@ -233,8 +233,11 @@ def test_cli_trainable_ln(capsys):
 
 
 @pytest.mark.parametrize("extra,msg", [(["--trainable-ln"], "--layernorm"), (["--ln-decay", "1"], "--trainable-ln"),
-                                       (["--layernorm", "--trainable-ln", "--ln-decay", "-1"], "ln_decay")])
+                                       (["--layernorm", "--trainable-ln", "--ln-decay", "-1"], "ln_decay"),
+                                       (["--layernorm", "--trainable-ln", "--ln-decay", "0.1", "--words-per-concept", "9"],
+                                        "sign vectors")])
 def test_cli_trainable_ln_bad_input(extra, msg, capsys):
-    rc = main(["solve", "feature-collapse", "--concepts", "2", "--length", "2", "--words-per-concept", "2", "--dim", "3",
-               "--lambda", "0.05"] + extra)
+    wpc = [] if "--words-per-concept" in extra else ["--words-per-concept", "2"]
+    rc = main(["solve", "feature-collapse", "--concepts", "2", "--length", "2", "--dim", "3", "--lambda", "0.05"]
+              + wpc + extra)
     assert rc == 2 and msg in capsys.readouterr().err

@@ -745,6 +745,8 @@ def check_trainable(inst: FCInstance, ln_decay: float = 0.0, *, n_starts: int = 
     LN.ln_instance(inst)
     ln_decay = LN.validate_ln_decay(ln_decay)
     S.check_budget(inst, n_starts)
+    if ln_decay > 0:
+        LN.check_bound_budget(inst)
     model = LN.TrainableLN(inst, ln_decay)
     maxiter = LN.LN_MAXITER if ln_decay > 0 else 300
     sol = LN.solve_trainable(inst, ln_decay, n_starts=n_starts, seed=seed, maxiter=maxiter)
