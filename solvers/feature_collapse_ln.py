@@ -228,7 +228,7 @@ def dual_gauge(G: np.ndarray, d: int) -> dict:
     lam_max = tr / 2 + np.sqrt(np.maximum(tr * tr / 4 - det, 0.0))
     vals = np.sqrt(np.maximum(lam_max, 0.0))
     j = int(np.argmax(vals))
-    return {"value": float(vals[j]), "argmax": sig[j], "values": vals, "signs": sig}
+    return {"value": float(vals[j]), "argmax": sig[j], "values": vals, "signs": sig, "G": G}
 
 
 def atomic_lower_bound(model: TrainableLN, Z0: np.ndarray) -> dict:
@@ -321,5 +321,10 @@ def face_certificate(model: TrainableLN, gauge: dict, sigma_star: np.ndarray, ga
     others = vals[~is_star]
     second = float(others.max()) if others.size else 0.0
     mu = model.mu
+    # every column of G nonzero: ||G b||^2 is then strictly convex along every edge of the box, so its maximisers
+    # over the box are vertices only (a convex function maximal inside a face is constant on it)
+    G = gauge.get("G")
+    col = float(np.linalg.norm(G, axis=0).min() / np.linalg.norm(G)) if G is not None and np.linalg.norm(G) > 0 else 0.0
     return {"top": float(vals[is_star].max()) if is_star.any() else None, "second": second, "mu": mu,
-            "second_relative": second / mu, "unique_face": bool(is_star.any() and second <= mu * (1 - gap_rtol))}
+            "second_relative": second / mu, "min_column_relative": col,
+            "unique_face": bool(is_star.any() and second <= mu * (1 - gap_rtol) and col >= gap_rtol)}
