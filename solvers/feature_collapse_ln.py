@@ -34,7 +34,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.optimize import minimize
 
-from solvers.common import Certificate, Solution
+from solvers.common import Certificate, Solution, blas_threads
 from solvers.feature_collapse import (EPS, LBFGS_FTOL, LBFGS_GTOL, LBFGS_MAXITER, ROUNDOFF_C, FCProblem,
                                       check_budget)
 from theory._validate import InstanceError, as_float
@@ -164,9 +164,10 @@ def solve_trainable(inst: FCInstance, ln_decay: float, *, n_starts: int = 4, see
         g0 = 1.0 + 0.1 * rng.normal(size=d)
         b0 = 0.1 * rng.normal(size=d)
         try:
-            res = minimize(model.fun, model.pack(W0, U0, g0, b0), jac=True, method="L-BFGS-B",
-                           options={"maxiter": int(maxiter), "maxcor": 30, "ftol": LBFGS_FTOL, "gtol": LBFGS_GTOL,
-                                    "maxfun": 2 * int(maxiter)})
+            with blas_threads(0.0):  # small products: single-threaded BLAS
+                res = minimize(model.fun, model.pack(W0, U0, g0, b0), jac=True, method="L-BFGS-B",
+                               options={"maxiter": int(maxiter), "maxcor": 30, "ftol": LBFGS_FTOL,
+                                        "gtol": LBFGS_GTOL, "maxfun": 2 * int(maxiter)})
             parts = model.unpack(res.x)
             val = model.objective(*parts, grad=False)
         except FloatingPointError as exc:
