@@ -235,7 +235,8 @@ def point_bounds(p: GeneralUFM, cert: Certificate, upper: float) -> dict | None:
     Returns None without a finite gap; else the proven bounds (max cross-class cosine, per class lower bounds of
     the norms, whether every minimiser's classifier has a negative entry)."""
     dual = getattr(cert, "dual", None)
-    E = float(upper) - float(cert.lower_bound)
+    # the float value at the best point may sit a few ulps below its exact value: widen E by that rounding
+    E = float(upper) - float(cert.lower_bound) + ROUND_SAFETY * (p.K + 4) * EPS * (abs(float(upper)) + 1.0)
     if dual is None or not (math.isfinite(E) and E >= 0):
         return None
     loss = p.loss

@@ -616,7 +616,8 @@ def instance_checks(inst: T.SCLInstance, *, starts: int = 6, seed: int = 0, hops
                 "metrics": nc_metrics(H, y).to_dict(), "within_class_max_deviation": dev,
                 "collapsed": bool(dev <= COLLAPSE_TOL), "note": "measured at the solver's point (not a statement)"}
     else:  # certificate first, no solve: the certified center (its geometry is the statement's, proven above)
-        M0 = np.eye(k) if face == "orthogonal-frame" else None
+        M0 = np.eye(k) if face == "orthogonal-frame" else (
+            k / (k - 1.0) * (np.eye(k) - 1.0 / k) if face == "simplex-etf" else None)
         cls = classify_gram(M0) if M0 is not None else None
         geom = {"classification": None if cls is None else cls.classification,
                 "distance_etf": None if cls is None else cls.distance_etf,

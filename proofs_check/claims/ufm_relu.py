@@ -56,10 +56,10 @@ def _plain_ce(p) -> bool:
     return getattr(loss, "name", "") == "ce"
 
 
-def solve_and_certify(p: SG.GeneralUFM, *, starts: int = 3, seed: int = 0) -> dict:
+def solve_and_certify(p: SG.GeneralUFM, *, starts: int = 3, seed: int = 0, conic: bool = True) -> dict:
     """Best point (several starts) and the best proven DNN bound: at the best point, at the OF-restricted closed
     form (plain CE), at the solve in dimension K (when d < K: the relaxation does not see d), and from the conic
-    solver's dual point (K <= NN.CONIC_MAX_CLASSES, an independent route)."""
+    solver's dual point (K <= 12 and ``conic``: an independent route; the claims use it in the full profile)."""
     sol = NN.solve(p, starts=starts, seed=seed)
     W, U = sol.variables["W"], sol.variables["U"]
     upper = sol.value
@@ -72,16 +72,16 @@ def solve_and_certify(p: SG.GeneralUFM, *, starts: int = 3, seed: int = 0) -> di
         sK = NN.solve(pK, starts=1, seed=seed)
         certs[f"best point at d = K = {p.K} (the relaxation is the same at every d)"] = \
             NN.certificate_at(pK, sK.variables["W"], sK.variables["U"], upper=upper)
-    conic = None
-    if p.K <= 12:
-        conic = NN.conic_dual(p)
-        if conic.get("certificate") is not None:
-            certs["conic solver's dual point (repaired)"] = conic["certificate"]
+    conic_r = None
+    if conic and p.K <= 12:
+        conic_r = NN.conic_dual(p)
+        if conic_r.get("certificate") is not None:
+            certs["conic solver's dual point (repaired)"] = conic_r["certificate"]
     name = max(certs, key=lambda k: certs[k].lower_bound if is_finite(certs[k].lower_bound) else -math.inf)
     best = certs[name]
     pb = NN.point_bounds(p, best, upper) if is_finite(best.lower_bound) else None
     return {"sol": sol, "upper": upper, "cert": best, "route": name, "certs": certs, "point_bounds": pb,
-            "conic": conic}
+            "conic": conic_r}
 
 
 def _routes(certs: dict) -> dict:
@@ -244,7 +244,7 @@ def make_balanced_geometry_claim(value=TN.balanced_value, geometry: str = "ortho
                 yield hypothesis_fails(f"balanced [{lab}]", "counts are not balanced")
                 continue
             p = _problem(counts, d, lw, lh)
-            r = solve_and_certify(p, starts=2 if not ctx.full else 4, seed=ctx.seed)
+            r = solve_and_certify(p, starts=2 if not ctx.full else 4, seed=ctx.seed, conic=ctx.full)
             for c in nonneg_checks(p, r, predicted_value=float(value(K, n, lw, lh)), geometry=geometry,
                                    negative_classifier=negative_classifier):
                 c.name = f"{c.name} [{lab}]"
@@ -282,7 +282,7 @@ def make_imbalanced_claim(not_of: bool = True, instances=None, claim_id: str = "
                 yield hypothesis_fails(f"d >= K [{lab}]", "no orthogonal frame exists below d = K")
                 continue
             p = _problem(counts, d, lw, lh)
-            r = solve_and_certify(p, starts=2 if not ctx.full else 4, seed=ctx.seed)
+            r = solve_and_certify(p, starts=2 if not ctx.full else 4, seed=ctx.seed, conic=ctx.full)
             for c in nonneg_checks(p, r, geometry="not-orthogonal-frame" if not_of else "orthogonal-frame",
                                    negative_classifier=None):
                 c.name = f"{c.name} [{lab}]"
@@ -356,7 +356,7 @@ def make_classifier_sign_claim(direction=(1.0, -1.0), negative_entries: bool = T
                                                                                         if ctx.full else []):
             lab = f"n={tuple(counts)}, d={d}, lw={lw:g}, lh={lh:g}"
             p = _problem(counts, d, lw, lh)
-            r = solve_and_certify(p, starts=2, seed=ctx.seed)
+            r = solve_and_certify(p, starts=2, seed=ctx.seed, conic=ctx.full)
             W = r["sol"].variables["W"]
             if len(counts) == 2:
                 asym = float(np.max(np.abs(W[0] + W[1])))
