@@ -351,7 +351,8 @@ def _dispatch(parser, args, smap, tmap, emap) -> int:
         else:
             w = max((len(c.id) for c in claims), default=10)
             for r in rows:
-                print(f"{r['id']:<{w}}  {r['provenance']:<13}  {r['checks']:<34}  {r['source']}")
+                was = f"  (former id: {', '.join(r['aliases'])})" if r["aliases"] else ""
+                print(f"{r['id']:<{w}}  {r['provenance']:<13}  {r['checks']:<34}  {r['source']}{was}")
             print(f"{len(claims)} claims" + (f"; check counts from {src}" if src else
                                              "; check counts: run `ncproofs run` first (or pass --counts-from)"))
         return 0

@@ -121,3 +121,9 @@ def test_cli_accepts_the_family_spelling_for_solve_and_table(capsys):
                      "--lambdas", "0.01", "--format", "csv"]) == 0
         outs.append(capsys.readouterr().out)
     assert outs[0] == outs[1] and outs[0].count("\n") >= 2
+
+
+def test_list_text_shows_former_ids(capsys, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    assert main(["list", "--only", "ntk.e-zero"]) == 0
+    assert "(former id: ntk-e-zero)" in capsys.readouterr().out
