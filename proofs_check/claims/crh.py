@@ -1126,6 +1126,8 @@ def first_moment_claim(coefficient: float = 1.0, *, layer: int = -2, cfg: T.CRHE
     first moment from gamma Z_b against the tolerance kappa rho + n tied to the measured stationarity
     residual rho (FM_MARGIN). Fails when the deviation exceeds tolerance + margin in most seeds (a wrong
     coefficient, a non-stationary run)."""
+    if cfg is not None:
+        _need_seeds(cfg)
 
     def check(ctx):
         yield from symbolic_checks({k: v for k, v in T.sym_stationarity(
@@ -1184,6 +1186,8 @@ def cauchy_schwarz_claim(claimed_ratio: float | None = None, *, layer: int = -2,
     (Lagrange's identity), then per seed and gamma the measured ratio against the stationarity bound with
     the first-moment tolerance; a claimed ratio c is contradicted in a seed when the exact Cauchy-Schwarz
     lower bound (tr E[g_b h_b^T] / (gamma tr H_b))^2 exceeds c (1 + CS_MARGIN) for some gamma."""
+    if cfg is not None:
+        _need_seeds(cfg)
 
     def check(ctx):
         n = 3
@@ -1256,6 +1260,8 @@ def gamma_exponent_claim(exponent: float = 2.0, *, corrected: bool = False, laye
     one: the exponent equals 2 + 2 e(tr Z_b/tr H_b) - 2 e(c) with e(.) the fitted exponents and c the
     Cauchy-Schwarz efficiency tr E[g_b h_b^T] / sqrt(tr G_b tr H_b) (``exponent`` is then the claimed
     constant, true: 2). Decided by the interval with EXP_MARGIN; runs reused from the magnitude grid."""
+    if cfg is not None:
+        _need_seeds(cfg)
     cid = id or ("crh.magnitude.gamma-exponent-corrected" if corrected else "crh.magnitude.gamma-exponent")
 
     def check(ctx):
@@ -1338,6 +1344,8 @@ def later_better_claim(direction: str = "later", *, early: int = 0, late: int = 
     the six relations of (alignment - Haar null mean) in layer ``late`` (default the last hidden layer)
     exceeds that of layer ``early`` (default the first) by LAYER_MARGIN, in every seed (``direction``
     "earlier": the reverse). Normalised covariances, Pearson; nulls by Monte Carlo (MS_NULL_DRAWS)."""
+    if cfg is not None:
+        _need_seeds(cfg)
     if direction not in ("later", "earlier"):
         raise InputError(f"direction must be 'later' or 'earlier', got {direction!r}")
 
@@ -1444,6 +1452,8 @@ def lazy_claim(*, forced=(), unchanged=T.RELATION_NAMES, max_change: float = LAZ
     ``forced=()`` ("weak or no alignments"); the corrected one: ``unchanged=LAZY_UNCHANGED`` within
     LAZY_RWA_CHANGE, ``forced=LAZY_FORCED``. Premise checked per seed: the run is lazy
     (relative weight change <= LAZY_MOVE_MAX) and trained (loss ratio <= LAZY_LOSS_DROP)."""
+    if cfg is not None:
+        _need_seeds(cfg)
     forced = tuple(forced)
     cid = id or ("crh.lazy.no-alignment-corrected" if forced else "crh.lazy.no-alignment")
 
@@ -1531,6 +1541,8 @@ def noise_claim(coefficient: float = 1.0, *, cfg: T.CRHExperiment | None = None,
     seed the measured balance (relative deviation within the stationarity tolerance STATIONARY_TOL;
     contradicted beyond STATIONARY_TOL + FM_MARGIN) and the RGA alignment against its Haar null q95
     (contradicted when below it by NULL_MARGIN)."""
+    if cfg is not None:
+        _need_seeds(cfg)
 
     def check(ctx):
         # sympy: 2 x 2 linear layer, expectation over eps with E[eps] = 0, E[eps eps^T] = I
@@ -1735,6 +1747,9 @@ def linreg_claim(condition: str = "any", *, gammas=(0.0, 0.1, 1.0), id=None, sta
         yield close("numeric-ridge-z-a-vs-h-a-inverse", 0.0, worst, rtol=0.0, atol=LINREG_TOL,
                     what=f"1 - cos(Z_a, H_a^-1) over dimensions and gamma {list(gammas)} ({teacher} teacher)",
                     evidence={"deviation": devs, "teacher": teacher, "h_b_vs_identity_at_gamma_0": hb_devs})
+        if condition == "corrected" and 0.0 in gammas:  # at gamma = 0 the whitening teacher normalises H_b
+            yield close("numeric-h-b-isotropic-at-gamma-0", 0.0, _worst(hb_devs.values()), rtol=0.0, atol=LINREG_TOL,
+                        what="1 - cos(H_b, I) at gamma = 0 (whitening teacher)", evidence={"deviation": hb_devs})
         if condition == "corrected":  # the converse: a teacher violating the condition is not normalised
             H, W = _regression_instance(rng, 4, 0.1, "random")
             dev = 1.0 - S.alpha_cosine(W.T @ W, T.psd_power(H, -1.0))
