@@ -167,3 +167,16 @@ def test_table_latex_compiles(tmp_path, capsys):
     proc = subprocess.run(["pdflatex", "-interaction=nonstopmode", "-halt-on-error", "t.tex"], cwd=tmp_path,
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stdout[-2000:]
+
+
+def test_no_witness_found_is_inconclusive_and_outside_hypothesis_not_applicable():
+    inst = T.balanced(4, "relu", "mse", 3, 1, 3, 0.004)  # no stored witness; a 1-start search finds none here
+    res = C.make_dnc_suboptimal_claim(instances=_one(inst)).run(CTX)
+    assert res.verdict is Verdict.INCONCLUSIVE and "no point below" in res.reason
+    # "DNC optimal" there is not verified either (no lower bound for ReLU)
+    res2 = C.make_dnc_suboptimal_claim(predict_optimal=lambda i: True, instances=_one(inst)).run(CTX)
+    assert res2.verdict is Verdict.INCONCLUSIVE
+    na = C.make_dnc_suboptimal_claim(instances=_one(T.balanced(2, "relu", "mse", 3, 1, 3, 0.01))).run(CTX)
+    assert na.verdict is Verdict.NOT_APPLICABLE
+    imb = C.make_dnc_shallow_claim(instances=_one(T.DeepUFMInstance(2, "linear", "mse", (3, 1), 2, (0.01,)))).run(CTX)
+    assert imb.verdict is Verdict.NOT_APPLICABLE  # DNC is defined for balanced classes

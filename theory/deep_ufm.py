@@ -26,6 +26,7 @@ Imports nothing from solvers or proofs_check.
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 
@@ -304,7 +305,8 @@ def derivation_amgm_two(L: int = 1):
                      - (sp.sqrt(la) * a - sp.sqrt(lb) * b) ** 2 / 2)
 
 
-def derivation_balancedness(d: int = 2, N: int = 2, K: int = 2):
+@functools.lru_cache(maxsize=4)
+def derivation_balancedness(d: int = 2, N: int = 1, K: int = 2):
     """At any point: W2^T dF/dW2 - dF/dW1 W1^T == lam2 W2^T W2 - lam1 W1 W1^T for
     F = ||W2 W1 H - Y||^2/(2N) + (lam2/2)||W2||^2 + (lam1/2)||W1||^2 (entries of the difference), so at a critical
     point lam2 W2^T W2 = lam1 W1 W1^T (balancedness; the same identity holds between any two adjacent layers and
@@ -319,4 +321,4 @@ def derivation_balancedness(d: int = 2, N: int = 2, K: int = 2):
     g1 = sp.Matrix(d, d, lambda i, j: sp.diff(F, W1[i, j]))
     g2 = sp.Matrix(K, d, lambda i, j: sp.diff(F, W2[i, j]))
     diff = W2.T * g2 - g1 * W1.T - (l2 * W2.T * W2 - l1 * W1 * W1.T)
-    return [sp.expand(x) for x in diff]
+    return tuple(sp.expand(x) for x in diff)

@@ -275,9 +275,8 @@ def _linear_mse_statements(rep, inst, *, starts, seed, max_evals, predict_value,
         rep.claims.extend(symbolic_checks(inst.layers))
     rep.geometry["best_point"] = S.layer_structure(pmodel, px)
     if not run_gd:
-        if inst.balanced:
-            _dnc_checks(rep, inst, optimum_upper=attained, optimum_lower=cert.lower_bound, optimum_exact=False,
-                        predict_dnc_value=predict_dnc_value, predict_dnc_optimal=predict_dnc_optimal, searched=0)
+        _dnc_checks(rep, inst, optimum_upper=attained, optimum_lower=cert.lower_bound, optimum_exact=False,
+                    predict_dnc_value=predict_dnc_value, predict_dnc_optimal=predict_dnc_optimal, searched=0)
         return
     sol = S.multistart(inst, starts=starts, seed=seed, max_evals=max_evals, collapsed=collapsed_gd, **backend)
     gtol = tolerance(cert.lower_bound, rtol=GD_RTOL, atol=VALUE_ATOL)
@@ -292,10 +291,9 @@ def _linear_mse_statements(rep, inst, *, starts, seed, max_evals, predict_value,
                                 f"{fmt(cert.lower_bound)}: the certificate is wrong",
                                 evidence={"best": sol.value, "lower_bound": cert.lower_bound, "tolerance": gtol}))
     rep.geometry["multistart_best"] = S.layer_structure(sol.variables["model"], sol.variables["x"])
-    if inst.balanced:
-        _dnc_checks(rep, inst, optimum_upper=attained, optimum_lower=cert.lower_bound, optimum_exact=False,
-                    predict_dnc_value=predict_dnc_value, predict_dnc_optimal=predict_dnc_optimal,
-                    searched=sol.diagnostics["starts"])
+    _dnc_checks(rep, inst, optimum_upper=attained, optimum_lower=cert.lower_bound, optimum_exact=False,
+                predict_dnc_value=predict_dnc_value, predict_dnc_optimal=predict_dnc_optimal,
+                searched=sol.diagnostics["starts"])
 
 
 def _relu_mse_statements(rep, inst, *, starts, seed, max_evals, predict_dnc_value, predict_dnc_optimal,
@@ -398,7 +396,8 @@ def make_linear_optimum_claim(predict_value: Callable | None = None, predict_ran
 
     def check(ctx: RunContext):
         for inst in (instances or linear_optimum_instances)(ctx):
-            rep = check_instance(inst, starts=2 if not ctx.full else 4, seed=ctx.seed, max_evals=1500,
+            rep = check_instance(inst, starts=2 if not ctx.full else 4, seed=ctx.seed,
+                                 max_evals=800 if not ctx.full else 3000,
                                  predict_value=predict_value, predict_rank=predict_rank)
             yield from _label([c for c in rep.claims if not c.name.startswith("dnc-")], inst)
 
