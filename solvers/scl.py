@@ -1054,28 +1054,34 @@ def of_closed_form_certificate(counts: Sequence[int], tau: float, F0: float | No
 
 def low_rank_gap(counts: Sequence[int], tau: float, d: int) -> dict | None:
     """A proven strict gap of the full-batch UFM+ below the required dimension (docs/scl.md, "Strict gap below
-    d = k"): every class has n_c >= 2 and d < k. With the closed-form dual point at the OF (exact complementarity:
-    F(G) - F(G0) >= <S, G> + <N, G> for every feasible G), S >= sigma Q and N >= nu_min between classes give, for
-    t = tr(QG) = sum_c n_c (1 - ||mu_c||^2) and the class means mu_c (rank <= d < k):
-    k nonnegative-correlated means with norms^2 >= r^2 = 1 - t/n_min and pairwise inner products all < r^2/(k-1)
-    would have a positive definite Gram (Gershgorin), rank k > d; so some pair has mu_c.mu_c' >= r^2/(k-1) and
-    F(G) - F(G0) >= sigma t + 2 nu_min n_min^2 (1 - t/n_min)/(k-1) >= delta = min(sigma n_min,
-    2 nu_min n_min^2/(k-1)) (linear in t on [0, n_min]). Returns None when the hypothesis fails or delta underflows."""
+    d = k"). Let R be the classes with n_c >= 2 plus one singleton class if there is one (|R| is the dimension count
+    of theory.scl.required_dim_for_bound), and d < |R|. With the closed-form dual point at the OF (exact
+    complementarity: F(G) - F(G0) >= <S, G> + <N, G> for every feasible G), S >= sigma Q and N >= nu_min between
+    the classes of R give, for t = tr(QG) = sum_c n_c (1 - ||mu_c||^2) and the class means mu_c (rank <= d < |R|):
+    the |R| means of R have nonnegative inner products and norms^2 >= r^2 = 1 - t/n_min (n_min over the classes
+    with n_c >= 2; a singleton's mean is a unit vector); if all their pairwise inner products were < r^2/(|R|-1)
+    their Gram would be positive definite (Gershgorin), of rank |R| > d; so some pair has mu_c.mu_c' >= r^2/(|R|-1)
+    and F(G) - F(G0) >= sigma t + 2 nu_min m^2 (1 - t/n_min)/(|R|-1) >= delta = min(sigma n_min,
+    2 nu_min m^2/(|R|-1)) (m the smallest count in R; linear in t on [0, n_min]). None when the hypothesis fails or
+    delta underflows."""
     counts = tuple(int(c) for c in counts)
     n = np.asarray(counts, dtype=float)
-    k = n.size
-    if d >= k or np.any(n < 2):
+    multi = n >= 2
+    R = [int(c) for c in np.flatnonzero(multi)] + [int(c) for c in np.flatnonzero(~multi)][:1]
+    kk = len(R)
+    if not np.any(multi) or kk < 2 or d >= kk:
         return None
     cert = of_closed_form_certificate(counts, tau)
-    nu = cert.nu_blocks[~np.eye(k, dtype=bool)]
-    nu_min = float(nu.min()) * (1.0 - 1e-12)
+    sub = cert.nu_blocks[np.ix_(R, R)]
+    nu_min = float(sub[~np.eye(kk, dtype=bool)].min()) * (1.0 - 1e-12)
     sigma = float(cert.sigma)
-    nmin = float(n.min())
-    delta = min(sigma * nmin, 2.0 * nu_min * nmin * nmin / (k - 1))
+    nmin = float(n[multi].min())
+    m = float(n[R].min())
+    delta = min(sigma * nmin, 2.0 * nu_min * m * m / (kk - 1))
     if not delta > 0 or not math.isfinite(delta):
         return None
-    return {"delta": delta, "sigma": sigma, "nu_min": nu_min, "n_min": nmin, "k": k, "d": int(d),
-            "how": "closed-form OF dual point + Gershgorin on the class-mean Gram of rank <= d < k (docs/scl.md)"}
+    return {"delta": delta, "sigma": sigma, "nu_min": nu_min, "n_min": nmin, "classes": R, "required_dim": kk,
+            "d": int(d), "how": "closed-form OF dual point + Gershgorin on the class-mean Gram of rank <= d (docs/scl.md)"}
 
 
 def etf_closed_form_dual_matrices(counts: Sequence[int], tau: float) -> dict:

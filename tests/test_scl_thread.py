@@ -87,7 +87,8 @@ def test_low_dim_gap_decided():
     assert r.verdict is Verdict.REFUTED, r.reason
 
 
-@pytest.mark.parametrize("counts,tau,d", [((3, 3, 3), 0.5, 2), ((2, 2, 2, 2), 1.0, 3), ((3, 2), 1.0, 1)])
+@pytest.mark.parametrize("counts,tau,d", [((3, 3, 3), 0.5, 2), ((2, 2, 2, 2), 1.0, 3), ((3, 2), 1.0, 1),
+                                         ((3, 3, 1, 1), 0.5, 2)])
 def test_low_rank_gap_valid_at_random_low_rank_points(counts, tau, d):
     g = S.low_rank_gap(counts, tau, d)
     bound = T.theorem1_bound(counts, tau)
