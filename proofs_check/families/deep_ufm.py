@@ -140,8 +140,7 @@ def _table(args: argparse.Namespace) -> Table:
                 inst = DeepUFMInstance(L, args.activation, "mse", (args.per_class,) * K,
                                        args.width or 2 * K, (lam,))
                 insts.append(inst)
-                if args.activation == "relu" or True:
-                    work += S.estimate_work(S.DeepModel(inst, collapsed=True), args.starts + 1, args.max_evals)
+                work += S.estimate_work(S.DeepModel(inst, collapsed=True), args.starts + 1, args.max_evals)
     if work > TABLE_WORK_LIMIT:
         raise UsageError(f"table work estimate {work:.3g} flop > limit {TABLE_WORK_LIMIT:.3g} (fewer rows, "
                          "--starts or --max-evals)")
@@ -155,8 +154,8 @@ def _table(args: argparse.Namespace) -> Table:
         rank = None
         if cert and cert.get("rank") is not None:
             rank = cert["rank"]
-        elif geo:
-            rank = geo["features"][-1]["rank"]
+        elif geo:  # ReLU: the lowest class-mean rank over the layers (where the low-rank bias shows)
+            rank = min(f["rank"] for f in geo["features"])
         verdict = {c["id"]: c["verdict"] for c in d["claims"]}.get("dnc-optimal", "n/a")
         rows.append([inst.layers, inst.K, inst.width, inst.lams[0], dnc[0] if dnc else None,
                      (d.get("solution") or {}).get("value"), cert["lower_bound"] if cert else None, rank,
@@ -168,10 +167,10 @@ def _table(args: argparse.Namespace) -> Table:
     cap = (f"Deep UFM, {args.activation}, MSE (mean over samples, no bias, n = {args.per_class} per class, all weight "
            f"decays equal): the best DNC value (lower end of its proven enclosure), the best value found "
            f"({args.starts} starts + the perturbed DNC point, {args.max_evals} evaluations each; exact for ReLU), a "
-           f"proven lower bound (deep linear only), the rank of the best point (output class means), the verdict of "
+           f"proven lower bound (deep linear only), the rank of the best point (deep linear: of the product, proven; "
+           f"ReLU: the lowest class-mean rank over the layers, singular values above 1e-2 of the largest), the verdict of "
            f"the literature's 'DNC is optimal' statement and whether DNC is optimal (yes/no decided by a proof or a "
            f"witness, ? undecided). docs/deep_ufm.md.")
-    latex_cap = cap.replace("lambda", r"$\lambda$")
     return Table(cols, rows, cap, latex_columns=latex, digits=6, latex_caption=None)
 
 
