@@ -768,7 +768,7 @@ def reviewer_first_claim(implications: Callable | None = None, id_: str = "ntk.r
     stmt = ("Reviewer (quoted): under Assumption 3.2, (i) '<W_k, W_s> is identical for any k != s'; (ii) "
             "'<W_k, W_k - W_s> = gamma_d/kappa_d = gamma_c/kappa_c = gamma_n/kappa_n'; (iii) '<h(x), h(x')> = "
             "-kappa <W_k, W_s>'.")
-    return _claim(id_, stmt, check, Provenance.QUOTED, SOURCE_THREAD, ("symbolic", "numeric"))
+    return _claim(id_, stmt, check, Provenance.QUOTED, SOURCE_THREAD, ("symbolic", "numeric", "expect-refuted"))
 
 
 def reviewer_corrected_claim(sign: float = 1.0, id_: str = "ntk.reviewer.corrected-implications") -> Claim:
@@ -826,7 +826,7 @@ def reviewer_corrected_claim(sign: float = 1.0, id_: str = "ntk.reviewer.correct
         stmt = ("Reviewer's corrected implications (quoted): '<W_k, W_k'> = 0'; '<W_k, W_k> = gamma/kappa + (<h(x), h(x')> "
                 "+ 1)/kappa where gamma, kappa depends on the relation between x, x''; 'given the relation between x and "
                 "x', <h(x), h(x')> is still a fixed value'.")
-        return _claim(id_, stmt, check, Provenance.QUOTED, SOURCE_THREAD, ("symbolic", "numeric"))
+        return _claim(id_, stmt, check, Provenance.QUOTED, SOURCE_THREAD, ("symbolic", "numeric", "expect-refuted"))
     stmt = ("Corrected: under Assumption 3.2, <W_k, W_k'> = 0 for k != k'; <W_k, W_k> = gamma/kappa - (<h(x), h(x')> + 1)/kappa "
             "for every pair type with kappa != 0; and <h(x), h(x')> is a fixed value given the relation between x and x'.")
     return _claim(id_, stmt, check, Provenance.DERIVED, SOURCE_THREAD, ("symbolic", "numeric"))
