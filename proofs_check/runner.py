@@ -24,8 +24,26 @@ EXPECT_REFUTED = "expect-refuted"
 
 
 def refuted_as_expected(r: ClaimResult) -> bool:
-    """A claim tagged :data:`EXPECT_REFUTED` that is REFUTED (with its witness): the expected answer."""
-    return r.verdict is Verdict.REFUTED and EXPECT_REFUTED in r.claim.tags
+    """A claim tagged :data:`EXPECT_REFUTED` that is REFUTED (with its witness): the expected answer. A claim
+    ``X`` for which ``X-corrected`` is registered is a false statement as written by the naming convention
+    (docs/DEVELOPING.md, "Naming") and is treated the same, tag or not."""
+    return r.verdict is Verdict.REFUTED and (EXPECT_REFUTED in r.claim.tags
+                                             or f"{r.claim.id}-corrected" in _registered_ids())
+
+
+def _registered_ids() -> frozenset:
+    global _IDS
+    if _IDS is None:
+        try:
+            from proofs_check.registry import all_claims
+
+            _IDS = frozenset(c.id for c in all_claims())
+        except Exception:  # a registry that does not load: only the tag counts
+            _IDS = frozenset()
+    return _IDS
+
+
+_IDS: frozenset | None = None
 
 
 def surprise(r: ClaimResult) -> bool:

@@ -127,3 +127,22 @@ def test_list_text_shows_former_ids(capsys, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     assert main(["list", "--only", "ntk.e-zero"]) == 0
     assert "(former id: ntk-e-zero)" in capsys.readouterr().out
+
+
+def test_a_statement_with_a_corrected_sibling_is_expected_refuted():
+    """By the naming convention, ``X-corrected`` registered means ``X`` is false as written: REFUTED is
+    its expected answer (it does not fail ``ncproofs run``), with or without the expect-refuted tag."""
+    from proofs_check import runner
+    from proofs_check.core import ClaimResult
+
+    ids = {c.id for c in CLAIMS}
+    pairs = [c for c in CLAIMS if f"{c.id}-corrected" in ids]
+    if not pairs:
+        pytest.skip("no X / X-corrected pair registered")
+    x = pairs[0]
+    refuted = ClaimResult(x, Verdict.REFUTED, "witness", [Check("w", Verdict.REFUTED, "witness")], 0.0)
+    assert runner.refuted_as_expected(refuted)
+    other = next(c for c in CLAIMS if f"{c.id}-corrected" not in ids and "expect-refuted" not in c.tags)
+    assert not runner.refuted_as_expected(ClaimResult(other, Verdict.REFUTED, "w", [], 0.0))
+    run = runner.RunResult([refuted], __import__("proofs_check.core", fromlist=["RunContext"]).RunContext(), 0.0)
+    assert run.exit_status == 0
