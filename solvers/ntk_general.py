@@ -356,8 +356,10 @@ def measure(model: GeneralModel, st: GState, Kinv: np.ndarray | None = None) -> 
     U, M, D = class_decompose(st.H, model.counts)
     met = nc_metrics(st.H, model.labels)
     geo = classify_gram(M.T @ M)
+    Ms = U - st.H.mean(axis=1, keepdims=True)  # centred by the sample mean (differs from M for unequal classes)
     out = {"loss": L, "grad_norm": float(np.linalg.norm(G)), "nc1": met.NC1, "nc1_pinv": met.NC1_pinv,
            "scatter": float(np.sum(D * D)), "cosines": np.array(cosine_matrix(M), dtype=float),
+           "cosines_sample_mean": np.array(cosine_matrix(Ms), dtype=float),
            "gram": M.T @ M, "distance_etf": geo.distance_etf, "classification": geo.classification,
            "bias": st.b.copy(), "W_fro_sq": float(np.sum(st.W ** 2))}
     if Kinv is not None:

@@ -1230,7 +1230,8 @@ def check_general_instance(model: sg.GeneralModel, *, feature_dim: int | None = 
                                                   "stopped": rep.trajectory.stopped,
                                                   "check_run_steps": rep.check_run.steps if rep.check_run else None}},
         diagnostics=diagnostics,
-        extra={"final": {"nc1": fin["nc1"], "nc1_pinv": fin["nc1_pinv"], "cosines": fin["cosines"], "distance_etf": d,
+        extra={"final": {"nc1": fin["nc1"], "nc1_pinv": fin["nc1_pinv"], "cosines": fin["cosines"],
+                         "cosines_sample_mean": fin["cosines_sample_mean"], "distance_etf": d,
                          "bias": fin["bias"], "gram": fin["gram"], "loss": fin["loss"], "scatter": fin["scatter"],
                          "W_fro_sq": fin["W_fro_sq"]},
                "integration_error": err,
@@ -1247,7 +1248,8 @@ def check_general_instance(model: sg.GeneralModel, *, feature_dim: int | None = 
                    "horizon": horizon,
                    "nc1": "tr(Sigma_W)/tr(Sigma_B), Sigma_W over all samples / N, Sigma_B over the unweighted class means "
                           "centred by their unweighted mean / C (theory.geometry.nc_metrics)",
-                   "cosines": "cosines of the class means centred by their unweighted mean"},
+                   "cosines": "cosines of the class means centred by their unweighted mean (cosines_sample_mean: centred "
+                              "by the sample mean H 1/N)"},
                **extra},
         seconds=_time.perf_counter() - t0,
     )
