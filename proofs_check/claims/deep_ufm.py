@@ -110,7 +110,15 @@ def check_instance(inst: T.DeepUFMInstance, *, starts: int = 3, seed: int = 0, m
                    predict_dnc_value: Callable | None = None, predict_dnc_optimal: Callable | None = None,
                    ce_bound: Callable | None = None, tau: float = CE_TAU, search: bool = True,
                    symbolic: bool = True, backend: dict | None = None) -> SolveReport:
-    """Every statement about one instance; ``predict_*`` replace the theory (tests feed false ones)."""
+    """Every statement about one deep UFM instance (docs/deep_ufm.md).
+
+    Linear MSE: the certified optimum (``optimal-value``), the rank of every minimiser (``optimal-rank``), the
+    multi-start check, the sympy steps, the DNC statements; ReLU MSE: the DNC value and "DNC is optimal" against
+    a stored or searched witness evaluated exactly; CE: the rank-bound measurement. ``predict_*`` and ``ce_bound``
+    replace the theory (tests feed false ones); ``backend`` = {"backend", "device", "dtype"} for the local solves.
+
+    Returns a :class:`proofs_check.core.SolveReport`. Raises ``InputError`` for ``starts`` or ``max_evals`` < 1
+    and when a search exceeds its work budget (estimated before any work)."""
     import time
 
     t0 = time.perf_counter()
