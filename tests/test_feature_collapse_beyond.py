@@ -241,3 +241,10 @@ def test_cli_trainable_ln_bad_input(extra, msg, capsys):
     rc = main(["solve", "feature-collapse", "--concepts", "2", "--length", "2", "--dim", "3", "--lambda", "0.05"]
               + wpc + extra)
     assert rc == 2 and msg in capsys.readouterr().err
+
+
+def test_cli_rigorous_refused_for_trainable_ln_and_hier(capsys):
+    rc = main(["solve", "feature-collapse", "--concepts", "2", "--length", "2", "--words-per-concept", "2", "--dim", "3",
+               "--lambda", "0.05", "--layernorm", "--trainable-ln", "--rigorous"])
+    assert rc == 2 and "rigorous" in capsys.readouterr().err
+    assert main(["solve", "feature-collapse-hier", "--rigorous"]) == 2 and "rigorous" in capsys.readouterr().err

@@ -70,6 +70,9 @@ def run_solve(args) -> dict:
         raise UsageError("--ln-decay applies only with --trainable-ln")
     if args.trainable_ln and not args.layernorm:
         raise UsageError("--trainable-ln needs --layernorm (the gain and bias belong to the LayerNorm)")
+    if args.trainable_ln and getattr(args, "rigorous", False):
+        raise UsageError("--rigorous has no ball-arithmetic recipe for --trainable-ln (the fixed-LN recipe would judge a "
+                         "different problem); drop --rigorous")
     inst = _instance(args, lam=args.lam, d=args.dim)
     if not 1 <= args.starts <= 64:
         raise UsageError(f"--starts must be in [1, 64], got {args.starts}")
@@ -174,6 +177,8 @@ def run_hier(args) -> dict:
     from proofs_check.claims.feature_collapse_hier import check_hier
     from theory.feature_collapse_hier import HierInstance
 
+    if getattr(args, "rigorous", False):
+        raise UsageError("--rigorous has no ball-arithmetic recipe for feature-collapse-hier; drop --rigorous")
     if args.levels != 2:
         raise UsageError(f"--levels must be 2 (words -> concepts -> meta-concepts), got {args.levels}")
     if args.chunk < 1 or args.length < 1 or args.length % args.chunk:
