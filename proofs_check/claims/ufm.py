@@ -24,7 +24,7 @@ from proofs_check.core import (Check, Claim, Provenance, RunContext, SolveReport
                                symbolic_zero, tolerance, within)
 from proofs_check.rigorous import judge_checks, judge_report
 from solvers import ufm as S
-from solvers.common import blas_threads, work_text
+from solvers.common import REFERENCE_FLOPS, blas_threads, work_text
 from theory import geometry as G
 from theory import ufm as T
 from theory._validate import InputError, as_int
@@ -108,8 +108,8 @@ def plan_routes(inst: T.UFMInstance, method: str, starts: int, limit_bytes: floa
         return e["bytes"] <= limit_bytes and e["seconds"] <= seconds_limit
 
     def why(e, seconds_limit):
-        return (f"estimated {_gb(e['bytes'])} (limit {_gb(limit_bytes)}) and "
-                f"{work_text(e['seconds'], seconds_limit)}")
+        return (f"estimated {_gb(e['bytes'])} and {work_text(e['seconds'], seconds_limit)}; limits "
+                f"{_gb(limit_bytes)} and {seconds_limit * REFERENCE_FLOPS:.3g} flop-equivalents")
 
     if not failed:
         e = S.estimate(inst, "closed-form")
@@ -239,13 +239,15 @@ def check_instance(inst: T.UFMInstance, *, method: str = "auto", starts: int = 3
     # --- the factored nonconvex solver --------------------------------------------------------------------
     fac = None
     if "factored" in routes_to_run:
-        budget = max(1.0, TIME_LIMIT_S - (time.perf_counter() - t0))
+        # work budget: the solver's iteration limit (maxiter per start, a count: the same result at any load); the
+        # wall clock is only a safety net far above it (docs/ufm_general.md, "Budgets")
+        budget = SG.WALL_SAFETY_S
         fac = S.solve_factored(inst, starts=starts, seed=seed, backend=backend, device=device, dtype=dtype,
                                time_budget=budget)
         routes["factored"] = fac.to_dict()
         if fac.diagnostics.get("time_budget_reached"):
-            diagnostics.append(f"factored route: time budget {budget:.3g} s reached after "
-                               f"{fac.diagnostics.get('starts_run')} start(s)")
+            diagnostics.append(f"factored route: {SG.SAFETY_MESSAGE} ({budget:.3g} s, after "
+                               f"{fac.diagnostics.get('starts_run')} start(s))")
         Zf = fac.variables["W"] @ fac.variables["H"]
         feasible["factored"] = fac.value
         if not failed:
@@ -716,7 +718,6 @@ def check_general(p: "SG.GeneralUFM", *, starts: int = 2, seed: int = 0, claimed
             cert = SG.certificate(p, X, b, grads=mse_cf["grads"])
             geo_full = SG.geometry(p, X, b)
         rank = mse_cf["rank"]
-        layout = None
         from solvers.common import Solution as _Sol
 
         sol = _Sol(cert.upper, "closed form (imbalanced MSE: soft thresholding of D^{1/2} P)", True, 0.0,
