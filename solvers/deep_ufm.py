@@ -216,9 +216,9 @@ def certify_linear_mse(inst: T.DeepUFMInstance) -> Certificate:
             rank_lo += sc.branch == "positive"
             rank_hi += sc.branch != "zero"
         else:
-            v = c / (2.0 * N)
-            lo_terms.append(v * (1 - 2e-16))
-            up_terms.append(v * (1 + 2e-16))
+            v = c / (2.0 * N)  # within 1.1e-16 relative; the products below round once more
+            lo_terms.append(v * (1 - 4e-16))
+            up_terms.append(v * (1 + 4e-16))
     lo = math.fsum(lo_terms)
     up = math.fsum(up_terms)
     n_terms = len(lo_terms)
