@@ -729,6 +729,24 @@ CLAIMS = [
 # `ncproofs solve feature-collapse --layernorm --trainable-ln [--ln-decay LAMBDA_LN]`
 # ---------------------------------------------------------------------------------------------
 
+def _best_point_note(model, point) -> str:
+    """The post-affine concept cosines at the best point (information: not a statement about the minimiser)."""
+    if point is None:
+        return ""
+    inst = model.inst
+    _, F, _ = model.post_features(point[0], point[2], point[3])
+    alpha = np.repeat(np.arange(inst.n_c), inst.s_c)
+    M = np.array([F[alpha == a].mean(axis=0) for a in range(inst.n_c)])
+    n = np.linalg.norm(M, axis=1)
+    if not np.all(n > 0):
+        return ""
+    C = (M @ M.T) / np.outer(n, n)
+    off = C[~np.eye(inst.n_c, dtype=bool)]
+    return (f"; at the best point (not certified) the post-affine concept cosines are {fmt(off.min(), 4)} to "
+            f"{fmt(off.max(), 4)} (simplex ETF: {fmt(-1 / (inst.n_c - 1), 4)}), {int(np.sum(np.abs(point[2]) > 1e-6))} "
+            "coordinates used")
+
+
 def check_trainable(inst: FCInstance, ln_decay: float = 0.0, *, n_starts: int = 4, seed: int = 0):
     """The solve report of the trainable-LayerNorm network (SolveReport).
 
@@ -803,7 +821,10 @@ def check_trainable(inst: FCInstance, ln_decay: float = 0.0, *, n_starts: int = 
                             f"L-BFGS point attains {fmt(sol.value)} below it", geo.evidence)
             if cand is None:
                 geo.reason = (f"no certificate about every minimiser (needs n_c = 2 and the latent symmetry): proven "
-                              f"bracket [{fmt(lb)}, {fmt(up)}], gap {fmt(cert['gap'], 3)}")
+                              f"bracket [{fmt(lb)}, {fmt(up)}], gap {fmt(cert['gap'], 3)}; missing: a bound that sees the "
+                              "coupling of the coordinates of one LayerNorm output (the convex envelope of the reduced "
+                              "penalty in Z is the atomic gauge itself, so no convex relaxation in Z alone closes it)"
+                              + _best_point_note(model, point))
             claims.append(geo)
             if cand is not None:
                 predicted.update(geometry="type-II (coordinate-aligned)", c_star=cand[4], value=model.objective(
