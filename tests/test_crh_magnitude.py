@@ -81,6 +81,8 @@ def test_magnitude_numbers_against_an_independent_computation():
 def test_first_moment_false_coefficient_refuted():
     v, r = _v(C.first_moment_claim(coefficient=2.0, id="fm2"))
     assert v == Verdict.REFUTED, r.reason
+    # the measurement itself (not only the sympy identity) contradicts the false coefficient
+    assert next(ch for ch in r.checks if ch.name == "first-moment").verdict == Verdict.REFUTED
 
 
 def test_cauchy_schwarz_ratio_one_refuted():
@@ -130,7 +132,7 @@ def test_single_seed_is_refused():
 # ---- lazy training, noise -----------------------------------------------------------------------------
 
 def test_lazy_corrected_false_variant_feature_learning_refuted():
-    cfg = T.CRHExperiment(weight_decays=(0.05,), steps=2000, n_records=10, seeds=(0, 1, 2, 3), lr=0.1,
+    cfg = T.CRHExperiment(weight_decays=(0.05,), steps=2000, n_records=10, seeds=tuple(range(6)), lr=0.1,
                           widths=(8, 16, 16, 2), n_samples=256, task_rank=2, init_scale=1.0)
     v, r = _v(C.lazy_claim(forced=C.LAZY_FORCED, unchanged=C.LAZY_UNCHANGED, max_change=C.LAZY_RWA_CHANGE, cfg=cfg,
                            id="fl"))
@@ -149,7 +151,9 @@ def test_lazy_weights_stay_and_targets_are_centred():
 
 
 def test_noise_without_shift_refuted_and_noise_covariance_identity():
-    assert _v(C.noise_claim(coefficient=0.0, id="n0"))[0] == Verdict.REFUTED
+    v, r = _v(C.noise_claim(coefficient=0.0, id="n0"))
+    assert v == Verdict.REFUTED
+    assert next(ch for ch in r.checks if ch.name == "noise-balance").verdict == Verdict.REFUTED  # measured, too
     # G_a(sigma) = G_a^0 + sigma^2 Z_a^2, by a Monte Carlo written here
     rng = np.random.default_rng(3)
     W, h, y, sig = rng.standard_normal((3, 5)), rng.standard_normal((40, 5)), rng.standard_normal((40, 3)), 0.7
