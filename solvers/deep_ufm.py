@@ -476,10 +476,13 @@ def multistart(inst: T.DeepUFMInstance, *, starts: int = 4, seed: int = 0, max_e
     runs = []
     best_x, best_f, best_conv = None, math.inf, False
     x0s = [("structured", np.asarray(x, float)) for x in extra_starts]
+    m_ = min(inst.K, inst.width)
+    ranks = [r for r in dict.fromkeys([max(1, m_ // 2), max(1, m_ - 1), max(1, 2 * m_ // 3), max(1, m_ // 3)])
+             if r > 1] or [1]  # a rank-1 start ends at the zero point (measured)
     for i in range(starts):
         r = None
-        if low_rank and i % 2 == 1:
-            r = max(1, min(inst.K, inst.width) // 2 - (i // 2) % max(1, min(inst.K, inst.width) // 2))
+        if low_rank and i % 2 == 1:  # low-rank starts cycle through ranks below min(K, D)
+            r = ranks[(i // 2) % len(ranks)]
         x0s.append((f"random rank {r}" if r else "random", random_start(model, rng, scale, rank=r)))
     from solvers.backends import resolve
     from solvers.common import blas_threads

@@ -316,6 +316,8 @@ def _relu_mse_statements(rep, inst, *, starts, seed, max_evals, predict_dnc_valu
     if search and (stored is None or starts > 0):
         r = S.witness_search(inst, starts=starts, seed=seed, max_evals=max_evals, **backend)
         searched = r["search"]["starts"]
+        rep.routes["search"] = {"starts": searched, "evaluations": r["search"].get("evaluations"),
+                                "runs": [{k: v for k, v in run.items()} for run in r["runs"]]}
         candidates.append(r)
     if not candidates:
         rep.claims.append(Check("dnc-optimal", Verdict.INCONCLUSIVE, "no search was run", {}))
