@@ -797,7 +797,7 @@ def make_lowdim_claim(required_dim: Callable[[Sequence[int]], int] = T.required_
                                           certificate=bounds.route or "", evidence=ev)
                 from proofs_check.rigorous import judge_checks
 
-                yield from judge_checks(FAMILY, inst.to_dict(), [chk], ctx, value_names=(name,))
+                yield from judge_checks(FAMILY, inst.to_dict(), [chk], ctx)  # judged by its statement
                 continue
             # claimed: strict gap at d
             if att is not None and within(att - bound, tol):
