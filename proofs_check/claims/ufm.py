@@ -473,7 +473,7 @@ def value_claim(loss: str, *, predict: Predictor = default_predict, claim_id: st
         name = f"k={big.k} n={big.n} (closed form + KKT certificate only)"
         yield from judge_checks(fam, big.to_dict(), [optimum_matches(
             name, p, attained=S.collapsed_objective(big, W, Mu, b), lower_bound=cert.lower_bound,
-            tol=tolerance(p, rtol=VALUE_RTOL, atol=VALUE_ATOL), certificate="kkt-dual")], ctx, value_names=(name,))
+            tol=tolerance(p, rtol=VALUE_RTOL, atol=VALUE_ATOL), certificate="kkt-dual")], ctx)  # judged by its statement
 
     if loss == "ce":
         st = statement or ("For balanced UFM with CE and weight decay (d >= k-1), the optimal value is "
