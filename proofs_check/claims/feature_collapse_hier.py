@@ -161,6 +161,30 @@ def check_hier(h: HierInstance, *, n_starts: int = 3, seed: int = 0, maxiter: in
                        seconds=time.perf_counter() - t0)
 
 
+def _symbolic_checks() -> list[Check]:
+    """sympy: LayerNorm is scale invariant (phi(c v) = phi(v), c > 0: decay on W or A has no effect but to push
+    them to 0), and the map M = (n-1)/n G^T H sends the n = 3 simplex ETF h_nu to g_nu (exact vectors)."""
+    import sympy as sp
+
+    from proofs_check.core import symbolic_zero
+
+    c = sp.symbols("c", positive=True)
+    v = sp.symbols("v1:4", real=True)
+    m = sum(v) / 3
+    norm = sp.sqrt(sum((x - m) ** 2 for x in v))
+    phi = [sp.sqrt(3) * (x - m) / norm for x in v]
+    vc = [c * x for x in v]
+    mc = sum(vc) / 3
+    normc = sp.sqrt(sum((x - mc) ** 2 for x in vc))
+    phic = [sp.sqrt(3) * (x - mc) / normc for x in vc]
+    out = [symbolic_zero("phi(c v) = phi(v) for c > 0 (d = 3)", sp.simplify(sum((a - b) ** 2 for a, b in zip(phic, phi))))]
+    H = sp.Matrix([[1, 0], [-sp.Rational(1, 2), sp.sqrt(3) / 2], [-sp.Rational(1, 2), -sp.sqrt(3) / 2]])  # ETF rows
+    Gm = sp.Matrix([[0, 1], [sp.sqrt(3) / 2, -sp.Rational(1, 2)], [-sp.sqrt(3) / 2, -sp.Rational(1, 2)]])
+    M = sp.Rational(2, 3) * Gm.T * H
+    out.append(symbolic_zero("M h_nu = g_nu for the simplex ETF (n_m = 3)", sum(abs(x) for x in (M * H.T - Gm.T))))
+    return out
+
+
 def _hier_instances(ctx: RunContext) -> list[HierInstance]:
     if ctx.full:
         return [HierInstance(), HierInstance(n_m=2, n_c=2, s_c=2, L1=2, L2=2, d1=3, d2=2, lam=0.1)]
@@ -171,6 +195,7 @@ def make_hier_collapse_claim(instances: Callable[[RunContext], Iterable[HierInst
                              layer2_cosine: float | None = None, layer1_forced: bool = True,
                              claim_id: str = "feature_collapse.hier.collapse") -> Claim:
     def check(ctx):
+        yield from _symbolic_checks()
         for h in instances(ctx):
             lab = (f"n_m={h.n_m},n_c={h.n_c},s_c={h.s_c},L1={h.L1},L2={h.L2},d1={h.d1},d2={h.d2},"
                    f"lambda={h.lam:g}")
