@@ -78,3 +78,32 @@ def test_rigorous_run_proves_the_values(factory):
     pytest.importorskip("flint")
     res = factory().run(RunContext(rigorous=True))
     assert res.verdict is Verdict.VERIFIED and res.rigorous, res.reason
+
+
+# ---- imbalanced geometry and imbalanced MSE (docs/ufm_general.md, "Geometry certificate", "Imbalanced MSE") ----
+
+@pytest.mark.parametrize("factory", [CG.make_imbalanced_geometry_claim, CG.make_imbalanced_mse_value_claim])
+def test_imbalanced_claims_true_statements_verified(factory):
+    res = factory().run(RunContext())
+    assert res.verdict is Verdict.VERIFIED, res.reason
+    assert res.independent_checks >= 3
+
+
+def _etf(counts, name):
+    K = len(counts)
+    C = np.full((K, K), -1.0 / (K - 1))
+    np.fill_diagonal(C, 1.0)
+    return {"class_mean_cosines": C}
+
+
+def test_imbalanced_geometry_false_expectation_refuted():
+    # the balanced simplex-ETF cosines are not the imbalanced geometry; a minority norm ratio of 1 neither
+    assert CG.make_imbalanced_geometry_claim(expected=_etf).run(RunContext()).verdict is Verdict.REFUTED
+    res = CG.make_imbalanced_geometry_claim(expected=lambda c, n: {"classifier_norm_ratio": 1.0}).run(RunContext())
+    assert res.verdict is Verdict.REFUTED
+
+
+@pytest.mark.parametrize("predict", [lambda c, lw, lh: CG.imbalanced_mse_value(c, lw, lh) * (1 + 1e-6),
+                                     lambda c, lw, lh: CG.imbalanced_mse_value([max(c)] * len(c), lw, lh)])
+def test_imbalanced_mse_false_formulas_refuted(predict):
+    assert CG.make_imbalanced_mse_value_claim(predict=predict).run(RunContext()).verdict is Verdict.REFUTED

@@ -144,4 +144,89 @@ def make_regression_value_claim(predict: Callable[[np.ndarray, float, float], fl
                  tags=("regression", "certified"))
 
 
-CLAIMS = [make_ls_value_claim(), make_ls_geometry_claim(), make_regression_value_claim()]
+def imbalanced_mse_value(counts, lw: float, lh: float) -> float:
+    """Imbalanced MSE UFM optimum (one-hot targets, free bias, d >= its rank; docs/ufm_general.md, "Imbalanced MSE in
+    closed form"): the regression closed form of the centred one-hot targets, i.e. with the singular values s_j of
+    D^{1/2} (I - sqrt(n) sqrt(n)^T / N), (1/(2N)) sum_j min(s_j, N lam)^2 + lam sum_j max(s_j - N lam, 0).
+    Computed here from the sample-level one-hot matrix (N x K), not from the class-reduced one."""
+    counts = np.asarray(counts, dtype=int)
+    y = np.repeat(np.arange(counts.size), counts)
+    Y = np.zeros((y.size, counts.size))
+    Y[np.arange(y.size), y] = 1.0
+    return regression_value(Y, lw, lh)
+
+
+def _imbalanced_rows(ctx: RunContext):
+    rows = [("ce", {}, (6, 6, 2, 1), 4, 5e-3, 5e-3), ("mse", {}, (5, 2, 1), 3, 5e-3, 5e-3),
+            ("ce", {}, (10, 10, 1, 1), 4, 5e-3, 5e-3), ("ls", {"smoothing": 0.1}, (6, 6, 2, 1), 4, 5e-3, 5e-3)]
+    if ctx.full:
+        rows += [("weighted-ce", {"weights": [1.0, 1.0, 2.0, 3.0]}, (6, 6, 2, 1), 4, 5e-3, 1e-2),
+                 ("ls", {"smoothing": 0.2, "convention": "others"}, (5, 3, 1), 3, 5e-3, 5e-3),
+                 ("ce", {}, (6, 6, 2, 1), 3, 5e-3, 5e-3)]  # d = K - 1: the structural rank bound decides
+    return rows
+
+
+def _imb_problem(name, kw, counts, d, lw, lh):
+    from solvers import losses as L
+    from solvers import ufm_general as SG
+
+    return SG.classification(L.make_loss(name, len(counts), **kw), list(counts), d, lw, lh)
+
+
+def make_imbalanced_geometry_claim(expected: Callable | None = None,
+                                   claim_id: str = "ufm_general.imbalanced.minimiser-geometry") -> Claim:
+    """Imbalanced UFM (CE, label smoothing, weighted CE, MSE; free bias; d >= the proven rank bound): the minimiser
+    is unique in (Z, centred bias), and its class-mean cosines and minority measures (Fang et al.'s minority
+    collapse: cosine between the smallest-count classes' classifiers, norm ratios) are proven to within 1e-4 at every
+    minimiser (docs/ufm_general.md, "Geometry certificate"). ``expected(counts, loss name) -> dict | None`` states
+    values (keys of ``check_general(geometry_expected=)``); None: the reported values. A false expectation (e.g. the
+    balanced simplex-ETF cosines) is REFUTED by the proven intervals."""
+    from proofs_check.claims.ufm import check_general
+
+    def check(ctx: RunContext):
+        for name, kw, counts, d, lw, lh in _imbalanced_rows(ctx):
+            exp = expected(counts, name) if expected is not None else None
+            rep = judge_report(check_general(_imb_problem(name, kw, counts, d, lw, lh), starts=1, seed=ctx.seed,
+                                             geometry_expected=exp, minority_threshold=None), ctx)
+            tag = f"{name} counts={','.join(map(str, counts))} d={d} lw={lw:g} lh={lh:g}"
+            for c in rep.claims:
+                if c.name in ("minimiser-unique", "minority-geometry", "class-mean-cosines"):
+                    yield Check(f"{tag}: {c.name}", c.verdict, c.reason, c.evidence, c.independent, c.rigorous)
+
+    return Claim(claim_id, FAMILY,
+                 "Imbalanced UFM with CE, label smoothing, weighted CE or MSE, free bias, d >= the proven rank bound: "
+                 "the minimiser is unique (up to rotations of feature space) and its class-mean cosines and minority "
+                 "measures are determined to 1e-4 by a proven radius around the certified dual point.",
+                 "docs/ufm_general.md, 'Geometry certificate' (derived); statements of Fang et al., PNAS 2021 and "
+                 "Hong & Ling 2023 as measured quantities", Provenance.DERIVED, check, key=("radius", "halfwidth"),
+                 tags=("any-loss", "geometry"))
+
+
+def make_imbalanced_mse_value_claim(predict: Callable = imbalanced_mse_value,
+                                    claim_id: str = "ufm_general.imbalanced-mse.optimal-value") -> Claim:
+    """The imbalanced MSE UFM optimum equals ``predict(counts, lw, lh)`` (closed form by soft thresholding),
+    checked against the certified bracket at any K (here up to K = 300 in the full profile)."""
+    from proofs_check.claims.ufm import check_general
+
+    def check(ctx: RunContext):
+        rows = [((5, 2, 1), 5e-3, 5e-3), ((6, 6, 2, 1), 5e-3, 1e-2), ((9, 4, 4, 1, 1), 1e-3, 1e-3)]
+        if ctx.full:
+            rows.append((tuple(max(1, 60 - c // 5) for c in range(300)), 1e-4, 1e-4))
+        for counts, lw, lh in rows:
+            rep = judge_report(check_general(_imb_problem("mse", {}, counts, len(counts), lw, lh), starts=1,
+                                             seed=ctx.seed, claimed_value=predict(counts, lw, lh),
+                                             minority_threshold=None), ctx)
+            c = next(ch for ch in rep.claims if ch.name == "optimal-value")
+            tag = f"K={len(counts)} counts={','.join(map(str, counts[:6]))}{'...' if len(counts) > 6 else ''}"
+            yield Check(f"{tag} lw={lw:g} lh={lh:g}: optimal-value", c.verdict, c.reason, c.evidence, c.independent,
+                        c.rigorous)
+
+    return Claim(claim_id, FAMILY,
+                 "Imbalanced MSE UFM (one-hot targets, free bias, d >= the rank of the optimum): the optimum is "
+                 "(1/(2N)) sum_j min(s_j, N lam)^2 + lam sum_j max(s_j - N lam, 0), s_j the singular values of the "
+                 "centred one-hot label matrix, lam = sqrt(lw lh).", SOURCE, Provenance.DERIVED, check,
+                 key=("predicted", "lower_bound", "gap"), tags=("any-loss", "certified"))
+
+
+CLAIMS = [make_ls_value_claim(), make_ls_geometry_claim(), make_regression_value_claim(),
+          make_imbalanced_geometry_claim(), make_imbalanced_mse_value_claim()]
