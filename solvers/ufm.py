@@ -108,10 +108,12 @@ def objective_and_grad(x: np.ndarray, inst: UFMInstance, y: np.ndarray | None = 
     return JointObjective(inst, blocks=1)(x)
 
 
-#: Column blocks are worth a thread only when each block's matrix products reach this many flops
-#: (measured, 2-core machine: at 1.6 MFLOP per product (k = 50) two blocks were slower than one,
-#: at 12.8 MFLOP (k = 100) and above they were 1.3-2x faster).
-BLOCK_MIN_FLOPS = 5e6
+#: Column blocks are worth a thread only when each block's matrix products reach this many flops.
+#: Measured on the shared 2-core machine under load (issue 28: threaded blocks collapse when the other core is
+#: busy): k = 100, n = 10 (2e7 flops per product) one block 2.7 ms vs two 5.7 ms; k = 100, n = 50: 29 vs 31 ms;
+#: k = 200, n = 20 (3.2e8): 91 vs 94 ms. (Idle, two blocks were 1.3-2x faster from 1.3e7 flops.) Below this size the
+#: gradient runs single-threaded in one block: the same speed at any load (solvers.common.SMALL_GEMM_FLOPS).
+BLOCK_MIN_FLOPS = 2e8
 
 
 class JointObjective:
