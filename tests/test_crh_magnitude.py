@@ -247,3 +247,16 @@ def test_same_numbers_under_a_cpu_hog_on_both_cores():
         assert all(np.array_equal(x, y) for x, y in zip(busy.W_final[r], quiet.W_final[r]))
         assert np.array_equal(busy.first_moment[r][1], quiet.first_moment[r][1])
         assert np.array_equal(busy.step_outer[r][1], quiet.step_outer[r][1])
+
+
+@pytest.mark.slow
+def test_full_profile_verdicts():
+    ctx = RunContext("full")
+    want = {"crh.magnitude.first-moment": "VERIFIED", "crh.magnitude.cauchy-schwarz": "VERIFIED",
+            "crh.magnitude.gamma-exponent": "REFUTED", "crh.magnitude.gamma-exponent-corrected": "VERIFIED",
+            "crh.layers.later-better": "VERIFIED", "crh.lazy.no-alignment": "REFUTED",
+            "crh.lazy.no-alignment-corrected": "VERIFIED", "crh.noise-injection.rga": "VERIFIED"}
+    for c in C.CLAIMS:
+        if c.id in want:
+            r = c.run(ctx)
+            assert r.verdict.value == want[c.id], (c.id, r.reason)
