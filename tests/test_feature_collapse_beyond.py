@@ -248,3 +248,11 @@ def test_cli_rigorous_refused_for_trainable_ln_and_hier(capsys):
                "--lambda", "0.05", "--layernorm", "--trainable-ln", "--rigorous"])
     assert rc == 2 and "rigorous" in capsys.readouterr().err
     assert main(["solve", "feature-collapse-hier", "--rigorous"]) == 2 and "rigorous" in capsys.readouterr().err
+
+
+def test_trainable_ln_without_decay_reports_the_infimum():
+    rep = C.check_trainable(FCInstance(2, 1, 2, 3, 0.05, K=4, latents="random", seed=6, layernorm=True), 0.0,
+                            n_starts=1)
+    inf = [c for c in rep.claims if c.name == "infimum"][0]
+    assert inf.verdict == Verdict.VERIFIED and inf.evidence["infimum"] == pytest.approx(math.log(2))  # two pairs
+    assert math.log(2) <= inf.evidence["feasible_value"] <= math.log(2) + 1e-9

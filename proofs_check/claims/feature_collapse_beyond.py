@@ -729,6 +729,26 @@ CLAIMS = [
 # `ncproofs solve feature-collapse --layernorm --trainable-ln [--ln-decay LAMBDA_LN]`
 # ---------------------------------------------------------------------------------------------
 
+def _infimum_check(model, t: float = 40.0, c: float = 1e9) -> Check:
+    """lambda_LN = 0: the infimum of the objective is H = sum_g (m_g/K) log m_g (the infimum of CE): the objective is
+    >= CE >= H (Gibbs, docs "No weight decay"), and the point (phi(W) = sqrt(d) f_alpha, U = t f_z / c, g = c 1,
+    beta = 0) has value CE(t Z1) + lambda t^2 ||F_z||^2 / (2 c^2), within the tolerance of H."""
+    inst = model.inst
+    H = B.infimum_ce(inst)
+    tol = value_tol(H)
+    if inst.d < inst.n_c:
+        return Check("infimum", Verdict.INCONCLUSIVE, f"no feasible point near the infimum H = {fmt(H)} built (the "
+                     f"type-II ray needs d >= n_c = {inst.n_c})", {"infimum": H})
+    F = T.concept_vectors(inst.n_c, inst.d, orthogonal_to_ones=True)
+    W = math.sqrt(inst.d) * F[np.repeat(np.arange(inst.n_c), inst.s_c)]
+    U = t * F[inst.latent_vars.reshape(-1)] / c
+    v = model.objective(W, U, np.full(inst.d, c), np.zeros(inst.d), grad=False)
+    return optimum_matches("infimum", H, attained=v, lower_bound=H, tol=tol,
+                           certificate="closed form: objective >= CE >= H (Gibbs); feasible point on the rescaled "
+                                       "type-II ray", evidence={"infimum": H, "feasible_value": v, "t": t, "c": c,
+                                                               "latent_groups": B.latent_groups(inst)})
+
+
 def _best_point_note(model, point) -> str:
     """The post-affine concept cosines at the best point (information: not a statement about the minimiser)."""
     if point is None:
@@ -785,6 +805,9 @@ def check_trainable(inst: FCInstance, ln_decay: float = 0.0, *, n_starts: int = 
         for c in attainment_checks(inst, ln_decay, True, point=point):
             c.name = "has-minimiser"
             claims.append(c)
+    if ln_decay == 0:
+        claims.append(_infimum_check(model))
+        predicted["infimum"] = B.infimum_ce(inst)
     if ln_decay > 0:
         cand = LN.aligned_candidate(inst, ln_decay)
         if cand is not None and cand[4] == 0:
