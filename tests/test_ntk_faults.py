@@ -60,9 +60,9 @@ def _main(argv) -> int:
     (["--max-seconds", "1e9"], "max_seconds must be <="),
     (["--time", "inf"], "inf"),
     (["--init-scale", "nan"], "nan"),
-    (["--seed", "-1"], "seed must be >= 0"),
+    (["--seed", "-1"], "seed must be a non-negative integer"),  # the CLI's own check (names the option)
     (["--init", "e-zero", "--mean-weight", "1"], "mean_weight must be < 1"),
-    (["--kappa", ""], "kappa must have exactly 3"),
+    (["--kappa", ""], "--kappa: expected comma-separated numbers"),  # the shared list parser refuses empty lists
     (["--classes", ""], "invalid int value"),
     (["--starts", "100000000"], "unrecognized arguments"),
     (["--dim", "100000000"], "unrecognized arguments"),
@@ -75,12 +75,13 @@ def test_solve_bad_input_one_line(args, needle, capsys):
 
 
 @pytest.mark.parametrize("args,needle", [
-    (["--classes", ""], "--classes must list at least one integer"),
-    (["--classes", ",,,"], "--classes must list at least one integer"),
-    (["--per-class", ""], "--per-class must list at least one integer"),
+    (["--classes", ""], "--classes/-C: expected comma-separated integers"),
+    (["--classes", ",,,"], "--classes/-C: expected comma-separated integers"),
+    (["--per-class", ""], "--per-class/-m: expected comma-separated integers"),
     (["--classes", ",".join(str(c) for c in range(2, 502)), "--per-class", ",".join(str(m) for m in range(2, 502))],
      "rows, more than the limit"),
-    (["--kappa", ""], "kappa must have exactly 3"),
+    (["--kappa", ""], "--kappa: expected comma-separated numbers"),
+    (["--kappa", "1,2"], "kappa must have exactly 3"),
 ])
 def test_table_bad_input_one_line(args, needle, capsys):
     assert _main(["table", "ntk", *args]) == 2
