@@ -229,7 +229,8 @@ def type2_checks(inst: FCInstance, ln_decay: float, *, candidate=_aligned_type2,
     out.append(Check(name, Verdict.VERIFIED,
                      "every minimiser is type II: phi(w_v) = sqrt(d) sigma_alpha(v) f_i, f_i = (d e_i - 1)/sqrt(d(d-1)) "
                      "for one coordinate i (words of a concept collapse, the two concepts antipodal = the simplex ETF), "
-                     "beta = 0, g and U supported on coordinate i with |g_i| = sqrt(lambda/lambda_LN) ||U_i||: the atomic-dual "
+                     "beta = 0, |g_i| = sqrt(lambda/lambda_LN) ||U_i|| on the used coordinates (one coordinate when d >= 3; "
+                     "with d = 2 both coordinates carry the same feature up to sign): the atomic-dual "
                      f"bound closes the gap ({fmt(gap, 3)}), the dual gauge's face is the concept sign vector alone (next "
                      f"sign vector at {fmt(face['second_relative'], 4)} mu), and an LN output with one entry of modulus "
                      "sqrt(d-1) is determined by it", ev))
