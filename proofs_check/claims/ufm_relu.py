@@ -115,11 +115,18 @@ def nonneg_checks(p: SG.GeneralUFM, r: dict, *, predicted_value: float | None = 
                                "or the best point is not optimal"), {**ev, "tolerance": tol, "gap": gap}))
     # geometry of every minimiser
     gname = prefix + "geometry-" + geometry.replace("simplex-", "")
+    zero_classes = ([c for c, s in enumerate(TN.of_scales(p.counts.tolist(), p.lw, p.lh)) if s <= 0]
+                    if _plain_ce(p) else [])
+    ev["zero_feature_classes"] = zero_classes
     if p.d < p.K:
         out.append(hypothesis_fails(gname, f"d = {p.d} < K = {p.K}: K nonzero pairwise orthogonal class means need "
                                     "d >= K (the bound still holds; the gap says how far the best point is)", ev))
     elif pb is None:
         out.append(Check(gname, Verdict.INCONCLUSIVE, "no geometry certificate: no finite certified gap", ev))
+    elif zero_classes:
+        out.append(Check(gname, Verdict.INCONCLUSIVE, f"the OF-restricted optimum has zero features for classes "
+                         f"{zero_classes[:5]} (s_c = 0: their cosines are undefined and no proven norm lower bound "
+                         "exists): no statement about their directions", ev))
     else:
         cb = pb["max_cross_cosine_upper"]
         how = (f"every minimiser: n_c n_c' m_cc' h_c.h_c' <= certified gap E = {fmt(pb['gap'], 3)} and proven norm "
