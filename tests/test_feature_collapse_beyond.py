@@ -256,3 +256,22 @@ def test_trainable_ln_without_decay_reports_the_infimum():
     inf = [c for c in rep.claims if c.name == "infimum"][0]
     assert inf.verdict == Verdict.VERIFIED and inf.evidence["infimum"] == pytest.approx(math.log(2))  # two pairs
     assert math.log(2) <= inf.evidence["feasible_value"] <= math.log(2) + 1e-9
+
+
+from hypothesis import given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+
+@settings(max_examples=8, deadline=None)
+@given(st.integers(2, 3), st.integers(1, 2), st.integers(1, 2), st.integers(2, 4), st.floats(0.01, 1.0),
+       st.floats(0.01, 1.0), st.integers(0, 10 ** 6))
+def test_atomic_bound_from_any_candidate_is_below_every_point(n_c, L, s_c, d, lam, lg, seed):
+    """The atomic-dual bound is valid at ANY candidate Z0 (here random): below the objective at random points."""
+    inst = FCInstance(n_c, L, s_c, d, lam, layernorm=True)
+    m = LN.TrainableLN(inst, lg)
+    rng = np.random.default_rng(seed)
+    lb = LN.atomic_lower_bound(m, rng.normal(size=(inst.K * L, inst.n_w)))["lower_bound"]
+    for _ in range(5):
+        W, U = rng.normal(size=(inst.n_w, d)), rng.normal(size=(inst.K * L, d))
+        g, b = rng.normal(size=d), rng.normal(size=d)
+        assert lb <= m.objective(W, U, g, b, grad=False) + 1e-12
