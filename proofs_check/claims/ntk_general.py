@@ -377,6 +377,27 @@ def general_etf_claim(condition_fn: Callable | None = None, id_: str = "ntk.gene
     cond = condition_fn or etf_condition
 
     def check(ctx: RunContext) -> Iterable[Check]:
+        # the mechanism: at collapsed states (H = U S) the whole right-hand side sees K only through K S^T, so a
+        # kernel with the block kernel's K S^T drives the class means exactly like it
+        mw, mb, mg = model_for(BALANCED, RHO, "within"), model_for(BALANCED, 0.0), model_for(BALANCED, RHO, "generic")
+        rng = np.random.default_rng(7500 + ctx.seed)
+        S = th.class_indicator(BALANCED)
+        worst_w, worst_g = 0.0, 0.0
+        for _ in range(3):
+            W, b, U = rng.standard_normal((3, 4)), rng.standard_normal(3), rng.standard_normal((4, 3))
+            st = sg.GState(W, b, U @ S)
+            ref = sg.rhs_state(mb, st)
+            for mod, which in ((mw, "w"), (mg, "g")):
+                d = sg.rhs_state(mod, st)
+                diff = max(float(np.max(np.abs(d.W - ref.W))), float(np.max(np.abs(d.b - ref.b))),
+                           float(np.max(np.abs(d.H - ref.H))))
+                if which == "w":
+                    worst_w = max(worst_w, diff)
+                else:
+                    worst_g = max(worst_g, diff)
+        yield close("collapsed states: the flow under Kb + P0 X P0 equals the flow under Kb (same K S^T)", 0.0, worst_w,
+                    rtol=0.0, atol=IDENTITY_TOL, what="max |rhs difference|",
+                    evidence={"generic_perturbation_difference": worst_g})
         cases = ((BALANCED, RHO, "within"), (BALANCED, RHO, "generic"), (BALANCED, 0.1, "generic"), (IMBALANCED, 0.0, "generic"))
         for counts, rho, kind in cases:
             model, rep = flow_for(counts, rho, kind, "mse")
