@@ -147,3 +147,22 @@ def test_activation_cli(capsys):
     with pytest.raises(SystemExit) as e:
         main(["solve", "scl", "--counts", "3,3", "--tau", "0.5", "--activation", "tanh"])
     assert e.value.code == 2
+
+
+@pytest.mark.slow
+def test_factored_solve_same_value_under_a_cpu_hog():
+    """Work budgets, not wall time: the same instance with --method factored gives the same value bit for bit with
+    two busy-looping processes on the machine."""
+    import subprocess
+    import sys
+
+    inst = T.SCLInstance((3, 3, 2), 0.5, 4, True)
+    a = C.check_instance(inst, starts=3, seed=0, hops=5, method="factored").to_dict()
+    hogs = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(2)]
+    try:
+        b = C.check_instance(inst, starts=3, seed=0, hops=5, method="factored").to_dict()
+    finally:
+        for h in hogs:
+            h.kill()
+            h.wait()
+    assert a["verdict"] == b["verdict"] and a["solution"]["value"] == b["solution"]["value"]
