@@ -1403,6 +1403,30 @@ def minimiser_enclosure(p: GeneralUFM, V: np.ndarray, lower: float, upper: float
     return out
 
 
+def structural_uniqueness(p: GeneralUFM) -> dict:
+    """Uniqueness of the minimiser without numbers (docs/ufm_general.md, "Geometry certificate", Steps 2-3): for a
+    softmax loss or the squared error with a free bias, the convex problem has a minimiser (coercive in Z through the
+    nuclear norm and in the centred bias through the loss), it is unique in (Z, centred bias) by strict convexity in
+    the centred logits, and its rank is at most min(K - 1, G - 1) (softmax) or min(K, G - 1) (squared error); when
+    that is <= d the factored problem's minimisers are its balanced factorizations (unique up to rotations)."""
+    from solvers.losses import CrossEntropy, SquaredError
+
+    if p.lb != 0.0:
+        return {"ok": False, "why": "derived for a free bias (lambda_b = 0)"}
+    if isinstance(p.loss, CrossEntropy):
+        r = min(p.K - 1, p.G - 1)
+    elif isinstance(p.loss, SquaredError):
+        r = min(p.K, p.G - 1)
+    else:
+        return {"ok": False, "why": f"no uniqueness theorem for the loss {p.loss.name!r}"}
+    if r > p.d:
+        return {"ok": False, "rank_bound_structural": r,
+                "why": f"the structural rank bound {r} exceeds d = {p.d} (the dual bound needs K x K matrices)"}
+    return {"ok": True, "rank_bound_structural": r,
+            "why": f"strictly convex in the centred logits, 1^T X* = 0 and X* sqrt(n) = 0 (KKT), rank(Z*) <= {r} <= d "
+                   f"= {p.d}, so every factored minimiser is a balanced factorization of the unique Z*"}
+
+
 def is_finite_pair(a, b) -> bool:
     return a is not None and b is not None and math.isfinite(a) and math.isfinite(b)
 

@@ -851,9 +851,18 @@ def check_general(p: "SG.GeneralUFM", *, starts: int = 2, seed: int = 0, claimed
     geo_at = geo_full
     unique_how = None
     if X is None:
-        claims.append(Check("minimiser-unique", Verdict.INCONCLUSIVE,
-                            f"no geometry certificate: the uniqueness conditions are evaluated on K x K matrices, not "
-                            f"formed for K = {p.K} > {SG.EXPAND_MAX} classes", {"classes": p.K}))
+        st = SG.structural_uniqueness(p)
+        vtol = tolerance(cert.upper, rtol=GEN_VALUE_RTOL, atol=GEN_VALUE_ATOL)
+        if st["ok"] and within(cert.gap, vtol):
+            claims.append(Check("minimiser-unique", Verdict.VERIFIED,
+                                f"unique in (Z, centred bias): {st['why']}; the optimum exists and is certified (gap "
+                                f"{fmt(cert.gap, 3)} <= {fmt(vtol, 3)}); no radius or geometry for K = {p.K} > "
+                                f"{SG.EXPAND_MAX} (no K x K matrices formed)", {**st, "certificate_gap": cert.gap}))
+        else:
+            claims.append(Check("minimiser-unique", Verdict.INCONCLUSIVE,
+                                f"no geometry certificate for K = {p.K} > {SG.EXPAND_MAX} classes: "
+                                + (st["why"] if not st["ok"] else f"the value is not certified (gap {fmt(cert.gap, 3)})"),
+                                {"classes": p.K, **st}))
     elif cf is not None and tight and _near_phase_threshold(p):
         # within PHASE_RTOL of the phase threshold float64 cannot tell a vanishing simplex ETF from the zero
         # minimiser: the closed form's phase may be the wrong one, so it proves nothing about the minimiser
@@ -1035,7 +1044,15 @@ def _geometry_certificate_claims(p, enc: dict, gcert: dict | None, cert, expecte
     ev = {k: v for k, v in enc.items() if k != "center"}
     out: list[Check] = []
     if not enc["ok"]:
-        out.append(Check("minimiser-unique", Verdict.INCONCLUSIVE, f"no geometry certificate: {enc.get('why')}", ev))
+        st = SG.structural_uniqueness(p)
+        vtol = tolerance(cert.upper, rtol=GEN_VALUE_RTOL, atol=GEN_VALUE_ATOL)
+        if st["ok"] and within(cert.gap, vtol):
+            out.append(Check("minimiser-unique", Verdict.VERIFIED,
+                             f"unique in (Z, centred bias): {st['why']}; the optimum is certified (gap "
+                             f"{fmt(cert.gap, 3)}); no proven radius ({enc.get('why')}), so no geometry statement",
+                             {**ev, **st}))
+        else:
+            out.append(Check("minimiser-unique", Verdict.INCONCLUSIVE, f"no geometry certificate: {enc.get('why')}", ev))
         return out
     if enc["rank_bound"] > p.d:
         out.append(Check("minimiser-unique", Verdict.INCONCLUSIVE,
