@@ -939,6 +939,21 @@ def consistency_claim(holds_at_limit: bool = False, conditions: Callable | None 
     cond = conditions or collapse_conditions
 
     def check(ctx: RunContext) -> Iterable[Check]:
+        import sympy as sp
+
+        kd, kc, kn = th.kappa_symbols()
+        gd, gc, gn, w, aa, an = sp.symbols("gamma_d gamma_c gamma_n omega a a_n", real=True)
+        sol = sp.solve([sp.Eq(gd, w * kd + aa + 1), sp.Eq(gc, w * kc + aa + 1)], [w, aa], dict=True)
+        yield _matrix_zero_check("symbolic: a_d = a_c forces omega = (gamma_d - gamma_c)/(kappa_d - kappa_c)",
+                                 [sp.simplify(sol[0][w] - (gd - gc) / (kd - kc)) if sol else sp.Symbol("unsolved")])
+        m_, lc_ = sp.symbols("m lambda_c", positive=True)
+        Cs = 3
+        J = sp.eye(Cs) - sp.ones(Cs, Cs) / Cs
+        Msym = sp.sqrt(sp.sqrt(lc_ / m_)) * J  # the block model's limit: M^T M = sqrt(lambda_c/m) J
+        Wsym = sp.sqrt(m_ / lc_) * Msym.T  # J W = sqrt(m/lambda_c) M^T (docs/ntk.md)
+        WW = Wsym * Wsym.T
+        yield _matrix_zero_check("symbolic: at the block model's limit W W^T = sqrt(m/lambda_c) J_C (rank C - 1)",
+                                 [sp.simplify(e) for e in (WW - sp.sqrt(m_ / lc_) * J)])
         omega, a, a_n = 1.5, 0.7, -0.2
         cfg = assumption_configuration(counts=(2, 2, 2), omega=omega, a=(a, a, a_n), seed=ctx.seed)
         W, H, counts = cfg["W"], cfg["H"], cfg["counts"]
