@@ -1439,7 +1439,7 @@ def later_better_claim(direction: str = "later", *, early: int = 0, late: int = 
                                     f"{LAYER_MARGIN} (mean over seeds, 95% bound; SGD experiment: evidence, not "
                                     "proof)." if direction == "later"
                                     else "The CRH holds better for earlier layers."),
-                  f"{PAPER}, review thread (reconstructed; docs/crh.md)", Provenance.RECONSTRUCTED, check,
+                  f"review thread of {PAPER}: later layers (reconstructed; docs/crh.md)", Provenance.RECONSTRUCTED, check,
                   tags=("experiment",))
 
 
@@ -1560,7 +1560,7 @@ def lazy_claim(*, forced=(), unchanged=T.RELATION_NAMES, max_change: float = LAZ
     st = statement or (f"In lazy training (S = {fmt(LAZY_SCALE)}) there are weak or no alignments and they do not "
                        f"change during training: every alignment of the last hidden layer stays within {max_change} "
                        "of its initial value and none is above its Haar null.")
-    return _claim(cid, st, f"{PAPER}, review thread: lazy regime (reconstructed; docs/crh.md)",
+    return _claim(cid, st, f"review thread of {PAPER}: lazy regime (reconstructed; docs/crh.md)",
                   Provenance.RECONSTRUCTED, check, tags=("experiment",))
 
 
@@ -1678,8 +1678,8 @@ def noise_claim(coefficient: float = 1.0, *, cfg: T.CRHExperiment | None = None,
                                     "E[g_b h^T] = (gamma + sigma^2) W for the clean network; with RGA the learned "
                                     "representation H_a aligns with the engineered G_a = G_a^0 + sigma^2 Z_a^2 "
                                     "(means over seeds, 95% bounds; evidence, not proof)."),
-                  f"{PAPER}, review thread: noise injection as representation engineering (reconstructed; derived "
-                  "here, docs/crh.md)", Provenance.DERIVED, check, tags=("experiment",))
+                  f"review thread of {PAPER}: noise injection as representation engineering (derived here; "
+                  "docs/crh.md)", Provenance.DERIVED, check, tags=("experiment",))
 
 
 # --------------------------------------------------------------------------------------------
@@ -1817,7 +1817,7 @@ def linreg_claim(condition: str = "any", *, gammas=(0.0, 0.1, 1.0), id=None, sta
     if condition == "any":
         st = statement or ("Linear regression normalises the input distribution: for least squares (with or without "
                            "weight decay) Z_a = W^T W is proportional to H_a^{-1}, for any teacher.")
-        return _claim(cid, st, f"{PAPER}, review thread: linear regression example (reconstructed; docs/crh.md)",
+        return _claim(cid, st, f"review thread of {PAPER}: linear regression example (reconstructed; docs/crh.md)",
                       Provenance.RECONSTRUCTED, check)
     st = statement or ("Ridge regression of y = A x with weight decay gamma has the stationary W = A H_a (H_a + gamma I)^{-1}"
                        " and Z_a ~ H_a^{-1} iff A^T A ~ (H_a + gamma I)^2 H_a^{-3}; at gamma = 0 iff the teacher "
