@@ -265,6 +265,13 @@ def point_bounds(p: GeneralUFM, cert: Certificate, upper: float) -> dict | None:
         cosb = ip / np.outer(norm_lo, norm_lo)
     np.fill_diagonal(cosb, 0.0)
     cosb[~np.isfinite(cosb)] = np.inf
+    # the full sign pattern of the logits of every minimiser: z_c[c'] < 0 (c' != c) and z_c[c] > 0
+    pattern = np.zeros((K, K), dtype=bool)
+    for c in range(K):
+        rest = float(sum(n[cc] * w[cc] * ip[c, cc] for cc in range(K) if cc != c))
+        for cp in range(K):
+            lead = n[c] * w[c] * ((P[cp, c] - delta[c] - Q[cp, c]) if cp != c else (Q[c, c] - P[c, c] - delta[c]))
+            pattern[cp, c] = bool(lead * norm_lo[c] ** 2 > rest)
     neg = []
     for c in range(K):
         # z_c[c'] = w_c'.h_c = -(1/(N lw)) sum_c'' n_c'' g_c''[c'] h_c''.h_c; a negative logit of a nonnegative
@@ -275,7 +282,7 @@ def point_bounds(p: GeneralUFM, cert: Certificate, upper: float) -> dict | None:
     return {"gap": E, "max_cross_cosine_upper": float(np.max(cosb)) if K > 1 else 0.0,
             "max_cross_inner_upper": float(np.max(ip)) if K > 1 else 0.0, "norm_lower": norm_lo.tolist(),
             "softmax_deviation": delta.tolist(), "classifier_negative_entry_proven": bool(all(neg)),
-            "classifier_negative_per_class": neg}
+            "classifier_negative_per_class": neg, "logit_sign_pattern_proven": bool(pattern.all())}
 
 
 def certificate_at(p: GeneralUFM, W: np.ndarray, U: np.ndarray, *, upper: float | None = None) -> Certificate:

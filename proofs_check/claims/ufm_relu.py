@@ -172,6 +172,14 @@ def nonneg_checks(p: SG.GeneralUFM, r: dict, *, predicted_value: float | None = 
             else:
                 out.append(Check(cname, Verdict.INCONCLUSIVE, "the proven bounds do not decide the classifier's signs",
                                  evc))
+            pname = prefix + "classifier-sign-pattern"
+            if pb["logit_sign_pattern_proven"]:
+                out.append(Check(pname, Verdict.VERIFIED, "every minimiser: w_c.h_c > 0 and w_c'.h_c < 0 for c' != c "
+                                 "(each classifier is positive on its own class's features and negative on every other "
+                                 "class's)", evc))
+            else:
+                out.append(Check(pname, Verdict.INCONCLUSIVE, "the proven bounds do not decide the full sign pattern of "
+                                 "w_c'.h_c", evc))
     return out
 
 
