@@ -112,7 +112,7 @@ def _substitutions(expr, seed: int, n: int = 2) -> list[dict]:
     out = []
     for _ in range(n):
         sub = {}
-        for s in expr.free_symbols:
+        for s in sorted(expr.free_symbols, key=lambda s: s.name):  # set order varies with PYTHONHASHSEED
             lo = 0.3 if (s.is_positive or s.is_nonnegative) else -1.5
             sub[s] = sp.Float(rng.uniform(lo, 1.7), 20)
         out.append(sub)
