@@ -335,3 +335,41 @@ def test_cli_table_two_classes_always_etf(cli):
 def test_cli_refusals_before_work(cli, args, word):
     r = cli("solve", "ntk", *args)
     assert r.returncode == 2 and word in r.stderr and len(r.stderr.strip().splitlines()) == 1, r.stderr
+
+
+from hypothesis import given, settings, strategies as hst  # noqa: E402
+
+
+@settings(deadline=None)
+@given(seed=hst.integers(0, 10_000), C=hst.integers(2, 4), extra=hst.integers(0, 3), n=hst.integers(1, 5),
+       scale=hst.floats(0.05, 5.0))
+def test_general_nc1_bound_holds_at_random_states(seed, C, extra, n, scale):
+    # the bound is a state-wise inequality for every SPD kernel (derived in docs/ntk.md); numbers here are random
+    rng = np.random.default_rng(seed)
+    counts = tuple(int(x) for x in rng.integers(1, 4, size=C) + (np.arange(C) < extra))
+    N = sum(counts)
+    A = rng.standard_normal((N, N))
+    K = A @ A.T + 0.1 * np.eye(N)
+    W, H = scale * rng.standard_normal((C, n)), scale * rng.standard_normal((n, N))
+    E = W.T @ W - H @ np.linalg.solve(K, H.T)
+    b = th.general_nc1_bound(W, H, E, K, counts)
+    # independent scatter: H minus its class means
+    lab = np.repeat(np.arange(C), counts)
+    D = H - np.stack([H[:, lab == c].mean(axis=1) for c in range(C)], axis=1)[:, lab]
+    assert b["scatter"] == pytest.approx(float(np.sum(D * D)), rel=1e-12, abs=1e-14)
+    assert b["scatter"] <= b["bound"] * (1 + 1e-9) + 1e-12
+
+
+@settings(deadline=None)
+@given(seed=hst.integers(0, 10_000), eta=hst.floats(1e-3, 1.0))
+def test_discrete_step_change_random(seed, eta):
+    rng = np.random.default_rng(seed)
+    N, C, d = int(rng.integers(2, 7)), int(rng.integers(2, 4)), int(rng.integers(1, 4))
+    A = rng.standard_normal((N, N))
+    K = A @ A.T + np.eye(N)
+    W, H, G = rng.standard_normal((C, d)), rng.standard_normal((d, N)), rng.standard_normal((C, N))
+    Ki = np.linalg.inv(K)
+    E = lambda W, H: W.T @ W - H @ Ki @ H.T
+    got = E(W - eta * G @ H.T, H - eta * W.T @ G @ K) - E(W, H)
+    scale = 1 + np.linalg.norm(W) ** 2 + np.linalg.norm(H) ** 2 * np.linalg.norm(Ki) * (1 + eta * np.linalg.norm(G)) ** 2
+    np.testing.assert_allclose(got, th.discrete_step_change(W, H, G, K, eta), atol=1e-10 * scale * (1 + np.linalg.norm(K)))
