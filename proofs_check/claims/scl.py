@@ -513,7 +513,7 @@ def instance_checks(inst: T.SCLInstance, *, starts: int = 6, seed: int = 0, hops
     best_name = min(feasible, key=feasible.get) if feasible else None
     upper = feasible[best_name] if feasible else None
     converged = sol.converged if sol is not None else True
-    if certified_first and sol is None:
+    if certified_first:  # the certificate decided; the confirmation's point is not re-certified (N x N work)
         bounds, face_cert = first
     else:
         bounds, face_cert = certify_instance(inst, H, face=face, solver=solver, upper=upper, diagnostics=diagnostics,
