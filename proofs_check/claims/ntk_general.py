@@ -1108,7 +1108,11 @@ def check_general_instance(model: sg.GeneralModel, *, feature_dim: int | None = 
     ``ntk.general.invariant`` (flow: drift; discrete steps: the exact change per step), ``ntk.general.nc1-at-e-zero``
     (the state-wise bound at every time and NC1 at T), the class-mean geometry (``ntk.general.etf``), the
     escape rate and, under CE, ``ntk.ce.collapse`` (INCONCLUSIVE). Budgets in work (DOP853 steps, flops,
-    discrete steps) are checked before any integration."""
+    discrete steps) are checked before any integration.
+
+    Returns a :class:`proofs_check.core.SolveReport` (``to_dict()`` is the ``solve --json`` schema, with the
+    extra keys ``final``, ``integration_error``, ``invariant``, ``rates``, ``conventions`` and, for discrete steps,
+    ``sgd``). Raises ``theory._validate.InstanceError`` (an InputError) for bad options or work beyond the budget."""
     import time as _time
 
     t0 = _time.perf_counter()
