@@ -159,9 +159,7 @@ def _invariant_claim(id_: str, loss: str, step_change: Callable | None) -> Claim
         yield _matrix_zero_check(f"dE/dt = 0 along dW = -G H^T, dH = -W^T G K for a generic symmetric K and a generic "
                                  f"G = dL/dZ (N, C, n = {dims}; det K cleared)", th.sym_general_invariant_derivative(*dims))
         sym_pred = None
-        if step_change is th.discrete_step_change:
-            sym_pred = None
-        else:
+        if step_change is not th.discrete_step_change:
             import sympy as sp
 
             def sym_pred(W, H, G, K, e):  # the prediction evaluated symbolically where it accepts sympy matrices
@@ -192,7 +190,6 @@ def _invariant_claim(id_: str, loss: str, step_change: Callable | None) -> Claim
                         what="max ||E - E(0)||_F at the switching times", evidence=info)
         yield from _discrete_checks(model, step_change, ctx.seed, _label(IMBALANCED, RHO, loss=loss))
 
-    what = "MSE or cross-entropy" if loss == "mse" else "cross-entropy"
     if loss == "mse":
         stmt = ("For any fixed symmetric positive definite feature kernel K and any loss (G = dL/dZ), "
                 "E = W^T W - H K^-1 H^T is conserved by the gradient flow and by the mini-batch flow (the batch "
@@ -202,7 +199,6 @@ def _invariant_claim(id_: str, loss: str, step_change: Callable | None) -> Claim
         stmt = ("Under cross-entropy (G = s(softmax(Z) - Y)) the invariant carries over: E = W^T W - H K^-1 H^T is "
                 "conserved by the gradient flow and the mini-batch flow for any fixed SPD kernel; a discrete step "
                 "changes it by exactly eta^2 (H G^T G H^T - W^T G K G^T W).")
-    _ = what
     return _claim(id_, stmt, check, tags=("symbolic", "numeric"))
 
 
