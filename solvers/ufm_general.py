@@ -41,6 +41,14 @@ UNIT_ROUNDOFF = 2.0 ** -53
 #: Relative slack on the computed spectral norm (LAPACK's SVD is backward stable: computed singular values
 #: are within ~ (size) u ||A|| of the true ones; 1e-12 covers sizes up to ~1e4).
 SPECTRAL_SLACK = 1e-12
+
+
+def spectral_slack(n: int) -> float:
+    """The relative slack for an n x n (or n-column) spectral computation: min(SPECTRAL_SLACK, 64 n u). Backward
+    stable SVDs are accurate to ~(size) u ||A||; 64 n u is a 16x margin over the 4 n u of the absolute allowance, and
+    the cap 1e-12 keeps the former value for n >= ~140. (At small n the fixed 1e-12 set a floor of ~1e-12 relative
+    on every certified gap through the dual scale t, and hence on the geometry certificate's radius.)"""
+    return min(SPECTRAL_SLACK, 64.0 * max(int(n), 1) * UNIT_ROUNDOFF)
 #: Relative rank threshold for singular values of X.
 RANK_RTOL = 1e-7
 #: Singular values of a candidate below RANK_VALUE_RTOL x value / lam are set to exactly 0 before it is
@@ -471,7 +479,7 @@ def spectral_upper(A: np.ndarray) -> float:
     if A.size == 0:
         return 0.0
     s = float(np.linalg.svd(A, compute_uv=False)[0])
-    return s * (1.0 + SPECTRAL_SLACK) + 4.0 * max(A.shape) * UNIT_ROUNDOFF * float(np.linalg.norm(A))
+    return s * (1.0 + spectral_slack(max(A.shape))) + 4.0 * max(A.shape) * UNIT_ROUNDOFF * float(np.linalg.norm(A))
 
 
 def certificate(p: GeneralUFM, X: np.ndarray, b: np.ndarray, *, upper: float | None = None,
@@ -1101,7 +1109,7 @@ def certificate_grouped(p: GeneralUFM, pt: GroupedPoint, layout, *, pinned: np.n
     Rg[d, d] += betaG
     s_red = spectral_upper(Rg)
     keep = sz >= 2 if pinned is None else (sz >= 2) & ~np.asarray(pinned, bool)
-    s_beta = float(np.max(np.abs(betaG[keep]), initial=0.0)) * (1.0 + SPECTRAL_SLACK)
+    s_beta = float(np.max(np.abs(betaG[keep]), initial=0.0)) * (1.0 + spectral_slack(p.K))
     sigma = max(s_red, s_beta) / N
     t = 1.0 if sigma <= lam else lam / sigma
     resid = float(np.max(np.abs(rb + p.lb * pt.b))) if p.lb else float(np.max(np.abs(
@@ -1330,7 +1338,7 @@ def minimiser_enclosure(p: GeneralUFM, V: np.ndarray, lower: float, upper: float
     u = UNIT_ROUNDOFF
     K, G, N, lam = p.K, p.G, p.N, p.lam
     out: dict = {"ok": False, "center": None, "radius": None, "rank_bound": None}
-    up = upper + ((2 * (K + G) + 16) * u + SPECTRAL_SLACK) * abs(upper)
+    up = upper + ((2 * (K + G) + 16) * u + spectral_slack(max(K, G))) * abs(upper)
     gap = up - lower if is_finite_pair(up, lower) else math.inf
     out["gap"] = gap
     if p.lb != 0.0:
@@ -1393,7 +1401,7 @@ def minimiser_enclosure(p: GeneralUFM, V: np.ndarray, lower: float, upper: float
         dual_rank = structural  # the structural bound already covers d: no SVD needed (cost at K = 1000: ~1 s)
     else:
         sy = np.linalg.svd(V * sq / N, compute_uv=False)
-        sy_up = sy * (1.0 + SPECTRAL_SLACK) + 4.0 * max(K, G) * u * float(np.linalg.norm(V * sq)) / N
+        sy_up = sy * (1.0 + spectral_slack(max(K, G))) + 4.0 * max(K, G) * u * float(np.linalg.norm(V * sq)) / N
         dual_rank = int(np.sum(sy_up >= lam - e_grad))
     out.update(ok=True, center=Xh, radius=radius, radius_relative=radius / nX if nX > 0 else math.inf,
                center_norm=nX, rank_bound=min(structural, dual_rank), rank_bound_structural=structural,
