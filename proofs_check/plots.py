@@ -17,6 +17,15 @@ solve output (the common ``solve --json`` schema):
   ``name -> list of numbers`` or ``name -> {"x": [...], "y": [...]}`` (loss, rates, ...),
   on a log y axis when every value is positive.
 
+Every figure is drawn inside :func:`figure_style` with the rcParams of :func:`style` (journal
+defaults: TrueType / Type 42 fonts in PDF and PS, never Type 3; font sizes for a one-column
+figure); a user overrides them per call (``rc=`` of :func:`build_figure` / :func:`plot_solution`)
+or for the session (:data:`USER_STYLE`). Labels are mathtext (``$\\lambda_W$``, ``$\\|R\\|_F$``);
+instance parameters that are None are left out of the title. Cell numbers are written only up to
+:data:`ANNOTATE_MAX_K` classes and only where they fit their cell (measured by the renderer);
+above that the colour bar carries the scale, and tick labels are thinned until they do not
+overlap.
+
 Titles show the instance, never verdict words (the report gives verdicts). cli.py wires it with
 :func:`add_plot_argument` (on every ``solve`` subparser) and :func:`maybe_plot` (after
 ``cmd.run(args)``). The format follows the file suffix (.png, .pdf, .svg). Everything else in
@@ -25,6 +34,7 @@ ncproofs works without matplotlib.
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 import re
@@ -38,7 +48,145 @@ from proofs_check.commands import UsageError
 #: figures comparable across instances (an ETF with k = 3 is visibly more negative than k = 10).
 COSINE_LIMITS = (-1.0, 1.0)
 CMAP = "RdBu_r"
-_ANNOTATE_MAX_K = 10  # write the numbers in the cells up to this many classes
+#: write the numbers in the cells up to this many classes (above: the colour bar alone carries the scale; the
+#: numbers of a k x k panel of a few inches would overlap); cells too small for their number drop it as well
+ANNOTATE_MAX_K = 8
+_ANNOTATE_MAX_K = ANNOTATE_MAX_K  # older name
+
+#: rcParams of every figure (see :func:`style`): Type 42 (TrueType) fonts in PDF and PS (journal checkers such as
+#: IEEE PDF eXpress reject Type 3 fonts), sizes for a figure printed at its size, no clipping of tick labels
+STYLE: dict = {
+    "pdf.fonttype": 42,
+    "ps.fonttype": 42,
+    "svg.fonttype": "path",
+    "font.size": 9.0,
+    "axes.titlesize": 9.0,
+    "axes.labelsize": 9.0,
+    "xtick.labelsize": 8.0,
+    "ytick.labelsize": 8.0,
+    "legend.fontsize": 8.0,
+    "figure.titlesize": 9.0,
+    "mathtext.fontset": "dejavusans",
+    "axes.unicode_minus": True,
+    "image.interpolation": "nearest",
+    "savefig.dpi": 150,
+}
+#: session-wide overrides of :data:`STYLE` (``plots.USER_STYLE["font.size"] = 8``), applied before the ``rc``
+#: argument of a call
+USER_STYLE: dict = {}
+
+
+def style(rc: dict | None = None, **overrides) -> dict:
+    """The rcParams every ncproofs figure is drawn with: :data:`STYLE`, then :data:`USER_STYLE`, then ``rc``,
+    then keyword overrides (``style(**{"font.size": 8})``). Returns a new dict (the user may change it and pass
+    it as ``rc=``). A font type other than 42 must be asked for explicitly."""
+    out = dict(STYLE)
+    out.update(USER_STYLE)
+    if rc:
+        if not isinstance(rc, dict):
+            raise TypeError(f"rc must be a dict of matplotlib rcParams, got {type(rc).__name__}")
+        out.update(rc)
+    out.update(overrides)
+    return out
+
+
+@contextlib.contextmanager
+def figure_style(rc: dict | None = None):
+    """Context manager: matplotlib's ``rc_context`` with :func:`style` (``rc`` overrides it). Every figure of
+    this module is built and saved inside it (fonts are chosen when the file is written)."""
+    _require_matplotlib()
+    import matplotlib
+
+    with matplotlib.rc_context(style(rc)):
+        yield
+
+
+#: mathtext names of instance parameters and curve names (plain keys of the solve output)
+_MATH_NAMES = {
+    "lw": r"\lambda_W", "lh": r"\lambda_H", "lambda_w": r"\lambda_W", "lambda_h": r"\lambda_H",
+    "lambda_W": r"\lambda_W", "lambda_H": r"\lambda_H", "lam": r"\lambda", "lambda": r"\lambda",
+    "lb": r"\lambda_b", "gamma": r"\gamma", "tau": r"\tau", "eps": r"\varepsilon", "epsilon": r"\varepsilon",
+    "rho": r"\rho", "kappa": r"\kappa", "beta": r"\beta", "alpha": r"\alpha", "sigma": r"\sigma",
+    "eta": r"\eta", "mu": r"\mu", "nu": r"\nu", "s": "s", "k": "k", "K": "K", "n": "n", "d": "d", "D": "D",
+    "L": "L", "N": "N", "C": "C", "m": "m", "T": "T", "t": "t",
+    "lambda_crit": r"\lambda_{\mathrm{crit}}", "n_c": "n_c", "n_w": "n_w", "s_c": "s_c",
+}
+
+
+def _mathtext_ok(text: str) -> bool:
+    """True when matplotlib's mathtext parses every $...$ of ``text``."""
+    try:
+        from matplotlib.mathtext import MathTextParser
+
+        parser = MathTextParser("path")
+        for seg in re.findall(r"(?<!\\)\$(.+?)(?<!\\)\$", text):
+            parser.parse(f"${seg}$", dpi=72)
+    except Exception:  # noqa: BLE001 - any parse failure: not safe mathtext
+        return False
+    return (text.count("$") - 2 * text.count(r"\$")) % 2 == 0
+
+
+def math_label(text: str) -> str:
+    """A plain-text label as mathtext: known names (``lw`` -> ``$\\lambda_W$``), then the conservative converter
+    of :mod:`proofs_check.latex_text` (``||R||_F`` -> ``$\\|R\\|_{F}$``, ``gamma=0.01`` -> ``$\\gamma=0.01$``).
+    Where the result would not be valid mathtext the text is kept as it is (``$`` escaped)."""
+    text = str(text)
+    if text in _MATH_NAMES:
+        return f"${_MATH_NAMES[text]}$"
+    from proofs_check.latex_text import plain_to_latex
+
+    conv = plain_to_latex(text)
+    # plain_to_latex escapes text-mode specials for LaTeX (\_, \textbackslash{}, ...): mathtext does not know them
+    outside = re.sub(r"(?<!\\)\$[^$]*(?<!\\)\$", "", conv)
+    if "\\" not in outside and _mathtext_ok(conv):
+        return conv
+    return text.replace("$", r"\$")
+
+
+def _value_text(v) -> str | None:
+    if v is None or isinstance(v, dict) or (isinstance(v, str) and v.strip() in ("", "None", "null")):
+        return None
+    if isinstance(v, bool):
+        return "yes" if v else "no"
+    if isinstance(v, float):
+        return f"{v:g}" if math.isfinite(v) else None
+    if isinstance(v, (list, tuple)):
+        if not v or any(isinstance(x, (list, tuple, dict)) for x in v):
+            return None
+        items = [_value_text(x) or "-" for x in v[:8]]
+        return "(" + ", ".join(items) + (", ..." if len(v) > 8 else "") + ")"
+    return str(v)
+
+
+def instance_title(out: dict, limit: int = 6) -> str:
+    """``family: $k$ = 3, $\\lambda_W$ = 0.01, ...`` from ``out["instance"]``: the first ``limit`` parameters
+    that have a value (None, nested dicts and empty lists are left out, never printed as ``None``)."""
+    inst = out.get("instance") or {}
+    parts = []
+    for key, v in inst.items():
+        txt = _value_text(v)
+        if txt is None or key in ("plot",):
+            continue
+        name = f"${_MATH_NAMES[key]}$" if key in _MATH_NAMES else math_label(str(key))
+        parts.append(f"{name} = {txt}")
+        if len(parts) >= limit:
+            break
+    fam = out.get("family") or ""
+    return (f"{fam}: " if fam else "") + ", ".join(parts)
+
+
+def _wrap(text: str, width: int, lines: int = 3) -> str:
+    """Wrap at ", " only (never inside a $...$), at most ``lines`` lines."""
+    out, cur = [], ""
+    for part in text.split(", "):
+        cand = part if not cur else cur + ", " + part
+        if cur and len(re.sub(r"\$[^$]*\$", "xxxx", cand)) > width:
+            out.append(cur + ",")
+            cur = part
+        else:
+            cur = cand
+    out.append(cur)
+    return "\n".join(out[:lines])
 
 
 def _require_matplotlib():
@@ -136,7 +284,7 @@ def _heatmap(ax, mat: np.ndarray, title: str, *, limits=COSINE_LIMITS, sizes: li
     masked = np.ma.masked_invalid(mat)
     im = ax.imshow(masked, cmap=_cmap(CMAP), vmin=limits[0], vmax=limits[1], interpolation="nearest")
     k = mat.shape[0]
-    ax.set_title(title, fontsize=10)
+    ax.set_title(title)
     ticks = list(range(k) if k <= 20 else range(0, k, max(1, k // 10)))
     ax.set_xticks(ticks)
     ax.set_yticks(ticks)
@@ -146,14 +294,82 @@ def _heatmap(ax, mat: np.ndarray, title: str, *, limits=COSINE_LIMITS, sizes: li
         ax.set_yticklabels([f"{i} (n={sizes[i]})" for i in ticks], fontsize=7)
     ax.set_xlabel("class")
     ax.set_ylabel("class")
-    if k <= _ANNOTATE_MAX_K:
+    ax._ncproofs_heat = (k, ticks, sizes)  # what _fit_labels may thin
+    if k <= ANNOTATE_MAX_K:
         span = max(abs(limits[0]), abs(limits[1]))
         for i in range(k):
             for j in range(k):
                 v = mat[i, j]
-                ax.text(j, i, "null" if not math.isfinite(v) else fmt.format(v), ha="center", va="center",
-                        fontsize=7, color="white" if math.isfinite(v) and abs(v) > dark * span else "black")
+                ax.text(j, i, "n/a" if not math.isfinite(v) else fmt.format(v).replace("-", "\u2212"),
+                        ha="center", va="center", fontsize=7,
+                        color="white" if math.isfinite(v) and abs(v) > dark * span else "black")
     return im
+
+
+def _overlaps(boxes, pad: float = 0.0) -> bool:
+    """Whether any two of the (x0, y0, x1, y1) boxes, each grown by ``pad`` on every side, intersect."""
+    for a in range(len(boxes)):
+        for b in range(a + 1, len(boxes)):
+            p, q = boxes[a], boxes[b]
+            if (p[0] - pad < q[2] + pad and q[0] - pad < p[2] + pad and p[1] - pad < q[3] + pad
+                    and q[1] - pad < p[3] + pad):
+                return True
+    return False
+
+
+def _box(t, renderer):
+    e = t.get_window_extent(renderer)
+    return (e.x0, e.y0, e.x1, e.y1)
+
+
+def _fit_labels(fig, rounds: int = 4) -> None:
+    """Measure the drawn figure and remove what would overlap: cell numbers that do not fit their cell (smaller
+    type first, down to 5 pt; then none: the colour bar carries the scale) and tick labels that run into each
+    other (every second, third, ... tick kept). Uses the renderer's own text extents."""
+    for _ in range(rounds):
+        fig.canvas.draw()
+        renderer = fig.canvas.get_renderer()
+        changed = False
+        for ax in fig.axes:
+            info = getattr(ax, "_ncproofs_heat", None)
+            if info is None:
+                continue
+            k, ticks, sizes = info
+            ext = ax.get_window_extent(renderer)
+            cw, ch = ext.width / k, ext.height / k
+            if ax.texts:
+                big = max(max(t.get_window_extent(renderer).width / cw, t.get_window_extent(renderer).height / ch)
+                          for t in ax.texts)
+                if big > 0.82:
+                    size = ax.texts[0].get_fontsize() * 0.8 / big
+                    if size < 5.0:
+                        for t in list(ax.texts):
+                            t.remove()
+                    else:
+                        for t in ax.texts:
+                            t.set_fontsize(size)
+                    changed = True
+            step = ticks[1] - ticks[0] if len(ticks) > 1 else 1
+            need = step
+            for horizontal, labels in ((True, ax.get_xticklabels()), (False, ax.get_yticklabels())):
+                shown = [t for t in labels if t.get_visible() and t.get_text()]
+                boxes = [_box(t, renderer) for t in shown]
+                if len(shown) > 1 and _overlaps(boxes, pad=1.5):
+                    extent = max((b[2] - b[0]) if horizontal else (b[3] - b[1]) for b in boxes) + 4.0
+                    per_class = cw if horizontal else ch
+                    need = max(need, step + 1, math.ceil(extent / per_class))
+            if need != step:
+                new = list(range(0, k, need))
+                for axis, fmt in ((ax.xaxis, "{i}\nn={n}"), (ax.yaxis, "{i} (n={n})")):
+                    axis.set_ticks(new)
+                    if sizes is not None:
+                        axis.set_ticklabels([fmt.format(i=i, n=sizes[i]) for i in new], fontsize=7)
+                    else:
+                        axis.set_ticklabels([str(i) for i in new])
+                ax._ncproofs_heat = (k, new, sizes)
+                changed = True
+        if not changed:
+            return
 
 
 #: measured and predicted cosines closer than this everywhere print the same numbers (two
@@ -178,13 +394,21 @@ def difference(measured: np.ndarray, target: np.ndarray) -> tuple[np.ndarray, fl
     return diff, (float(np.max(np.abs(finite))) if finite.size else float("nan"))
 
 
-def build_figure(out: dict, *, size: tuple[float, float] | None = None):
-    """The matplotlib Figure for a solve output dict (not yet written).
+def build_figure(out: dict, *, size: tuple[float, float] | None = None, rc: dict | None = None):
+    """The matplotlib Figure for a solve output dict (not yet written), built inside :func:`figure_style`
+    (``rc`` overrides :func:`style`).
 
     Panels: the measured cosines; the predicted target (left out when it equals the measurement
     to display precision, see :data:`IDENTICAL_DISPLAY_TOL`); the difference measured -
     predicted on its own symmetric colour scale (drawn also when it is zero); the dynamics
-    curves. No verdict words in the titles: the figure shows data, the report gives verdicts."""
+    curves. No verdict words in the titles: the figure shows data, the report gives verdicts.
+    Every panel has a title and both axis labels; cell numbers and tick labels that would overlap are
+    left out (:func:`_fit_labels`)."""
+    with figure_style(rc):
+        return _build_figure(out, size=size)
+
+
+def _build_figure(out: dict, *, size: tuple[float, float] | None = None):
     Figure, FigureCanvasAgg = _require_matplotlib()
     measured, target, label = gram_panels(out)
     curves = _curves(out)
@@ -223,8 +447,8 @@ def build_figure(out: dict, *, size: tuple[float, float] | None = None):
         if diff is not None:
             half = max(maxdiff if math.isfinite(maxdiff) else 0.0, DIFF_MIN_SCALE)
             what = label.split(": ", 1)[-1] if ": " in label else "predicted"
-            dtitle = ("measured - predicted" + (f" ({what})" if what != "predicted" else "") + "\nmax |difference| = "
-                      + (f"{maxdiff:.2g}" if math.isfinite(maxdiff) else "undefined"))
+            dtitle = ("measured \u2212 predicted" + (f" ({what})" if what != "predicted" else "")
+                      + "\nmax |difference| = " + (f"{maxdiff:.2g}" if math.isfinite(maxdiff) else "undefined"))
             dim = _heatmap(axes["difference"], diff, dtitle, limits=(-half, half), sizes=sizes, fmt="{:.1e}",
                            dark=0.6)
             fig.colorbar(dim, ax=[axes["difference"]], shrink=0.8, label="difference of cosines", format="%.1e")
@@ -233,7 +457,7 @@ def build_figure(out: dict, *, size: tuple[float, float] | None = None):
         finite = [y[np.isfinite(y)] for _, y in curves.values()]
         positive = all(np.all(v > 0) for v in finite)
         for name, (x, y) in curves.items():
-            ax.plot(x, y, label=name)
+            ax.plot(x, y, label=math_label(name))
         if positive:
             ax.set_yscale("log")
         elif any(np.any(v > 0) for v in finite):
@@ -243,18 +467,21 @@ def build_figure(out: dict, *, size: tuple[float, float] | None = None):
             ax.set_yscale("symlog", linthresh=float(max(np.min(nz), 1e-300)))
         raw = out.get("curves") if isinstance(out.get("curves"), dict) else {}
         labels = {str(raw[n].get("x_label") or "") if isinstance(raw.get(n), dict) else "" for n in curves} - {""}
-        ax.set_xlabel(labels.pop() if len(labels) == 1 else "iteration")
-        ax.set_title("dynamics", fontsize=10)
-        ax.legend(fontsize=8)
-    inst = out.get("instance") or {}
-    head = f"{out.get('family', '')}: " + ", ".join(f"{k}={v}" for k, v in list(inst.items())[:6])
-    import textwrap
-
-    fig.suptitle("\n".join(textwrap.wrap(head, max(30, int(w * 13)))[:3]), fontsize=9)
+        ax.set_xlabel(math_label(labels.pop()) if len(labels) == 1 else "iteration")
+        ylabels = {str(raw[n].get("y_label") or "") if isinstance(raw.get(n), dict) else "" for n in curves} - {""}
+        ax.set_ylabel(math_label(ylabels.pop()) if len(ylabels) == 1 else
+                      (math_label(next(iter(curves))) if len(curves) == 1 else "value"))
+        ax.set_title("dynamics")
+        ax.legend()
+    head = instance_title(out)
+    if head:
+        fig.suptitle(_wrap(head, max(30, int(w * 13))))
+    _fit_labels(fig)
     return fig
 
 
-def plot_solution(out: dict, path: str, *, dpi: int = DEFAULT_DPI, size: tuple[float, float] | None = None) -> str:
+def plot_solution(out: dict, path: str, *, dpi: int = DEFAULT_DPI, size: tuple[float, float] | None = None,
+                  rc: dict | None = None) -> str:
     """Draw the figure for a solve output dict and write it to ``path`` (.png, .pdf or .svg by
     the suffix). Returns ``path``. ``size``: (width, height) in inches; ``dpi``: raster
     resolution (PNG; PDF/SVG are vector, dpi only affects embedded images).
@@ -265,22 +492,96 @@ def plot_solution(out: dict, path: str, *, dpi: int = DEFAULT_DPI, size: tuple[f
 
     ext = _plot_path(path)
     check_plot_path(path)
-    write_bytes_atomic(path, figure_bytes(out, ext, dpi=dpi, size=size))
+    write_bytes_atomic(path, figure_bytes(out, ext, dpi=dpi, size=size, rc=rc))
     return path
 
 
 def figure_bytes(out: dict, fmt: str = "png", *, dpi: int = DEFAULT_DPI,
-                 size: tuple[float, float] | None = None) -> bytes:
-    """The figure of a solve output as bytes in ``fmt`` (png, pdf, svg); for reports."""
-    import io
-
+                 size: tuple[float, float] | None = None, rc: dict | None = None) -> bytes:
+    """The figure of a solve output as bytes in ``fmt`` (png, pdf, svg, ps, eps); for reports. Built and
+    written inside :func:`figure_style` (Type 42 fonts in PDF/PS unless ``rc`` says otherwise)."""
     _check_dpi(dpi)
     if size is not None:
         _check_size(size)
-    fig = build_figure(out, size=size)
+    with figure_style(rc):
+        return _savefig_bytes(_build_figure(out, size=size), fmt, dpi)
+
+
+def _savefig_bytes(fig, fmt: str, dpi: int) -> bytes:
+    import io
+
     buf = io.BytesIO()
     fig.savefig(buf, dpi=dpi, format=fmt)
     return buf.getvalue()
+
+
+def measure_figure(out: dict, means=None, *, size: tuple[float, float] | None = None, rc: dict | None = None,
+                   max_classes: int = 64):
+    """The figure of an ``ncproofs measure`` result (``out``: its dict; ``means``: the K x d centred class means,
+    ``out["_centred_means"]`` where the measurement kept them): the cosines of the centred class means (the first
+    ``max_classes`` classes) on the fixed [-1, 1] scale with a colour bar, and a bar chart of the normalised Gram
+    distances to the simplex ETF, the orthogonal frame and the predicted geometry (those the metrics hold). Every
+    panel has a title and axis labels; the figure a title naming the measurement. Drawn inside
+    :func:`figure_style`."""
+    with figure_style(rc):
+        Figure, FigureCanvasAgg = _require_matplotlib()
+        metrics = out.get("metrics") or {}
+        names = [("gram_distance_etf", "simplex ETF"), ("gram_distance_of", "orthogonal frame"),
+                 ("gram_distance_predicted", "predicted")]
+        vals = [(lab, float(metrics[key])) for key, lab in names
+                if isinstance(metrics.get(key), (int, float)) and math.isfinite(float(metrics[key]))]
+        C = None
+        if means is not None:
+            M = np.asarray(means, dtype=float)
+            if M.ndim != 2:
+                raise ValueError(f"means must be a K x d matrix, got shape {M.shape}")
+            K = M.shape[0]
+            R = M[:max_classes]
+            nr = np.linalg.norm(R, axis=1)
+            ok = nr > 0
+            C = np.full((R.shape[0], R.shape[0]), np.nan)
+            Rn = R[ok] / nr[ok, None]
+            C[np.ix_(ok, ok)] = Rn @ Rn.T
+        if C is None and not vals:
+            raise UsageError("--plot: this measurement has neither class means nor Gram distances to draw")
+        n = int(C is not None) + int(bool(vals))
+        w, h = size if size is not None else (4.6 * n + 0.6, 4.2)
+        fig = Figure(figsize=(w, h), layout="constrained")
+        FigureCanvasAgg(fig)
+        axs = list(fig.subplots(1, n, squeeze=False)[0])
+        if C is not None:
+            ax = axs.pop(0)
+            shown = C.shape[0]
+            title = "cosines of the centred class means" + (f"\n(first {shown} of {K} classes)" if shown < K else "")
+            im = _heatmap(ax, C, title)
+            fig.colorbar(im, ax=[ax], shrink=0.8, label="cosine")
+        if vals:
+            ax = axs.pop(0)
+            ax.bar(range(len(vals)), [v for _, v in vals], color="tab:blue")
+            ax.set_xticks(range(len(vals)))
+            ax.set_xticklabels([lab for lab, _ in vals])
+            ax.set_xlabel("target geometry")
+            ax.set_ylabel("normalised Gram distance")
+            ax.set_title("distance of the measured geometry")
+        head = f"$K$ = {K} classes, $d$ = {M.shape[1]}" if C is not None else ""
+        fig.suptitle("measured collapse geometry" + (f": {head}" if head else ""))
+        _fit_labels(fig)
+        return fig
+
+
+def plot_measure(out: dict, means, path: str, *, dpi: int = DEFAULT_DPI, size: tuple[float, float] | None = None,
+                 rc: dict | None = None) -> str:
+    """:func:`measure_figure` written to ``path`` (.png, .pdf or .svg by the suffix; atomically). Returns ``path``."""
+    from proofs_check.outputs import write_bytes_atomic
+
+    ext = _plot_path(str(path))
+    _check_dpi(dpi)
+    if size is not None:
+        _check_size(size)
+    with figure_style(rc):
+        data = _savefig_bytes(measure_figure(out, means, size=size), ext, dpi)
+    write_bytes_atomic(path, data)
+    return str(path)
 
 
 def _check_dpi(dpi) -> int:
