@@ -789,7 +789,8 @@ def _device(device: str | None, diagnostics: list):
 
 def measure(features, labels=None, weights=None, bias=None, *, layout: str = "auto", predict: str | None = None,
             lambda_w=None, lambda_h=None, tau=None, device: str | None = None, batch_size: int | None = None,
-            dtype: str = "float64", keep_means: bool = False, time_limit: float | None = TIME_LIMIT_S) -> dict:
+            dtype: str = "float64", keep_means: bool = False, time_limit: float | None = TIME_LIMIT_S,
+            passes="auto", workers: int | None = None) -> dict:
     """Measure the features in the files; return the report (a dict, JSON-ready). See docs/measure.md."""
     t0 = time.perf_counter()
     diagnostics: list = []
@@ -801,6 +802,12 @@ def measure(features, labels=None, weights=None, bias=None, *, layout: str = "au
         raise InputError(f"dtype must be one of {', '.join(MT.DTYPES)}, got {dtype!r}")
     if time_limit is not None:
         time_limit = as_float("--time-limit", time_limit, positive=True)
+    if passes not in ("auto", 1, 2, "1", "2"):
+        raise InputError(f"--passes must be auto, 1 or 2, got {passes!r}")
+    passes = passes if passes == "auto" else int(passes)
+    if workers is not None and (isinstance(workers, bool) or not isinstance(workers, (int, np.integer))
+                                or not 1 <= workers <= 64):
+        raise InputError(f"--workers must be an integer in [1, 64], got {workers!r}")
     dev = _device(device, diagnostics)
     inp = load_inputs(features, labels, weights, bias, layout, diagnostics)
     try:
@@ -830,16 +837,42 @@ def measure(features, labels=None, weights=None, bias=None, *, layout: str = "au
                 yield X, y
 
         t1 = time.perf_counter()
-        acc = MT.ClassMeans(K, d, dtype=dtype, where=f"{_named('FEATURES', inp.features)}: ")
-        for X, y in chunks():
-            acc.update(X, y)
-            del X
-        t2 = time.perf_counter()
-        sc = MT.ClassScatter(acc, inp.weights, inp.bias)
-        for X, y in chunks():
-            sc.update(X, y)
-            del X
+        where = f"{_named('FEATURES', inp.features)}: "
+        nworkers = _workers(workers)
+        while nworkers > 1 and not MT.one_pass_fits(d, copies=nworkers + 1):
+            nworkers -= 1  # fewer live d x d accumulators before giving up the one-pass route
+        one = (dev is None and dtype == "float64" and passes != 2 and MT.one_pass_fits(d, copies=nworkers + 1))
+        if passes == 1 and not one:
+            raise InputError("--passes 1 needs the CPU (numpy), float64 accumulation and a d x d scatter that fits "
+                             f"in memory (d = {d}); use --passes auto")
+        c0 = time.process_time()
+        if one:
+            ostep = int(batch_size) if batch_size is not None else one_pass_chunk_rows(d)
+            ostep = max(1, min(ostep, N))
+            step = ostep
+            reader = _reader(inp, axis)
+            with _single_threaded_blas():
+                acc = _one_pass(reader, N, K, d, ostep, nworkers, where)
+                t2 = time.perf_counter()
+                sc = None
+                if inp.weights is not None:
+                    sc = _nc4_pass(reader, N, acc, inp.weights, inp.bias, ostep, nworkers)
+            route = ("one pass (shifted sums and d x d scatter, compensated)" +
+                     ("; a second pass for NC4 (it needs the final class means)" if sc is not None else ""))
+        else:
+            acc = MT.ClassMeans(K, d, dtype=dtype, where=where)
+            for X, y in chunks():
+                acc.update(X, y)
+                del X
+            t2 = time.perf_counter()
+            sc = MT.ClassScatter(acc, inp.weights, inp.bias)
+            for X, y in chunks():
+                sc.update(X, y)
+                del X
+            route = "two passes (class means, then the scatter about them)" + (
+                "" if passes == 2 else f": {_two_pass_reason(dev, dtype, d, nworkers)}")
         t3 = time.perf_counter()
+        cpu_passes = time.process_time() - c0
         pred = predict_geometry(model, params, counts, d, acc.min_value)
         res = MT.collapse_metrics(acc, sc, predicted=pred["gram"], predicted_reason=pred["reason"])
         t4 = time.perf_counter()
@@ -853,7 +886,8 @@ def measure(features, labels=None, weights=None, bias=None, *, layout: str = "au
             "kind": "measurement (not a verdict): collapse metrics of given features, with provenance",
             "instance": {"files": inp.files, "layout": inp.layout, "layout_reason": inp.layout_reason,
                          "features_dtype": str(inp.features.dtype), "accumulation": dtype,
-                         "device": str(dev) if dev is not None else "cpu (numpy)", "batch_size": step},
+                         "device": str(dev) if dev is not None else "cpu (numpy)", "batch_size": step,
+                         "passes": route, "workers": nworkers if one else 1},
             **res.to_dict(),
             "predicted": record,
             "labels": graded_labels(res.metrics, record),
@@ -861,16 +895,158 @@ def measure(features, labels=None, weights=None, bias=None, *, layout: str = "au
                            "prediction": None if record is None else record.get("source"),
                            "certificate": None if record is None else record.get("certificate")},
             "diagnostics": diagnostics,
-            "timing": {"labels_and_open_s": round(t1 - t0, 4), "pass1_means_s": round(t2 - t1, 4),
-                       "pass2_scatter_s": round(t3 - t2, 4), "metrics_s": round(t4 - t3, 4)},
+            "timing": {"labels_and_open_s": round(t1 - t0, 4), "pass1_s": round(t2 - t1, 4),
+                       "pass2_s": round(t3 - t2, 4), "metrics_s": round(t4 - t3, 4),
+                       "passes_cpu_s": round(cpu_passes, 4)},
             "seconds": round(time.perf_counter() - t0, 4),
             "estimate": {k: round(v, 3) for k, v in est.items()},
         }
         if keep_means:
-            out["_centred_means"] = sc.numpy_state()["Mr"]
+            out["_centred_means"] = (acc.numpy_state()["Mr"] if one else sc.numpy_state()["Mr"])
         return out
     finally:
         inp.close()
+
+
+
+# ---------------------------------------------------------------------------------------------
+# One pass (docs/measure.md, "One pass"): shifted sums and scatter, segments on worker threads
+# ---------------------------------------------------------------------------------------------
+
+#: Bytes of float64 shifted rows per chunk of the one-pass route: measured on the 2-core VM (d = 512,
+#: K = 10 and 1000, single-threaded BLAS, CPU time per MB): chunks of 1024-4096 rows (4-16 MB, the
+#: size of the shared L3 cache) are within 10% of each other and best; 512 rows lose 10-20% to the
+#: per-call overheads, 16384 rows (64 MB) lose 25-30% to memory traffic (docs/benchmarks.md).
+ONE_PASS_CHUNK_BYTES = 1 << 23
+
+#: Rows per segment: the unit of work of a worker thread. Fixed (a multiple of the chunk), so the
+#: order of every floating-point sum, hence every number, is the same for any number of workers.
+SEGMENT_CHUNKS = 16
+
+
+def one_pass_chunk_rows(d: int) -> int:
+    return max(256, int(ONE_PASS_CHUNK_BYTES // (8 * max(d, 1))))
+
+
+def _workers(workers) -> int:
+    if workers is not None:
+        return int(workers)
+    try:
+        n = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        n = os.cpu_count() or 1
+    return max(1, min(4, n))
+
+
+def _two_pass_reason(dev, dtype, d, nworkers) -> str:
+    if dev is not None:
+        return "the torch device path accumulates in two passes"
+    if dtype != "float64":
+        return "float32 accumulation uses the two-pass route"
+    return (f"the one-pass d x d scatter at d = {d} (four d x d float64 matrices per accumulator, {nworkers + 1} "
+            f"accumulators) does not fit the budget ({MT.ONE_PASS_MAX_SCATTER_BYTES / 1e6:.0f} MB per matrix, "
+            f"{MT.ONE_PASS_TOTAL_BYTES / 1e6:.0f} MB in all): the scatter is accumulated about the final class "
+            "means in a second pass (N Sigma_W when d <= K, its K x K projection when d > K)")
+
+
+class _single_threaded_blas:
+    """threadpoolctl's limit of 1 BLAS thread around the hot loop (the chunk products are small: threaded
+    BLAS on them collapses when the other cores are busy; the workers parallelise over segments instead)."""
+
+    def __enter__(self):
+        try:
+            from threadpoolctl import threadpool_limits
+        except ImportError:  # pragma: no cover - threadpoolctl comes with scikit-learn / the [measure] extra
+            self.ctx = None
+            return self
+        self.ctx = threadpool_limits(limits=1, user_api="blas")
+        self.ctx.__enter__()
+        return self
+
+    def __exit__(self, *exc):
+        if self.ctx is not None:
+            self.ctx.__exit__(*exc)
+        return False
+
+
+def _reader(inp, axis: int):
+    def read(s: int, e: int):
+        X = inp.features.read(s, e, axis)
+        if axis == 1:
+            X = X.T
+        return X, inp.labels.read(s, e, 0)
+
+    return read
+
+
+def _segments(start: int, N: int, step: int):
+    seg = step * SEGMENT_CHUNKS
+    return [(s, min(N, s + seg)) for s in range(start, N, seg)]
+
+
+def _in_order(fn, items, nworkers: int):
+    """fn(item) for every item, results yielded in order, at most nworkers + 1 in flight."""
+    if nworkers <= 1 or len(items) <= 1:
+        for it in items:
+            yield fn(it)
+        return
+    from collections import deque
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(max_workers=nworkers) as ex:
+        pending = deque()
+        it = iter(items)
+        for x in it:
+            pending.append(ex.submit(fn, x))
+            if len(pending) > nworkers:
+                yield pending.popleft().result()
+        while pending:
+            yield pending.popleft().result()
+
+
+def _one_pass(reader, N: int, K: int, d: int, step: int, nworkers: int, where: str) -> "MT.ClassStats":
+    """The one-pass statistics of rows [0, N). The shifts are fixed by a sequential prefix (chunks are read
+    in order until every class has a shift: the class's mean in the first chunk where it appears); the
+    rest is cut into fixed segments, accumulated about the same shifts on worker threads and added in
+    segment order (so the numbers do not depend on the number of workers)."""
+    total = MT.ClassStats(K, d, where=where)
+    pos = 0
+    while pos < N and not total.has_shift.all():
+        e = min(N, pos + step)
+        X, y = reader(pos, e)
+        total.update(X, y)
+        pos = e
+    if pos >= N:
+        return total
+    shift = total.shift
+
+    def work(seg):
+        acc = MT.ClassStats(K, d, shift=shift, where=where)
+        for s in range(seg[0], seg[1], step):
+            X, y = reader(s, min(seg[1], s + step))
+            acc.update(X, y)
+        return acc
+
+    for acc in _in_order(work, _segments(pos, N, step), nworkers):
+        total.merge(acc)
+    return total
+
+
+def _nc4_pass(reader, N: int, stats, weights, bias, step: int, nworkers: int):
+    total = MT.NC4Pass(stats, weights, bias)
+
+    def work(seg):
+        acc = MT.NC4Pass.__new__(MT.NC4Pass)
+        acc.__dict__.update(total.__dict__)
+        acc.N = acc.disagree = 0
+        for s in range(seg[0], seg[1], step):
+            X, y = reader(s, min(seg[1], s + step))
+            acc.update(X, y)
+        return acc
+
+    for acc in _in_order(work, _segments(0, N, step), nworkers):
+        total.merge(acc)
+    return total
 
 
 def render(out: dict) -> str:
@@ -971,7 +1147,8 @@ def main_from_args(args) -> int:
             raise InputError("--plot needs matplotlib (pip install 'ncproofs[plots]')") from None
     out = measure(args.features, args.labels, args.weights, args.bias, layout=args.layout, predict=args.predict,
                   lambda_w=args.lambda_w, lambda_h=args.lambda_h, tau=args.tau, device=args.device,
-                  batch_size=args.batch_size, keep_means=plot_path is not None, time_limit=args.time_limit)
+                  batch_size=args.batch_size, keep_means=plot_path is not None, time_limit=args.time_limit,
+                  passes=getattr(args, "passes", "auto"), workers=getattr(args, "workers", None))
     if plot_path is not None:
         plot(out, out["_centred_means"], plot_path)
         out["instance"]["plot"] = str(plot_path)

@@ -379,6 +379,339 @@ def _add_by_class(sums: np.ndarray, X: np.ndarray, y: np.ndarray) -> None:
 
 
 # ---------------------------------------------------------------------------------------------
+# One pass: shifted sums and the within-class scatter about per-class shifts (docs/measure.md)
+# ---------------------------------------------------------------------------------------------
+
+#: Rows summed by plain float64 BLAS/numpy accumulation before the block is added to the Kahan-compensated
+#: totals (docs/measure.md, "One pass": the block's rounding is at most ~BLOCK_ROWS u relative, the
+#: compensated sum of blocks adds O(u)). A Kahan step on d x d per chunk would cost as much as the chunk's
+#: products at d = 512 (measured: 10 ms against 16 ms for the B = 2048 syrk).
+BLOCK_ROWS = 32768
+
+#: Largest d x d scatter (bytes of one float64 matrix) the one-pass accumulator keeps; it holds four
+#: (the sum, its compensation, the block sum and a buffer). Above it, measure falls back to two
+#: passes (the K x K projection of docs/metrics.md when d > K): docs/measure.md, "One pass".
+ONE_PASS_MAX_SCATTER_BYTES = 64_000_000
+
+
+#: Bytes all live one-pass accumulators may hold in d x d matrices together (one per worker + the total).
+ONE_PASS_TOTAL_BYTES = 1_000_000_000
+
+
+def one_pass_fits(d: int, copies: int = 1) -> bool:
+    """Whether ``copies`` one-pass accumulators (four d x d float64 matrices each) fit the budgets."""
+    return (8.0 * d * d <= ONE_PASS_MAX_SCATTER_BYTES
+            and 8.0 * d * d * 4 * max(1, copies) <= ONE_PASS_TOTAL_BYTES)
+
+
+def _kahan_add(s: np.ndarray, c: np.ndarray, x: np.ndarray, buf: np.ndarray | None = None) -> None:
+    """s + x with Kahan's compensation c, in place (true sum ~ s - c). ``x`` is overwritten."""
+    np.subtract(x, c, out=x)          # y = x - c
+    t = np.add(s, x, out=buf)          # t = s + y
+    np.subtract(t, s, out=c)
+    np.subtract(c, x, out=c)          # c = (t - s) - y
+    s[...] = t
+
+
+class ClassStats:
+    """One pass over the samples: counts, the within-class scatter and the class sums about per-class shifts.
+
+    The shifted-data algorithm (docs/measure.md, "One pass"): for each class c a shift k_c (the mean of
+    the class's samples in the first chunk where it appears, or a given row) is fixed once; then, with
+    a_i = h_i - k_{y_i},
+
+    - s_c = sum_{y_i = c} a_i (K x d), q_c = sum_{y_i = c} ||a_i||^2, T = sum_i a_i a_i^T (d x d),
+
+    accumulated in float64, each chunk's contribution added with Kahan compensation. At the end,
+    with d_c = s_c / n_c: mu_c = k_c + d_c, n_c sigma_c^2 = q_c - n_c ||d_c||^2 and
+    N Sigma_W = T - sum_c n_c d_c d_c^T. The subtraction loses at most a factor
+    kappa = 1 + sum_c n_c ||d_c||^2 / (N tr Sigma_W) <= 1 + max_c n_c / m_c (m_c: samples of class c in
+    its shift chunk) in relative accuracy, whatever the norm of the means (the naive one-pass formula
+    sum h h^T - sum n_c mu_c mu_c^T loses ||mu||^2 / sigma^2 instead).
+
+    numpy, float64, rows are samples (``layout`` "dn" transposes). ``shift`` (K x d, optional) fixes
+    every shift in advance, so accumulators of disjoint parts of the data can be merged exactly by
+    addition (:meth:`merge`). ``scatter=False`` keeps no d x d matrix (only sums, counts, q).
+    """
+
+    def __init__(self, num_classes: int, dim: int, *, shift: np.ndarray | None = None, scatter: bool = True,
+                 where: str = ""):
+        for name, v in (("num_classes", num_classes), ("dim", dim)):
+            if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 1:
+                raise InputError(f"{name} must be an integer >= 1, got {v!r}")
+        K, d = int(num_classes), int(dim)
+        check_state_budget(K, d, what=f"{where}features")
+        self.K, self.d, self.fixed_K, self.where = K, d, True, where
+        self.dtype = "float64"
+        self.torch_device = None
+        self.counts = np.zeros(K, dtype=np.int64)
+        if shift is None:
+            self.shift = np.zeros((K, d))
+            self.has_shift = np.zeros(K, dtype=bool)
+        else:
+            sh = np.asarray(shift, dtype=np.float64)
+            if sh.shape != (K, d) or not np.isfinite(sh).all():
+                raise InputError(f"{where}shift must be a finite K x d = {K} x {d} array, got shape {sh.shape}")
+            self.shift = sh
+            self.has_shift = np.ones(K, dtype=bool)
+        self.s = np.zeros((K, d))
+        self.s_c = np.zeros((K, d))
+        self.q = np.zeros(K)
+        self.q_c = np.zeros(K)
+        self.scatter = bool(scatter)
+        if self.scatter:
+            if 8.0 * d * d > ONE_PASS_MAX_SCATTER_BYTES:
+                raise InputError(f"{where}features: the one-pass d x d scatter at d = {d} needs "
+                                 f"{8.0 * d * d / 1e6:.3g} MB per matrix, above {ONE_PASS_MAX_SCATTER_BYTES / 1e6:.3g} "
+                                 "MB (use the two-pass ClassMeans / ClassScatter)")
+            self.T = np.zeros((d, d), order="F")
+            self.T_c = np.zeros((d, d), order="F")
+            self._buf = np.zeros((d, d), order="F")
+            self._Tb = np.zeros((d, d), order="F")
+        else:
+            self.T = self.T_c = self._buf = self._Tb = None
+        self._sb = np.zeros((K, d))
+        self._qb = np.zeros(K)
+        self._block_rows = 0
+        self.N = 0
+        self.min_value = math.inf
+        self.max_value = -math.inf
+
+    # ------------------------------------------------------------------------------------------
+    def update(self, features, labels, layout: str = "nd") -> "ClassStats":
+        """Add a chunk (B x d, or d x B with layout "dn"; numpy or torch, any real dtype)."""
+        X, y = _chunk(features, labels, layout, self.d, self.K, self.where)
+        if _is_torch(X):
+            X = X.detach().cpu().numpy()
+        if _is_torch(y):
+            y = y.cpu().numpy()
+        B = int(X.shape[0])
+        if B == 0:
+            return self
+        if X.dtype.kind != "f":
+            X = X.astype(np.float64)
+        lo, hi = float(X.min()), float(X.max())
+        if not (math.isfinite(lo) and math.isfinite(hi)):
+            _nonfinite(X, self.where, self.N)
+        amax = max(abs(lo), abs(hi))
+        if amax > SQUARE_MAX:
+            raise InputError(f"{self.where}features: entries up to {amax:.3g}: the squared norms overflow (accepted: "
+                             f"|entries| <= {SQUARE_MAX:g}); rescale the features (the metrics do not depend on their "
+                             "scale)")
+        _check_underflow(amax, self.where)
+        import scipy.sparse as sparse
+
+        cls, inv, m = np.unique(y, return_inverse=True, return_counts=True)
+        # the class indicator (classes of this chunk x B): I @ A sums the rows of A by class in O(B d), no sort
+        ind = sparse.csc_matrix((np.ones(B), inv.astype(np.int64), np.arange(B + 1)), shape=(cls.size, B))
+        new = ~self.has_shift[cls]
+        if new.any():
+            sums = ind @ np.asarray(X, dtype=np.float64)
+            self.shift[cls[new]] = sums[new] / m[new, None]
+            self.has_shift[cls[new]] = True
+        A = np.take(self.shift, y, axis=0)
+        np.subtract(X, A, out=A)  # a_i = h_i - k_{y_i} in float64 (float32 input converted here, chunk by chunk)
+        rowsq = np.einsum("ij,ij->i", A, A)
+        self._qb[cls] += np.bincount(inv, weights=rowsq, minlength=cls.size)
+        self._sb[cls] += ind @ A
+        self.counts[cls] += m
+        if self.scatter:
+            from scipy.linalg import blas
+
+            # A.T is Fortran-contiguous (d x B): syrk (trans=0) adds the upper triangle of A^T A in place
+            self._Tb = blas.dsyrk(1.0, A.T, beta=1.0, c=self._Tb, trans=0, lower=0, overwrite_c=1)
+        self.min_value = min(self.min_value, lo)
+        self.max_value = max(self.max_value, hi)
+        self.N += B
+        self._block_rows += B
+        if self._block_rows >= BLOCK_ROWS:
+            self._flush()
+        return self
+
+    def _flush(self) -> None:
+        """Add the block accumulators to the compensated totals (Kahan) and clear them."""
+        if self._block_rows == 0:
+            return
+        _kahan_add(self.s, self.s_c, self._sb)
+        _kahan_add(self.q, self.q_c, self._qb)
+        self._sb = np.zeros((self.K, self.d))
+        self._qb = np.zeros(self.K)
+        if self.scatter:
+            _kahan_add(self.T, self.T_c, self._Tb, self._buf)
+            self._Tb[...] = 0.0
+        self._block_rows = 0
+
+    def merge(self, other: "ClassStats") -> "ClassStats":
+        """Add the statistics of disjoint samples (exact addition when the shifts agree; else re-shifted)."""
+        if not isinstance(other, ClassStats) or (other.K, other.d) != (self.K, self.d):
+            raise TypeError("merge needs a ClassStats of the same K and d")
+        if other.N == 0:
+            return self
+        self._flush()
+        other._flush()
+        if self.scatter != other.scatter:
+            raise TypeError("merge needs accumulators that both keep (or both omit) the scatter")
+        o_s = other.s - other.s_c
+        o_q = other.q - other.q_c
+        o_T = (other.T - other.T_c) if self.scatter else None
+        seen = other.counts > 0
+        adopt = seen & ~self.has_shift
+        self.shift[adopt] = other.shift[adopt]
+        self.has_shift[adopt] = True
+        both = seen & ~adopt
+        delta = np.zeros((self.K, self.d))
+        delta[both] = other.shift[both] - self.shift[both]  # a about self's shift = a_other + delta
+        if np.any(delta != 0.0):
+            n = other.counts.astype(np.float64)
+            if self.scatter:
+                U = np.triu(o_T) + np.triu(o_T, 1).T
+                X1 = delta.T @ o_s
+                U += X1 + X1.T + (delta * n[:, None]).T @ delta
+                o_T = np.triu(U)
+            o_q = o_q + 2.0 * np.einsum("ij,ij->i", delta, o_s) + n * np.einsum("ij,ij->i", delta, delta)
+            o_s = o_s + n[:, None] * delta
+        _kahan_add(self.s, self.s_c, o_s.copy())
+        _kahan_add(self.q, self.q_c, o_q.copy())
+        if self.scatter:
+            _kahan_add(self.T, self.T_c, np.asfortranarray(o_T), self._buf)
+        self.counts += other.counts
+        self.N += other.N
+        self.min_value = min(self.min_value, other.min_value)
+        self.max_value = max(self.max_value, other.max_value)
+        return self
+
+    # results (the ClassMeans interface used by collapse_metrics) --------------------------------
+    def counts_numpy(self) -> np.ndarray:
+        return self.counts.copy()
+
+    def check_complete(self) -> np.ndarray:
+        if self.N == 0:
+            raise InputError(f"{self.where}features: no samples were given (N = 0)")
+        empty = np.flatnonzero(self.counts == 0)
+        if empty.size:
+            raise InputError(f"{self.where}labels: class {int(empty[0])} has no sample ({empty.size} of the K = "
+                             f"{self.K} classes 0..{self.K - 1} are empty; every class needs a sample)")
+        return self.counts.copy()
+
+    def offsets(self) -> np.ndarray:
+        """d_c = s_c / n_c: the class means relative to the shifts (K x d)."""
+        self._flush()
+        counts = self.check_complete()
+        return (self.s - self.s_c) / counts[:, None]
+
+    def means(self) -> np.ndarray:
+        return self.shift + self.offsets()
+
+    @property
+    def sq_sum(self) -> float:
+        """sum_i ||h_i||^2 = sum_c (q_c + 2 <k_c, s_c> + n_c ||k_c||^2) (a scale for zero tests only)."""
+        self._flush()
+        s = self.s - self.s_c
+        v = float(np.sum(self.q - self.q_c) + 2.0 * np.einsum("ij,ij->", self.shift, s)
+                  + np.dot(self.counts, np.einsum("ij,ij->i", self.shift, self.shift)))
+        return max(v, 0.0)
+
+    @property
+    def rms(self) -> float:
+        return math.sqrt(self.sq_sum / self.N) if self.N else 0.0
+
+    def within(self) -> tuple[np.ndarray, np.ndarray | None]:
+        """(n_c sigma_c^2 (K,), N Sigma_W (d x d) or None without the scatter)."""
+        counts = self.check_complete()
+        D = self.offsets()  # flushes the block
+        nd2 = counts * np.einsum("ij,ij->i", D, D)
+        class_sq = np.maximum(self.q - self.q_c - nd2, 0.0)
+        if not self.scatter:
+            return class_sq, None
+        T = self.T - self.T_c
+        T = np.triu(T) + np.triu(T, 1).T
+        Dn = D * np.sqrt(counts.astype(np.float64))[:, None]
+        S = T - Dn.T @ Dn
+        return class_sq, (S + S.T) / 2.0
+
+    def numpy_state(self, weights=None, disagree: int = 0) -> dict:
+        """The state :func:`collapse_metrics` reads (mode "sigma": N Sigma_W when d <= K; else its K x K
+        projection M^T (N Sigma_W) M, "projected")."""
+        if not self.scatter:
+            raise InputError(f"{self.where}features: this one-pass accumulator kept no scatter (scatter=False)")
+        mu = self.means()
+        mu_G = mu.mean(axis=0)
+        Mr = mu - mu_G
+        class_sq, S = self.within()
+        mode = "sigma" if self.d <= self.K else "projected"
+        if mode == "projected":
+            S = Mr @ S @ Mr.T
+            S = (S + S.T) / 2.0
+        return {"S": S, "class_sq": class_sq, "Mr": Mr, "mu_G": mu_G, "mode": mode, "N": self.N,
+                "disagree": int(disagree), "W": weights}
+
+
+def check_weights(weights, bias, K: int, d: int, where: str = ""):
+    """(W as K x d float64, b as (K,) float64 or None), validated as in :class:`ClassScatter`."""
+    if bias is not None and weights is None:
+        raise InputError(f"{where}bias is given without weights: the bias enters only NC4, which needs W")
+    if weights is None:
+        return None, None
+    W = _as_matrix(weights, "weights")
+    if W.shape != (K, d):
+        hint = " (did you pass W^T, d x K? transpose it)" if W.shape == (d, K) else ""
+        raise InputError(f"{where}weights must be K x d = {K} x {d} (one row per class), got "
+                         f"{W.shape[0]} x {W.shape[1]}{hint}")
+    amax = float(np.max(np.abs(W))) if W.size else 0.0
+    if amax > SQUARE_MAX:
+        raise InputError(f"weights (--weights): entries up to {amax:.3g} overflow when squared (accepted: "
+                         f"|entries| <= {SQUARE_MAX:g}); rescale W (NC3 does not depend on its scale)")
+    b = None
+    if bias is not None:
+        b = _as_vector(bias, "bias")
+        if b.shape != (K,):
+            raise InputError(f"{where}bias must have K = {K} entries (one per class), got shape {b.shape}")
+    return W, b
+
+
+class NC4Pass:
+    """The second pass of NC4 (it needs the final class means): counts argmax (W h + b) != nearest mean.
+
+    ``stats`` is a finished :class:`ClassStats` (or any object with ``means()``)."""
+
+    def __init__(self, stats, weights, bias=None, *, tile_bytes: float = TILE_BYTES):
+        counts = stats.check_complete()
+        self.K, self.d = int(counts.size), int(stats.d)
+        self.where = stats.where
+        self.W, self.b = check_weights(weights, bias, self.K, self.d, self.where)
+        if self.W is None:
+            raise InputError(f"{self.where}NC4 needs the classifier weights")
+        mu = np.asarray(stats.means(), dtype=np.float64)
+        self.mu_G = mu.mean(axis=0)
+        self.Mr = mu - self.mu_G
+        self.mr_sq = np.einsum("ij,ij->i", self.Mr, self.Mr)
+        self.tile_bytes = float(tile_bytes)
+        self.N = 0
+        self.disagree = 0
+
+    def update(self, features, labels, layout: str = "nd") -> "NC4Pass":
+        X, _y = _chunk(features, labels, layout, self.d, self.K, self.where)
+        if _is_torch(X):
+            X = X.detach().cpu().numpy()
+        X = np.asarray(X, dtype=np.float64)
+        step = max(1, int(self.tile_bytes // (8 * 3 * self.K)))
+        for s in range(0, int(X.shape[0]), step):
+            Xs = X[s: s + step]
+            logits = Xs @ self.W.T
+            if self.b is not None:
+                logits += self.b
+            d2 = self.mr_sq - 2.0 * ((Xs - self.mu_G) @ self.Mr.T)
+            self.disagree += int(np.count_nonzero(np.argmax(logits, axis=1) != np.argmin(d2, axis=1)))
+        self.N += int(X.shape[0])
+        return self
+
+    def merge(self, other: "NC4Pass") -> "NC4Pass":
+        self.N += other.N
+        self.disagree += other.disagree
+        return self
+
+
+# ---------------------------------------------------------------------------------------------
 # Pass 2: within-class scatter, class variances, NC4
 # ---------------------------------------------------------------------------------------------
 
@@ -620,12 +953,22 @@ def collapse_metrics(means: ClassMeans, scatter: ClassScatter, *, predicted: Pre
     ``predicted`` is the centred Gram of the predicted class means (``gram_distance_predicted`` is
     None without it, with ``predicted_reason`` or "no prediction requested" as the reason).
     """
-    if not isinstance(scatter, ClassScatter) or scatter.pass1 is not means:
-        raise TypeError("scatter must be the ClassScatter built from these ClassMeans")
+    if isinstance(means, ClassStats):
+        if scatter is not None and not isinstance(scatter, NC4Pass):
+            raise TypeError("with a one-pass ClassStats, scatter must be None or its NC4Pass (second pass of NC4)")
+        if scatter is not None and scatter.N != means.N:
+            raise InputError(f"{means.where}features: the NC4 pass saw {scatter.N} samples, the first pass saw "
+                             f"{means.N} (both passes must read the same samples)")
+        default_tile = TILE_BYTES if scatter is None else scatter.tile_bytes
+        st = means.numpy_state(None if scatter is None else scatter.W, 0 if scatter is None else scatter.disagree)
+    else:
+        if not isinstance(scatter, ClassScatter) or scatter.pass1 is not means:
+            raise TypeError("scatter must be the ClassScatter built from these ClassMeans")
+        default_tile = scatter.tile_bytes
+        st = scatter.numpy_state()
     if predicted is not None and not isinstance(predicted, PredictedGram):
         raise TypeError(f"predicted must be a PredictedGram, got {type(predicted).__name__}")
-    tile_bytes = scatter.tile_bytes if tile_bytes is None else float(tile_bytes)
-    st = scatter.numpy_state()
+    tile_bytes = default_tile if tile_bytes is None else float(tile_bytes)
     counts = means.check_complete()
     K, d, N = int(counts.size), int(means.d), int(st["N"])
     Mr, mu_G, S = st["Mr"], st["mu_G"], st["S"]
@@ -847,8 +1190,13 @@ def _pair_statistics(Mr: np.ndarray, mu_G: np.ndarray, r: np.ndarray, sigma2: np
 
 def measure_arrays(features, labels, weights=None, bias=None, *, layout: str = "nd",
                    batch_size: int | None = None, dtype: str = "float64",
-                   predicted: PredictedGram | None = None, predicted_reason: str | None = None) -> CollapseMetrics:
-    """Both passes over in-memory arrays (numpy or torch; ``layout`` "nd": rows are samples).
+                   predicted: PredictedGram | None = None, predicted_reason: str | None = None,
+                   passes="auto") -> CollapseMetrics:
+    """The metrics of in-memory arrays (numpy or torch; ``layout`` "nd": rows are samples).
+
+    ``passes``: "auto" (one pass, :class:`ClassStats`, for numpy float64 when the d x d scatter fits;
+    a second pass only for NC4 with ``weights``; else the two-pass :class:`ClassMeans` /
+    :class:`ClassScatter`), 1 or 2 to force one route.
 
     ``labels`` must use every class 0..K-1 (K = rows of ``weights`` when given)."""
     if layout not in ("nd", "dn"):
@@ -874,13 +1222,37 @@ def measure_arrays(features, labels, weights=None, bias=None, *, layout: str = "
     if getattr(lab, "ndim", 1) != 1 or int(lab.shape[0]) != N:
         raise InputError(f"labels must be 1-dimensional with one entry per sample (N = {N}), got shape "
                          f"{tuple(lab.shape)}")
-    acc = ClassMeans(K, d, dtype=dtype, max_classes=max(N, K or 0))
-
     def chunks():
         for s in range(0, N, batch_size):
             X = features[s: s + batch_size] if layout == "nd" else features[:, s: s + batch_size]
             yield X, lab[s: s + batch_size]
 
+    if passes not in ("auto", 1, 2):
+        raise InputError(f"passes must be 'auto', 1 or 2, got {passes!r}")
+    one = (passes != 2 and dtype == "float64" and not _is_torch(features) and one_pass_fits(d))
+    if passes == 1 and not one:
+        raise InputError("passes = 1 needs numpy features, float64 accumulation and a d x d scatter that fits "
+                         f"({ONE_PASS_MAX_SCATTER_BYTES / 1e6:.3g} MB)")
+    if one:
+        if K is None:
+            if _is_torch(lab):
+                lab = lab.cpu().numpy()
+            lab = np.asarray(lab)
+            if N == 0:
+                raise InputError("features: no samples were given (N = 0)")
+            K = int(_labels_chunk(lab, N, None, "", False, None).max()) + 1
+        st = ClassStats(K, d)
+        for X, y in chunks():
+            st.update(X, y, layout)
+        nc4 = None
+        if weights is not None:
+            nc4 = NC4Pass(st, weights, bias)
+            for X, y in chunks():
+                nc4.update(X, y, layout)
+        elif bias is not None:
+            raise InputError("bias is given without weights: the bias enters only NC4, which needs W")
+        return collapse_metrics(st, nc4, predicted=predicted, predicted_reason=predicted_reason)
+    acc = ClassMeans(K, d, dtype=dtype, max_classes=max(N, K or 0))
     for X, y in chunks():
         acc.update(X, y, layout)
     sc = ClassScatter(acc, weights, bias)

@@ -26,6 +26,12 @@ def _add_arguments(p) -> None:
     p.add_argument("--device", default="cpu", help="cpu or cuda (torch; falls back to cpu with a note)")
     p.add_argument("--batch-size", dest="batch_size", type=int, default=None,
                    help="samples per chunk (default: about 32 MB of float64 features)")
+    p.add_argument("--passes", default="auto", choices=("auto", "1", "2"),
+                   help="auto (default): one pass over the features (a second one only for NC4 with weights, or "
+                        "when the d x d scatter does not fit); 2: the two-pass route (docs/measure.md)")
+    p.add_argument("--workers", type=int, default=None,
+                   help="threads over fixed segments of the file in the one-pass route (default: the CPUs available, "
+                        "at most 4; the numbers do not depend on it)")
     p.add_argument("--time-limit", dest="time_limit", type=float, default=120.0,
                    help="refuse before reading when the estimated time exceeds this many seconds (default 120)")
     p.add_argument("--plot", default=None, metavar="F.png", help="write a figure (class-mean cosines, distances)")
