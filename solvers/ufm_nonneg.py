@@ -352,3 +352,128 @@ def geometry(p: GeneralUFM, W: np.ndarray, U: np.ndarray) -> dict:
     return {"class_mean_cosines": cos, "feature_norms": nr, "classifier_min_entry": float(np.min(W)) if W.size else None,
             "classifier_negative_entries": neg, "max_offdiag_cosine": float(np.nanmax(np.abs(cos - np.diag(np.diag(cos)))))
             if p.K > 1 else None}
+
+
+# ---------------------------------------------------------------------------------------------------
+# With a free classifier bias (the package's default convention, lb = 0): best point, and a proven lower bound
+# over every orthogonal-frame configuration (docs/scl.md, "With a free bias")
+# ---------------------------------------------------------------------------------------------------
+
+def _multistart(fun, rng, K, d, starts, bounds, max_evals):
+    from scipy.optimize import minimize
+
+    best = None
+    for _ in range(starts):
+        x0 = np.concatenate([rng.standard_normal(K * d) / math.sqrt(d), np.abs(rng.standard_normal(d * K)) / math.sqrt(d),
+                             np.zeros(K)])
+        r = minimize(fun, x0, jac=True, method="L-BFGS-B", bounds=bounds,
+                     options={"maxfun": max_evals, "maxiter": max_evals, "ftol": FACTR * EPS, "gtol": PGTOL})
+        if best is None or r.fun < best.fun:
+            best = r
+    return best
+
+
+def solve_with_bias(p: GeneralUFM, *, starts: int = 4, seed: int = 0, max_evals: int = MAX_EVALS_PER_START) -> dict:
+    """Best point of f(W, H, b) = (1/N) sum_i loss(W h_i + b; y_i) + decays, H >= 0, b free (class level: collapse
+    is exact for fixed (W, b) as without a bias). Returns {"value", "W", "U", "b"}."""
+    from scipy.optimize import minimize
+
+    K, d = p.K, p.d
+    n = p.counts.astype(float)
+    sq, wts = np.sqrt(n), n / p.N
+    y = np.arange(K)
+
+    def fun(x):
+        W, U, b = x[:K * d].reshape(K, d), x[K * d:K * d + d * K].reshape(d, K), x[K * d + d * K:]
+        Z = (W @ U) / sq[None, :] + b[:, None]
+        vals, G = p.loss.value_grad(Z, y)
+        gZ = G * wts[None, :]
+        f = float(wts @ vals) + 0.5 * p.lw * float(np.sum(W * W)) + 0.5 * p.lh * float(np.sum(U * U))
+        gW = (gZ / sq[None, :]) @ U.T + p.lw * W
+        gU = W.T @ (gZ / sq[None, :]) + p.lh * U
+        return f, np.concatenate([gW.ravel(), gU.ravel(), gZ.sum(axis=1)])
+
+    rng = np.random.default_rng(seed)
+    bounds = [(None, None)] * (K * d) + [(0.0, None)] * (d * K) + [(None, None)] * K
+    with blas_threads(0):  # tiny products: threads only spin (setulb measured 6 ms per call threaded under load)
+        best = _multistart(fun, rng, K, d, starts, bounds, max_evals)
+    x = best.x
+    W, U, b = x[:K * d].reshape(K, d), np.maximum(x[K * d:K * d + d * K].reshape(d, K), 0.0), x[K * d + d * K:]
+    val = fun(np.concatenate([W.ravel(), U.ravel(), b]))[0]
+    return {"value": float(val), "W": W, "U": U, "b": b}
+
+
+def of_restricted_bias_bound(p: GeneralUFM, *, seed: int = 0, conic: bool = True) -> dict:
+    """A proven lower bound on f over EVERY configuration with pairwise orthogonal class means (any d), with a free
+    bias. Orthogonal nonnegative means have disjoint supports, collapse is exact, and minimising the scale of h_c
+    turns class c's part into sqrt(lw lh n_c) ||u_c|| with u_c = W h_c free: the restricted problem is the convex
+    min_{u, b} sum_c w_c loss(u_c + b; c) + sum_c beta_c ||u_c||, w_c = n_c / N, beta_c = sqrt(lw lh n_c). Weak
+    duality: for g_c in the conjugate's domain with sum_c w_c g_c = 0 and ||w_c g_c|| <= beta_c,
+    sum_c w_c loss(u_c + b) >= sum_c w_c <g_c, u_c> - sum_c w_c loss*(g_c) >= -sum_c beta_c ||u_c|| - sum_c w_c loss*(g_c).
+    g_c: the loss gradients at a numerical solution, centred (sum_c w_c g_c = 0 up to rounding, as in
+    docs/ufm_general.md), scaled by t = min(1, min_c beta_c / ||w_c g_c||); the conjugate sum lowered by its rounding
+    allowance. ``conic``: the numerical point from Clarabel (accurate; ~seconds of cvxpy compilation), else from
+    L-BFGS on a smoothed norm (fast, a looser but equally valid bound). Returns {"lower_bound", "upper" (the
+    restricted problem's value at the numerical point), ...}."""
+    from scipy.optimize import minimize
+
+    K = p.K
+    n = p.counts.astype(float)
+    w = n / p.N
+    beta = np.sqrt(p.lw * p.lh * n)
+    y = np.arange(K)
+    SM = 1e-30  # smoothing of the norm inside the numerical solve only (the bound below does not use it)
+
+    def fun(x):
+        Uc, b = x[:K * K].reshape(K, K), x[K * K:]
+        Z = Uc + b[:, None]
+        vals, G = p.loss.value_grad(Z, y)
+        nr = np.sqrt(np.sum(Uc * Uc, axis=0) + SM)
+        f = float(w @ vals) + float(beta @ nr)
+        gU = G * w[None, :] + Uc * (beta / nr)[None, :]
+        return f, np.concatenate([gU.ravel(), (G * w[None, :]).sum(axis=1)])
+
+    Uc = b = None
+    if conic and hasattr(p.loss, "targets"):  # the convex restricted problem by a conic solver: only its point is used
+        import warnings
+
+        import cvxpy as cp
+
+        Uv, bv = cp.Variable((K, K)), cp.Variable(K)
+        Q = p.loss.targets(y)
+        Zv = Uv + cp.reshape(bv, (K, 1), order="F") @ np.ones((1, K))
+        obj = sum(w[c] * p.loss.w[c] * (cp.log_sum_exp(Zv[:, c]) - Q[:, c] @ Zv[:, c]) + beta[c] * cp.norm(Uv[:, c])
+                  for c in range(K))
+        prob = cp.Problem(cp.Minimize(obj))
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                prob.solve(solver="CLARABEL")
+            if Uv.value is not None:
+                Uc, b = np.asarray(Uv.value), np.asarray(bv.value)
+        except Exception:  # route trouble: fall back to L-BFGS below
+            Uc = None
+    if Uc is None:
+        with blas_threads(0):
+            best = None
+            for s_ in range(3):
+                x0 = np.concatenate([(np.eye(K) - 1.0 / K).ravel() * (1.0 + s_), np.zeros(K)])
+                r = minimize(fun, x0, jac=True, method="L-BFGS-B",
+                             options={"maxfun": MAX_EVALS_PER_START, "maxiter": MAX_EVALS_PER_START,
+                                      "ftol": FACTR * EPS, "gtol": PGTOL})
+                if best is None or r.fun < best.fun:
+                    best = r
+        Uc, b = best.x[:K * K].reshape(K, K), best.x[K * K:]
+    upper_val = fun(np.concatenate([Uc.ravel(), b]))[0]
+    _, G = p.loss.value_grad(Uc + b[:, None], y)
+    r_ = G @ w  # sum_c w_c g_c: the bias residual
+    Gc = G - r_[:, None]
+    nrm = np.linalg.norm(Gc * w[None, :], axis=0)
+    t = float(min(1.0, np.min(beta / np.where(nrm > 0, nrm, np.inf)))) * (1.0 - 4 * EPS)
+    conj = p.loss.conjugate(t * Gc, y)
+    if conj is None or not np.all(np.isfinite(conj)):
+        return {"lower_bound": -math.inf, "upper": float(upper_val), "why": "dual point out of the conjugate's domain"}
+    terms = w * conj
+    allowance = ROUND_SAFETY * (K + 4) * EPS * (float(np.sum(np.abs(terms))) + 1.0)
+    return {"lower_bound": -float(np.sum(terms)) - allowance, "upper": float(upper_val), "scale_t": t,
+            "bias_residual": float(np.max(np.abs(r_))), "allowance": allowance}

@@ -91,8 +91,29 @@ def test_claims_true_and_false_variants():
     assert R.make_balanced_geometry_claim(geometry="simplex-etf", instances=inst).run(CTX).verdict is Verdict.REFUTED
     assert R.make_balanced_geometry_claim(negative_classifier=False, instances=inst).run(CTX).verdict is Verdict.REFUTED
     imb = [((6, 2), 2, 1e-2, 1e-2)]
-    assert R.make_imbalanced_claim(not_of=True, instances=imb).run(CTX).verdict is Verdict.REFUTED
-    assert R.make_imbalanced_claim(not_of=False, instances=imb).run(CTX).verdict is Verdict.VERIFIED
+    assert R.make_imbalanced_claim(not_of=True, bias=False, instances=imb).run(CTX).verdict is Verdict.REFUTED
+    assert R.make_imbalanced_claim(not_of=False, bias=False, instances=imb).run(CTX).verdict is Verdict.VERIFIED
+    imb_b = [((8, 4, 2), 4, 5e-3, 5e-3)]
+    assert R.make_imbalanced_claim(not_of=True, bias=True, instances=imb_b).run(CTX).verdict is Verdict.VERIFIED
+    assert R.make_imbalanced_claim(not_of=False, bias=True, instances=imb_b).run(CTX).verdict is Verdict.REFUTED
+
+
+def test_of_restricted_bias_bound_below_random_orthogonal_points():
+    """The bound of every orthogonal configuration (free bias) is below the value of random such configurations."""
+    p = _p((8, 4, 2), 4, 5e-3, 5e-3)
+    lb = NN.of_restricted_bias_bound(p)["lower_bound"]
+    rng = np.random.default_rng(0)
+    K, N = 3, 14
+    y = np.repeat(np.arange(K), p.counts)
+    for _ in range(200):
+        W = rng.standard_normal((K, 4)) * rng.uniform(0.1, 5)
+        a = np.abs(rng.standard_normal(K)) * rng.uniform(0.1, 5)
+        H = np.zeros((4, N))
+        H[y, np.arange(N)] = a[y]
+        b = rng.standard_normal(K) * rng.uniform(0, 3)
+        vals, _ = p.loss.value_grad(W @ H + b[:, None], y)
+        f = float(vals.mean()) + 0.5 * p.lw * float(np.sum(W * W)) + 0.5 * p.lh * float(np.sum(H * H))
+        assert f >= lb
 
 
 def test_classifier_sign_claim_and_false_variants():
