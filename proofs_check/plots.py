@@ -327,7 +327,10 @@ def _fit_labels(fig, rounds: int = 4) -> None:
     type first, down to 5 pt; then none: the colour bar carries the scale) and tick labels that run into each
     other (every second, third, ... tick kept). Uses the renderer's own text extents."""
     for _ in range(rounds):
-        fig.canvas.draw()
+        if hasattr(fig, "draw_without_rendering"):  # layout and text extents without rasterising (matplotlib >= 3.6)
+            fig.draw_without_rendering()
+        else:
+            fig.canvas.draw()
         renderer = fig.canvas.get_renderer()
         changed = False
         for ax in fig.axes:
@@ -340,8 +343,8 @@ def _fit_labels(fig, rounds: int = 4) -> None:
             if ax.texts:
                 big = max(max(t.get_window_extent(renderer).width / cw, t.get_window_extent(renderer).height / ch)
                           for t in ax.texts)
-                if big > 0.82:
-                    size = ax.texts[0].get_fontsize() * 0.8 / big
+                if big > 0.85:  # shrink to 70 % of the cell: a later layout pass shifting a pixel changes nothing
+                    size = ax.texts[0].get_fontsize() * 0.7 / big
                     if size < 5.0:
                         for t in list(ax.texts):
                             t.remove()

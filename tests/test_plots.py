@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import re
 import sys
 
 import numpy as np
@@ -215,3 +216,164 @@ def test_dynamics_axis_label_and_scale_follow_the_curves():
     fig = plots.build_figure({"family": "ntk", "instance": {}, "curves": curves})
     ax = [a for a in fig.axes if a.get_title() == "dynamics"][0]
     assert ax.get_xlabel() == "iteration" and ax.get_yscale() == "log"
+
+
+# ---- journal checks: fonts, overlap, labels, style (issue 29) ------------------------------------------------
+
+import shutil
+import subprocess
+
+
+def _journal_out(k: int, *, sizes: bool = True, curves: bool = False) -> dict:
+    rng = np.random.default_rng(k)
+    cos = np.eye(k) + 0.05 * rng.standard_normal((k, k))
+    inst = {"k": k, "n": 5, "lw": 0.01, "lh": 1e-3, "gamma": None}
+    if sizes:
+        inst["counts"] = [100 + 37 * i for i in range(k)]
+    out = {"family": "ufm", "instance": inst, "predicted": {"geometry": "simplex-etf"},
+           "geometry": {"classification": "other", "class_mean_cosines": cos.tolist()}}
+    if curves:
+        out["curves"] = {"residual ||R||_F": {"x": [0, 1, 2], "y": [1.0, 0.1, 0.01], "x_label": "time t"},
+                         "loss, gamma=0.01": {"x": [0, 1, 2], "y": [2.0, 0.5, 0.2], "x_label": "time t"}}
+    return out
+
+
+def _drawn_texts(fig):
+    """(text, window box) of every Text the renderer actually draws (tick labels of hidden ticks are not drawn)."""
+    import matplotlib.text
+
+    drawn = []
+    orig = matplotlib.text.Text.draw
+
+    def spy(self, renderer):
+        orig(self, renderer)
+        if self.get_visible() and self.get_text().strip():
+            e = self.get_window_extent(renderer)
+            drawn.append((self.get_text(), (e.x0, e.y0, e.x1, e.y1)))
+
+    matplotlib.text.Text.draw = spy
+    try:
+        fig.canvas.draw()
+    finally:
+        matplotlib.text.Text.draw = orig
+    return drawn
+
+
+def _intersections(drawn):
+    bad = []
+    for a in range(len(drawn)):
+        for b in range(a + 1, len(drawn)):
+            (ta, p), (tb, q) = drawn[a], drawn[b]
+            if p[0] < q[2] and q[0] < p[2] and p[1] < q[3] and q[1] < p[3]:
+                bad.append((ta, tb))
+    return bad
+
+
+@pytest.mark.parametrize("k,sizes", [(3, False), (8, True), (10, True), (30, True)])
+def test_no_two_labels_overlap_at_any_k(k, sizes):
+    pytest.importorskip("matplotlib", reason="matplotlib (optional extra) is not installed")
+    fig = plots.build_figure(_journal_out(k, sizes=sizes, curves=k == 3))
+    drawn = _drawn_texts(fig)
+    assert len(drawn) > 10
+    assert _intersections(drawn) == []
+    cells = sum(len(ax.texts) for ax in _heat_axes(fig))
+    if k > plots.ANNOTATE_MAX_K:
+        assert cells == 0  # no cell numbers above the limit: the colour bar carries the scale
+    else:
+        assert cells >= k * k  # the cosines are written in the cells of the measured panel
+
+
+def test_overlap_check_can_fail():
+    """The check above sees overlapping labels: 30 class labels written into a 1-inch axis do intersect."""
+    pytest.importorskip("matplotlib")
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(2, 2))
+    FigureCanvasAgg(fig)
+    ax = fig.add_subplot()
+    ax.set_xticks(range(30))
+    ax.set_xticklabels([f"class {i}" for i in range(30)])
+    assert _intersections(_drawn_texts(fig))
+
+
+def test_measure_figure_has_titles_axis_labels_and_no_overlap(tmp_path):
+    pytest.importorskip("matplotlib")
+    rng = np.random.default_rng(1)
+    out = {"metrics": {"gram_distance_etf": 0.31, "gram_distance_of": 0.82, "gram_distance_predicted": None}}
+    fig = plots.measure_figure(out, rng.standard_normal((100, 20)))
+    panels = [a for a in fig.axes if a.get_label() != "<colorbar>"]
+    assert len(panels) == 2
+    for ax in panels:
+        assert ax.get_title() and ax.get_xlabel() and ax.get_ylabel()
+    assert "100" in fig._suptitle.get_text() and "64" in panels[0].get_title()
+    assert _intersections(_drawn_texts(fig)) == []
+    path = plots.plot_measure(out, rng.standard_normal((5, 4)), str(tmp_path / "m.pdf"))
+    assert open(path, "rb").read(5) == b"%PDF-"
+
+
+def test_titles_axis_labels_and_mathtext():
+    pytest.importorskip("matplotlib")
+    fig = plots.build_figure(_journal_out(4, curves=True))
+    sup = fig._suptitle.get_text()
+    assert r"$\lambda_W$ = 0.01" in sup and r"$\lambda_H$" in sup
+    assert "None" not in sup and "gamma" not in sup and "lw=" not in sup  # a None parameter is left out
+    for ax in fig.axes:
+        if ax.get_label() == "<colorbar>":
+            continue
+        assert ax.get_title() and ax.get_xlabel() and ax.get_ylabel(), ax
+    dyn = [a for a in fig.axes if a.get_title() == "dynamics"][0]
+    labels = [t.get_text() for t in dyn.get_legend().get_texts()]
+    assert r"residual $\|R\|_{F}$" in labels and any(r"$\gamma" in t for t in labels)
+    assert plots.math_label("lw") == r"$\lambda_W$" and plots.math_label("tau") == r"$\tau$"
+    # text the converter cannot make valid mathtext stays literal (a lone $ is escaped)
+    assert plots.math_label("cost in $") == r"cost in \$"
+
+
+def test_style_is_one_overridable_rc_dict():
+    pytest.importorskip("matplotlib")
+    st = plots.style()
+    assert st["pdf.fonttype"] == 42 and st["ps.fonttype"] == 42
+    assert plots.style({"font.size": 6.0})["font.size"] == 6.0 and plots.style()["font.size"] == st["font.size"]
+    fig = plots.build_figure(_journal_out(3, sizes=False), rc={"axes.titlesize": 6.5})
+    assert fig.axes[0].title.get_fontsize() == 6.5
+    import matplotlib
+
+    before = matplotlib.rcParams["pdf.fonttype"]
+    with plots.figure_style():
+        assert matplotlib.rcParams["pdf.fonttype"] == 42
+    assert matplotlib.rcParams["pdf.fonttype"] == before  # the user's global settings are left alone
+
+
+def _pdffonts(data: bytes, tmp_path) -> str:
+    path = tmp_path / "f.pdf"
+    path.write_bytes(data)
+    return subprocess.run(["pdffonts", str(path)], capture_output=True, text=True, timeout=60, check=True).stdout
+
+
+@pytest.mark.skipif(shutil.which("pdffonts") is None, reason="pdffonts (poppler-utils) is not installed")
+def test_pdf_and_ps_embed_truetype_not_type3(tmp_path):
+    pytest.importorskip("matplotlib")
+    out = _journal_out(5, curves=True)
+    fonts = _pdffonts(plots.figure_bytes(out, "pdf"), tmp_path)
+    rows = fonts.splitlines()[2:]
+    assert rows and all("TrueType" in r and " yes " in r for r in rows), fonts  # embedded TrueType (Type 42)
+    assert "Type 3" not in fonts
+    rng = np.random.default_rng(2)
+    with plots.figure_style():
+        mfig = plots.measure_figure({"metrics": {"gram_distance_etf": 0.5}}, rng.standard_normal((6, 3)))
+        mdata = plots._savefig_bytes(mfig, "pdf", 100)
+    assert "Type 3" not in _pdffonts(mdata, tmp_path)
+    small = _journal_out(3, sizes=False)
+    ps = plots.figure_bytes(small, "ps").decode("latin-1")
+    assert "/FontType 42" in ps and "/FontType 3" not in ps
+    # the check can fail: matplotlib's own default (Type 3) is seen
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(2, 2))
+    FigureCanvasAgg(fig)
+    fig.add_subplot().set_title("Type 3 glyphs")
+    with plots.figure_style({"pdf.fonttype": 3, "axes.unicode_minus": False}):
+        t3 = plots._savefig_bytes(fig, "pdf", 72)
+    assert "Type 3" in _pdffonts(t3, tmp_path)
