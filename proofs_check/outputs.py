@@ -32,6 +32,10 @@ def _describe(mode: int) -> str:
     return "not a regular file"
 
 
+def _shorten(shown: str) -> str:
+    return shown if len(shown) <= 80 else shown[:40] + "…" + shown[-20:]
+
+
 def _target(path) -> Path:
     """The file that will be replaced: a symlink is followed (its target is rewritten)."""
     p = Path(os.fspath(path)).expanduser()
@@ -58,7 +62,10 @@ def check_output_path(path, option: str) -> Path | None:
         return None
     if "\x00" in str(shown):
         raise InputError(f"{option}: the path contains a NUL character")
-    p = _target(path)
+    try:
+        p = _target(path)  # is_symlink() raises for a name too long (ENAMETOOLONG), a loop (ELOOP), ...
+    except OSError as exc:
+        raise InputError(f"{option}: cannot inspect {_shorten(shown)} ({exc.strerror or exc})") from None
     try:
         st = os.stat(p)
     except FileNotFoundError:

@@ -1,0 +1,101 @@
+"""The command-line fuzzer (tests/fuzz_cli.py) in the default suite, its reproduced defects as
+regression tests, and the same bad values through the CLI and the Python API.
+
+Default suite: a handful of fixed-seed cases per run (hypothesis, derandomised) over every command
+the families export, each call in-process under a per-call alarm. ``--runslow``: a bigger batch in a
+subprocess under ``RLIMIT_AS`` = 3 GiB (memory bounded), over every command x option x value of
+its kind. Contract of every call: exit 0/1 with a normal output, or exit 2 with exactly one stderr
+line naming the option; never "internal error", a traceback or a hang.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+sys.path.insert(0, os.path.dirname(__file__))
+import fuzz_cli as F  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def zoo(tmp_path_factory):
+    root = tmp_path_factory.mktemp("fuzz")
+    files = F.make_files(root / "in")
+    outs = F.output_targets(root)
+    cwd = root / "cwd"
+    cwd.mkdir()
+    return files, outs, cwd
+
+
+def _ok(o: F.Outcome) -> None:
+    assert o.problem is None, (o.problem, o.argv, o.rc, o.err[-800:])
+
+
+def _refused(argv, cwd, *needles) -> str:
+    o = F.call(list(argv), cwd)
+    _ok(o)
+    assert o.rc == 2, (o.rc, o.out[-300:], o.err)
+    line = o.err.strip()
+    for n in needles:
+        assert n in line, line
+    return line
+
+
+# ---- the fuzzer itself -----------------------------------------------------------------------------
+
+FAST_COMMANDS = [("list",), ("cite",), ("batching",), ("table", "scl"), ("table", "ntk"), ("table", "ufm"),
+                 ("solve", "scl"), ("solve", "ufm-ce"), ("solve", "ufm-regression"), ("measure",), ("sweep",)]
+
+
+@settings(max_examples=12, deadline=None, derandomize=True, database=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@given(data=st.data())
+def test_fuzz_one_hostile_option(zoo, data):
+    files, outs, cwd = zoo
+    cmd = data.draw(st.sampled_from(FAST_COMMANDS), label="command")
+    acts = [a for a in F.option_actions(F.commands()[cmd]) if a.dest != "rigorous"]
+    a = data.draw(st.sampled_from(acts), label="option")
+    k = F.kind_of(a)
+    pool = (list(files["hostile"].values()) if k == "infile" else outs if k == "outfile" else F.SHORT[k])
+    v = data.draw(st.sampled_from(pool), label="value")
+    c = F.Case(cmd, F.mutate(F.base_argv(cmd, files), cmd, a, v), [(a.dest, v)])
+    _ok(F.run_case(c, cwd))
+
+
+def test_every_command_is_fuzzed():
+    """A family that adds a command gets a cheap base (else the fuzzer only sees its refusals)."""
+    missing = [c for c in F.commands() if c and c not in F.BASES and c not in (("solve",), ("table",))]
+    assert not missing, f"add a cheap valid argument vector to tests/fuzz_cli.py BASES for {missing}"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("only", ["list", "cite", "batching", "table", "measure", "sweep", "solve"])
+def test_fuzz_systematic_under_a_memory_limit(tmp_path, only):
+    r = subprocess.run([sys.executable, os.path.join(os.path.dirname(__file__), "fuzz_cli.py"), "--systematic",
+                        "--only", only, "--cases", "100000", "--memory-gb", "3", "--root", str(tmp_path)],
+                       capture_output=True, text=True, timeout=3600)
+    assert r.returncode == 0, r.stdout[-4000:] + r.stderr[-2000:]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("seed", [101, 202])
+def test_fuzz_random_pairs_under_a_memory_limit(tmp_path, seed):
+    r = subprocess.run([sys.executable, os.path.join(os.path.dirname(__file__), "fuzz_cli.py"), "--seed", str(seed),
+                        "--cases", "300", "--memory-gb", "3", "--root", str(tmp_path)],
+                       capture_output=True, text=True, timeout=3600)
+    assert r.returncode == 0, r.stdout[-4000:] + r.stderr[-2000:]
+
+
+# ---- reproduced defects ----------------------------------------------------------------------------
+
+def test_output_name_too_long_names_the_option(zoo):
+    files, outs, cwd = zoo
+    long = str(cwd / ("o" * 300))
+    _refused(["run", "--only", "geometry", "--report", "", "--json", long], cwd, "--json", "File name too long")
+    _refused(["cite", "-o", long], cwd, "--output", "File name too long")
