@@ -172,6 +172,13 @@ def claim_tests(patterns: list[str] | None = None, *, allow_inconclusive: bool =
         msg = (f"ncproofs claim {claim.id!r} {res.verdict.value}\n  statement: {claim.statement}\n"
                f"  source: {claim.source} ({claim.provenance.value})\n  reason: {res.reason}\n"
                f"  evidence:\n{_evidence_text(res.checks)}")
+        from proofs_check.runner import refuted_as_expected, surprise
+
+        if refuted_as_expected(res):  # a false statement as written, refuted with its witness: the answer
+            return
+        if surprise(res):
+            raise ClaimFailure(msg + "\n  expected REFUTED (a false statement as written): its witness no longer "
+                               "holds", res, {})
         if res.verdict in (Verdict.REFUTED, Verdict.ERROR) or \
                 (res.verdict == Verdict.INCONCLUSIVE and not allow_inconclusive):
             raise ClaimFailure(msg, res, {})

@@ -28,6 +28,7 @@ def _one_line_exit_2(r, *needles):
 
 
 def test_plot_name_too_long_is_one_line(tmp_path):
+    pytest.importorskip("matplotlib", reason="--plot needs matplotlib (optional extra [plots])")
     name = "a" * 300 + ".png"
     r = _run("solve", "ufm-ce", "-k", 3, "-n", 2, "-d", 3, "--lambda-w", 1e-2, "--lambda-h", 1e-2, "--plot", name,
              cwd=tmp_path)
