@@ -149,6 +149,13 @@ REFERENCES: dict[str, Reference] = {r.key: r for r in [
     Reference("ziyin2025formation", "inproceedings", "Formation of Representations in Neural Networks",
               ("Ziyin, Liu", "Chuang, Isaac", "Galanti, Tomer", "Poggio, Tomaso"), 2025, _ICLR, "ICLR 2025",
               arxiv="2410.03006"),
+    # cross-entropy UFM papers cited by `table ufm --loss ce` (FAMILY_KEYS["ufm-ce"])
+    Reference("ji2022unconstrained", "inproceedings", "An Unconstrained Layer-Peeled Perspective on Neural Collapse",
+              ("Ji, Wenlong", "Lu, Yiping", "Zhang, Yiliang", "Deng, Zhun", "Su, Weijie J."), 2022, _ICLR,
+              "ICLR 2022", arxiv="2110.02796"),
+    Reference("lu2022neural", "article", "Neural Collapse under Cross-Entropy Loss",
+              ("Lu, Jianfeng", "Steinerberger, Stefan"), 2022, venue_short="ACHA 2022",
+              journal="Applied and Computational Harmonic Analysis", volume="59", arxiv="2012.08465"),
     # the sources of the collapse metrics (docs/metrics.md) and of regression collapse (docs/ufm_general.md)
     Reference("papyan2020prevalence", "article",
               "Prevalence of Neural Collapse during the Terminal Phase of Deep Learning Training",
@@ -218,7 +225,7 @@ SOURCE_PATTERNS: list[tuple[str, str]] = [
 FAMILY_KEYS: dict[str, list[str]] = {
     "scl": ["kini2024symmetric", "graf2021dissecting"],
     "ufm": ["zhu2021geometric", "zhou2022optimization", "han2022neural"],
-    "ufm-ce": ["zhu2021geometric"],
+    "ufm-ce": ["zhu2021geometric", "ji2022unconstrained", "lu2022neural"],
     "ufm-mse": ["zhou2022optimization", "han2022neural"],
     "feature-collapse": ["laurent2024feature"],
     "ntk": ["seleznova2023neural"],
@@ -351,4 +358,9 @@ def select_claims(only: Sequence[str] | None):
 def metric_keys(only: Sequence[str] | None) -> list[str]:
     """The metric papers when ``--only`` names ``measure`` (or ``metrics``), or when nothing is selected
     (every built-in source plus the metric papers)."""
-    return list(METRIC_KEYS) if not only or any(p in METRIC_NAMES for p in only) else []
+    keys = list(METRIC_KEYS) if not only or any(p in METRIC_NAMES for p in only) else []
+    if not only:  # a plain `ncproofs cite` also holds every paper a table caption cites (FAMILY_KEYS)
+        for k in (k for ks in FAMILY_KEYS.values() for k in ks):
+            if k in REFERENCES and k not in keys:
+                keys.append(k)
+    return keys
