@@ -790,7 +790,7 @@ def _device(device: str | None, diagnostics: list):
 def measure(features, labels=None, weights=None, bias=None, *, layout: str = "auto", predict: str | None = None,
             lambda_w=None, lambda_h=None, tau=None, device: str | None = None, batch_size: int | None = None,
             dtype: str = "float64", keep_means: bool = False, time_limit: float | None = TIME_LIMIT_S,
-            passes="auto", workers: int | None = None) -> dict:
+            passes="auto", workers: int | None = None, ood=None, ood_key: str = "features") -> dict:
     """Measure the features in the files; return the report (a dict, JSON-ready). See docs/measure.md."""
     t0 = time.perf_counter()
     diagnostics: list = []
@@ -873,8 +873,9 @@ def measure(features, labels=None, weights=None, bias=None, *, layout: str = "au
                 "" if passes == 2 else f": {_two_pass_reason(dev, dtype, d, nworkers)}")
         t3 = time.perf_counter()
         cpu_passes = time.process_time() - c0
+        ood_mean = _ood_mean(ood, d, ood_key, diagnostics) if ood is not None else None
         pred = predict_geometry(model, params, counts, d, acc.min_value)
-        res = MT.collapse_metrics(acc, sc, predicted=pred["gram"], predicted_reason=pred["reason"])
+        res = MT.collapse_metrics(acc, sc, predicted=pred["gram"], predicted_reason=pred["reason"], ood_mean=ood_mean)
         t4 = time.perf_counter()
         record = pred["record"]
         if record is not None and pred.get("compare"):
@@ -954,6 +955,11 @@ class _single_threaded_blas:
     BLAS on them collapses when the other cores are busy; the workers parallelise over segments instead)."""
 
     def __enter__(self):
+        # threadpoolctl limits the BLAS libraries loaded when the limit is set: scipy's BLAS (a separate
+        # OpenBLAS from numpy's) is loaded first, else its syrk would still run on every core
+        import scipy.linalg.blas  # noqa: F401
+        import scipy.sparse  # noqa: F401
+
         try:
             from threadpoolctl import threadpool_limits
         except ImportError:  # pragma: no cover - threadpoolctl comes with scikit-learn / the [measure] extra
@@ -1049,6 +1055,34 @@ def _nc4_pass(reader, N: int, stats, weights, bias, step: int, nworkers: int):
     return total
 
 
+def _ood_mean(path, d: int, key: str, diagnostics: list) -> np.ndarray:
+    """Mean of the out-of-distribution features in ``path`` (.npy, or a container's ``key``), streamed."""
+    arrays = open_arrays(path, "--ood", diagnostics)
+    srcs = [v for v in arrays.values() if isinstance(v, Source)]
+    try:
+        src = _pick(arrays, key, path, "--ood", True)
+        _numeric(src, "--ood")
+        if len(src.shape) != 2 or d not in src.shape:
+            raise InputError(f"--ood: {src.name} must be N_ood x d with d = {d}, got shape {src.shape}")
+        axis = 0 if src.shape[1] == d else 1
+        n = src.shape[axis]
+        if n == 0:
+            raise InputError(f"--ood: {src.name} has no samples")
+        total = np.zeros(d)
+        step = max(1, int(DEFAULT_CHUNK_BYTES // (8 * d)))
+        for s in range(0, n, step):
+            X = np.asarray(src.read(s, min(n, s + step), axis), dtype=np.float64)
+            X = X if axis == 0 else X.T
+            part = X.sum(axis=0)
+            if not np.isfinite(part).all():
+                raise InputError(f"--ood: {src.name} must contain only finite numbers (found NaN or inf)")
+            total += part
+        return total / n
+    finally:
+        for s_ in srcs:
+            s_.close()
+
+
 def render(out: dict) -> str:
     """A readable summary of a measure report."""
     m = out["metrics"]
@@ -1056,7 +1090,7 @@ def render(out: dict) -> str:
              f"(layout {out['instance']['layout']}: {out['instance']['layout_reason']})",
              f"counts: min {min(out['counts'])}, max {max(out['counts'])}",
              "metrics (docs/metrics.md):"]
-    for k in MT.METRIC_KEYS:
+    for k in MT.ALL_KEYS:
         v = m.get(k)
         lines.append(f"  {k:<24} " + (f"{v:.6g}" if v is not None else f"null ({out['reasons'].get(k, '')})"))
     pred = out.get("predicted")
@@ -1148,7 +1182,8 @@ def main_from_args(args) -> int:
     out = measure(args.features, args.labels, args.weights, args.bias, layout=args.layout, predict=args.predict,
                   lambda_w=args.lambda_w, lambda_h=args.lambda_h, tau=args.tau, device=args.device,
                   batch_size=args.batch_size, keep_means=plot_path is not None, time_limit=args.time_limit,
-                  passes=getattr(args, "passes", "auto"), workers=getattr(args, "workers", None))
+                  passes=getattr(args, "passes", "auto"), workers=getattr(args, "workers", None),
+                  ood=getattr(args, "ood", None))
     if plot_path is not None:
         plot(out, out["_centred_means"], plot_path)
         out["instance"]["plot"] = str(plot_path)

@@ -62,6 +62,12 @@ CHUNK_BYTES = 32_000_000
 METRIC_KEYS = ("nc1", "nc1_trace", "cdnv_mean", "cdnv_max", "equinorm", "equiangularity", "max_equiangularity",
                "gram_distance_etf", "gram_distance_of", "gram_distance_predicted", "nc3", "nc4")
 
+#: The variants of docs/metrics.md ("Variants"): also keys of ``"metrics"``.
+VARIANT_KEYS = ("nc1_svd", "cdnv_std", "cdnv_min", "nc2_log_energy", "nc2_log_energy_std", "nc2_uniformity_gap",
+                "duality_cos_mean", "uniform_duality", "nc5")
+
+ALL_KEYS = METRIC_KEYS + VARIANT_KEYS
+
 DTYPES = ("float64", "float32")
 
 
@@ -947,7 +953,8 @@ class CollapseMetrics:
 
 
 def collapse_metrics(means: ClassMeans, scatter: ClassScatter, *, predicted: PredictedGram | None = None,
-                     predicted_reason: str | None = None, tile_bytes: float | None = None) -> CollapseMetrics:
+                     predicted_reason: str | None = None, tile_bytes: float | None = None,
+                     ood_mean: np.ndarray | None = None) -> CollapseMetrics:
     """Every metric of docs/metrics.md from the two passes (numpy float64 from here on).
 
     ``predicted`` is the centred Gram of the predicted class means (``gram_distance_predicted`` is
@@ -974,7 +981,7 @@ def collapse_metrics(means: ClassMeans, scatter: ClassScatter, *, predicted: Pre
     Mr, mu_G, S = st["Mr"], st["mu_G"], st["S"]
     scale = means.rms
     zero = ZERO_RTOL * scale
-    m: dict = {k: None for k in METRIC_KEYS}
+    m: dict = {k: None for k in ALL_KEYS}
     why: dict = {}
 
     sigma2 = st["class_sq"] / counts  # sigma_c^2
@@ -1001,12 +1008,31 @@ def collapse_metrics(means: ClassMeans, scatter: ClassScatter, *, predicted: Pre
             Vk = V[:, keep]
             SW = S / N
             m["nc1"] = float(np.einsum("ij,ij->j", Vk, SW @ Vk) @ (1.0 / lam[keep])) / K
+            lam_v, V_v, scale_v = lam, V, 1.0 / K  # nc1_svd: the top K-1 eigenpairs of Sigma_B
         else:
             G = Mr @ Mr.T
             mu_e, U = np.linalg.eigh((G + G.T) / 2)
             keep = mu_e > PINV_RTOL * mu_e.max()
             Uk = U[:, keep]
             m["nc1"] = float(np.einsum("ij,ij->j", Uk, S @ Uk) @ (1.0 / mu_e[keep] ** 2)) / N
+            lam_v, V_v, scale_v = mu_e, U, None
+
+    # --- nc1_svd: Sigma_B^+ from its K-1 largest singular values (no relative cutoff) -----------------
+    if zero_between:
+        why["nc1_svd"] = reason_b
+    else:
+        r_svd = min(K - 1, d)
+        top = np.argsort(lam_v)[::-1][:r_svd]
+        if r_svd < 1 or not lam_v[top].min() > PINV_RTOL * lam_v.max():
+            why["nc1_svd"] = (f"Sigma_B has numerical rank below min(K-1, d) = {r_svd} (an eigenvalue among the top "
+                              f"{r_svd} is at most {PINV_RTOL:g} x the largest): the rank-{r_svd} pseudo-inverse is "
+                              "unbounded; nc1 (relative cutoff) is reported")
+        elif scale_v is not None:
+            Vt = V_v[:, top]
+            m["nc1_svd"] = float(np.einsum("ij,ij->j", Vt, (S / N) @ Vt) @ (1.0 / lam_v[top])) / K
+        else:
+            Ut = V_v[:, top]
+            m["nc1_svd"] = float(np.einsum("ij,ij->j", Ut, S @ Ut) @ (1.0 / lam_v[top] ** 2)) / N
 
     # --- equinorm -------------------------------------------------------------------------------------
     if K == 1:
@@ -1029,25 +1055,67 @@ def collapse_metrics(means: ClassMeans, scatter: ClassScatter, *, predicted: Pre
         else:
             m["nc3"] = float(np.linalg.norm(W / nw - Mr / fro_M))
         m["nc4"] = st["disagree"] / N
+        wn = np.sqrt(np.einsum("ij,ij->i", W, W))
+        if zero_between:
+            why["duality_cos_mean"] = why["uniform_duality"] = reason_b
+        elif not (wn > 0).all() or not (r > zero).all():
+            c0 = int(np.flatnonzero(~((wn > 0) & (r > zero)))[0])
+            why["duality_cos_mean"] = why["uniform_duality"] = (
+                f"class {c0}: its classifier row or its centred mean is zero, so its duality cosine is undefined")
+        else:
+            cosd = np.einsum("ij,ij->i", W, Mr) / (wn * r)
+            m["duality_cos_mean"] = float(cosd.mean())
+            if abs(cosd.mean()) > 0.0:
+                m["uniform_duality"] = float(cosd.std() / abs(cosd.mean()))
+            else:
+                why["uniform_duality"] = "the mean duality cosine is zero: its coefficient of variation is undefined"
+    if W is None:
+        why["duality_cos_mean"] = why["uniform_duality"] = "no classifier weights given (--weights or the file key 'weights')"
+
+    # --- NC5: orthogonality of OOD features to the class means -----------------------------------------
+    if ood_mean is None:
+        why["nc5"] = "no out-of-distribution features given (--ood FILE)"
+    else:
+        o = np.asarray(ood_mean, dtype=np.float64) - mu_G
+        on = float(np.linalg.norm(o))
+        if zero_between:
+            why["nc5"] = reason_b
+        elif not on > zero:
+            why["nc5"] = "the OOD mean coincides with the centre mu_G: its direction is undefined"
+        elif not (r > zero).all():
+            why["nc5"] = f"the centred mean of class {int(np.flatnonzero(~(r > zero))[0])} is zero: its cosine is undefined"
+        else:
+            m["nc5"] = float(np.mean(np.abs(Mr @ o) / (r * on)))
 
     # --- pairwise quantities (tiles of K x K) ---------------------------------------------------------------
     pair = _pair_statistics(Mr, mu_G, r, sigma2, predicted, zero, tile_bytes)
     if K == 1:
-        for key in ("cdnv_mean", "cdnv_max", "equiangularity", "max_equiangularity"):
+        for key in ("cdnv_mean", "cdnv_max", "cdnv_std", "cdnv_min", "equiangularity", "max_equiangularity",
+                    "nc2_log_energy", "nc2_log_energy_std", "nc2_uniformity_gap"):
             why[key] = "a single class (K = 1): there are no class pairs"
         why["gram_distance_etf"] = "a single class (K = 1): the simplex ETF needs K >= 2"
     else:
         if pair["cdnv_ok"]:
             m["cdnv_mean"], m["cdnv_max"] = pair["cdnv_mean"], pair["cdnv_max"]
+            m["cdnv_std"], m["cdnv_min"] = pair["cdnv_std"], pair["cdnv_min"]
         else:
-            why["cdnv_mean"] = why["cdnv_max"] = (f"classes {pair['cdnv_pair'][0]} and {pair['cdnv_pair'][1]} have "
-                                                  "the same mean: the CDNV divides by the distance between means")
+            why["cdnv_mean"] = why["cdnv_max"] = why["cdnv_std"] = why["cdnv_min"] = (
+                f"classes {pair['cdnv_pair'][0]} and {pair['cdnv_pair'][1]} have the same mean: the CDNV divides by "
+                "the distance between means")
+        if pair["cos_ok"] and pair["log_ok"]:
+            m["nc2_log_energy"], m["nc2_log_energy_std"] = pair["log_mean"], pair["log_std"]
+            m["nc2_uniformity_gap"] = pair["log_mean"] + 0.5 * math.log(2.0 * K / (K - 1))
+        elif pair["cos_ok"]:
+            why["nc2_log_energy"] = why["nc2_log_energy_std"] = why["nc2_uniformity_gap"] = (
+                f"classes {pair['log_pair'][0]} and {pair['log_pair'][1]} have the same direction: the log kernel "
+                "-log ||u_c - u_c'|| is infinite")
         if pair["cos_ok"]:
             m["equiangularity"], m["max_equiangularity"] = pair["cos_std"], pair["cos_maxeq"]
         else:
             why["equiangularity"] = why["max_equiangularity"] = (
                 reason_b if zero_between else f"the centred mean of class {pair['cos_zero']} is zero: its cosines are "
                                               "undefined")
+            why["nc2_log_energy"] = why["nc2_log_energy_std"] = why["nc2_uniformity_gap"] = why["equiangularity"]
         if zero_between:
             why["gram_distance_etf"] = reason_b
         else:
@@ -1074,6 +1142,11 @@ def collapse_metrics(means: ClassMeans, scatter: ClassScatter, *, predicted: Pre
                       "K x K eigendecomposition of G = M^T M (Sigma_W projected on the centred means)"),
     }
     return CollapseMetrics(m, why, K, N, d, counts.tolist(), extra)
+
+
+#: Smallest squared chordal distance ||u_c - u_c'||^2 between unit centred means for the log kernel (below
+#: it the two directions coincide to rounding, ~1e-16 relative, and -log of the distance is meaningless).
+LOG_KERNEL_MIN_SQ = 1e-24
 
 
 def _welford_merge(n_a: int, mean_a: float, m2_a: float, n_b: int, mean_b: float, m2_b: float):
@@ -1110,8 +1183,11 @@ def _pair_statistics(Mr: np.ndarray, mu_G: np.ndarray, r: np.ndarray, sigma2: np
     pos = r > zero
     cos_ok = bool(pos.all()) and K > 1
     g_ok = g_norm > 0.0 and K > 1
-    acc = {"etf": 0.0, "of": 0.0, "pred": 0.0, "cd_sum": 0.0, "cd_max": -math.inf, "maxeq": 0.0}
+    acc = {"etf": 0.0, "of": 0.0, "pred": 0.0, "cd_sum": 0.0, "cd_max": -math.inf, "cd_min": math.inf, "maxeq": 0.0}
     cn, cmean, cm2 = 0, 0.0, 0.0
+    vn, vmean, vm2 = 0, 0.0, 0.0  # CDNV over pairs (Chan et al.'s merge)
+    ln, lmean, lm2 = 0, 0.0, 0.0  # log kernel -log ||u_c - u_c'|| over pairs
+    log_ok, log_pair = True, None
     cd_ok, cd_pair = True, None
     r2 = r * r
     inv_r = np.where(pos, 1.0 / np.where(pos, r, 1.0), 0.0)
@@ -1146,6 +1222,14 @@ def _pair_statistics(Mr: np.ndarray, mu_G: np.ndarray, r: np.ndarray, sigma2: np
                     V = (sigma2[i0:i1, None] + sigma2[None, i0:]) / (2.0 * D2)
                     acc["cd_sum"] += float(V[:, :t].sum()) + 2.0 * float(V[:, t:].sum())
                     acc["cd_max"] = max(acc["cd_max"], float(V.max()))
+                    offv = np.ones((t, t), dtype=bool)
+                    offv[idx, idx] = False
+                    for part, w in ((V[:, :t][offv], 1), (V[:, t:].ravel(), 2)):
+                        if part.size:
+                            acc["cd_min"] = min(acc["cd_min"], float(part.min()))
+                            mb = float(part.mean())
+                            vn, vmean, vm2 = _welford_merge(vn, vmean, vm2, w * part.size, mb,
+                                                            w * float(np.sum((part - mb) ** 2)))
                     del V
             del D2
             if cos_ok:
@@ -1158,6 +1242,19 @@ def _pair_statistics(Mr: np.ndarray, mu_G: np.ndarray, r: np.ndarray, sigma2: np
                         m2_b = float(np.sum((part - mean_b) ** 2))
                         cn, cmean, cm2 = _welford_merge(cn, cmean, cm2, w * part.size, mean_b, w * m2_b)
                         acc["maxeq"] += w * float(np.sum(np.abs(part + 1.0 / (K - 1))))
+                        if log_ok:
+                            # ||u_c - u_c'||^2 = 2 - 2 cos for unit vectors (u_c = M_c / r_c)
+                            q2 = 2.0 - 2.0 * part
+                            if not (q2 > LOG_KERNEL_MIN_SQ).all():
+                                log_ok = False
+                                rr, cc = np.argwhere(np.abs(C - 1.0) <= LOG_KERNEL_MIN_SQ / 2 + 0.0)[0] if \
+                                    np.any(np.abs(C - 1.0) <= LOG_KERNEL_MIN_SQ / 2) else (0, 1)
+                                log_pair = (int(i0 + rr), int(i0 + cc))
+                            else:
+                                e = -0.5 * np.log(q2)
+                                eb = float(e.mean())
+                                ln, lmean, lm2 = _welford_merge(ln, lmean, lm2, w * e.size, eb,
+                                                                w * float(np.sum((e - eb) ** 2)))
                 del C
         if g_ok:
             Gn = Gt / g_norm
@@ -1178,6 +1275,9 @@ def _pair_statistics(Mr: np.ndarray, mu_G: np.ndarray, r: np.ndarray, sigma2: np
         "cdnv_ok": cd_ok and K > 1, "cdnv_pair": cd_pair,
         "cdnv_mean": acc["cd_sum"] / pairs if pairs else None,
         "cdnv_max": acc["cd_max"] if pairs else None,
+        "cdnv_std": math.sqrt(vm2 / vn) if vn else None, "cdnv_min": acc["cd_min"] if vn else None,
+        "log_ok": log_ok and ln > 0, "log_pair": log_pair, "log_mean": lmean if ln else None,
+        "log_std": math.sqrt(lm2 / ln) if ln else None,
         "cos_ok": cos_ok, "cos_zero": int(np.flatnonzero(~pos)[0]) if not pos.all() else None,
         "cos_std": math.sqrt(cm2 / cn) if cn else None,
         "cos_maxeq": acc["maxeq"] / pairs if pairs else None,

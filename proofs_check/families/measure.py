@@ -26,6 +26,8 @@ def _add_arguments(p) -> None:
     p.add_argument("--device", default="cpu", help="cpu or cuda (torch; falls back to cpu with a note)")
     p.add_argument("--batch-size", dest="batch_size", type=int, default=None,
                    help="samples per chunk (default: about 32 MB of float64 features)")
+    p.add_argument("--ood", default=None, metavar="FILE",
+                   help="out-of-distribution features (.npy N_ood x d, or a container's 'features') for NC5")
     p.add_argument("--passes", default="auto", choices=("auto", "1", "2"),
                    help="auto (default): one pass over the features (a second one only for NC4 with weights, or "
                         "when the d x d scatter does not fit); 2: the two-pass route (docs/measure.md)")
