@@ -304,7 +304,9 @@ def _plain_numbers(text: str) -> str:
     return _NUMPY_REPR.sub(lambda m: m.group(1) if m.group(1) is not None else m.group(2), text)
 
 
-def _one_line(exc: BaseException, limit: int = 300) -> str:
+def _one_line(exc: BaseException, limit: int = 600) -> str:
+    """One line (whitespace collapsed), at most ``limit`` characters: budget messages give the estimate, the
+    limit and the option that raises it (about 400 characters), so 300 cut the option off."""
     text = _plain_numbers(" ".join(str(exc).split())) or type(exc).__name__
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
