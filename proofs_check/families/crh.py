@@ -194,14 +194,14 @@ def table(args) -> Table:
     caption = (f"Alignment ({args.metric}, {args.mode} covariances) versus weight decay in the MLP "
                f"{list(cfg.widths)} (tanh, no bias, MSE, SGD batch {cfg.batch_size}, lr {cfg.lr:g}, {cfg.steps} steps, "
                f"matrices averaged over {cfg.n_records} checkpoints of the second half, seed {cfg.seed}). "
-               f"null = mean Haar-rotation baseline over the six relations ({null_draws} draws); rank at 5% of "
+               f"Haar baseline = mean alignment of Haar-rotated matrices over the six relations ({null_draws} draws); rank at 5% of "
                f"the top singular value; stat.res = ||E[g_b h_a^T] - gamma W|| / ||gamma W||; magnitude = "
-               f"tr(G_b)/(gamma^2 tr(H_b)) (>= (tr Z_b/tr H_b)^2 by Cauchy-Schwarz at stationarity; docs/crh.md).")
+               f"tr(G_b)/(gamma^2 tr(H_b)) (>= (tr Z_b/tr H_b)^2 by Cauchy-Schwarz at stationarity).")
     if res.budget_reached:
         caption += f" INCOMPLETE: {res.budget_message}."
     cols = ["weight_decay", "layer"] + list(RELATION_NAMES) + ["null_mean", "rank", "stat_residual", "magnitude_ratio"]
     latex = [r"$\gamma$", "layer"] + list(RELATION_NAMES) + \
-        ["null", "rank", "stat. res.", r"$\mathrm{tr}\,G_b/(\gamma^2\mathrm{tr}\,H_b)$"]
+        ["Haar baseline", "rank", "stat. res.", r"$\mathrm{tr}\,G_b/(\gamma^2\mathrm{tr}\,H_b)$"]
     return Table(cols, rows, caption, latex_columns=latex, digits=4,
                  meta={"config": cfg.to_dict(), "seconds": res.seconds, "steps_done": res.steps_done,
                        "budget_reached": res.budget_reached})

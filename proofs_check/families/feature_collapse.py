@@ -127,7 +127,7 @@ def build_table(args) -> Table:
            f"n_c={meta.get('n_c')}, L={meta.get('L')}, s_c={meta.get('s_c')}, n_w={meta.get('n_w')}, K={meta.get('K')}, "
            f"{'LayerNorm' if meta.get('layernorm') else 'no LayerNorm'}, latents={meta.get('latents')}. "
            "lambda_crit: Theorem 1 threshold (uniform) or exact threshold sqrt(L sum mu^2/(K n_c)) (type III); "
-           "null where it does not exist (LayerNorm: no trivial phase). d is shown only with LayerNorm.")
+           "missing where it does not exist (LayerNorm: no trivial phase). d is shown only with LayerNorm.")
     table = Table(cols, rows, caption=cap, latex_columns=latex, meta=meta)
     if rig:
         from proofs_check.tables import add_rigorous

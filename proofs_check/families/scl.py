@@ -251,7 +251,7 @@ def build_table(args) -> Table:
              r"$\mathcal{L}_{\mathrm{ETF}}$", "ReLU cost", r"$\tau\to0^+$", r"$\tau\to\infty$"]
     caption = ("SCL lower bounds (Kini et al., ICLR 2024, Theorem 1, reconstructed) and collapsed-ETF values "
                f"(Graf et al., ICML 2021). Convention: {CONVENTION}. ReLU cost = bound - ETF value, balanced counts only "
-               "(null otherwise). Last two columns: limits of the bound as tau -> 0+ (sum n_c log(n_c - 1)) and "
+               "(missing otherwise). Last two columns: limits of the bound as tau -> 0+ (sum n_c log(n_c - 1)) and "
                "tau -> infinity (sum n_c log(N - 1)).")
     table = Table(cols, rows, caption=caption, latex_columns=latex, meta={"family": "scl", "convention": CONVENTION})
     if rig:
