@@ -217,7 +217,11 @@ def _check_file(path, what: str) -> Path:
     return p
 
 
-def open_arrays(path, what: str, diagnostics: list | None = None) -> dict:
+#: Container keys read by default (``--features-key`` etc. add others).
+DEFAULT_KEYS = ("features", "labels", "weights", "bias", "targets")
+
+
+def open_arrays(path, what: str, diagnostics: list | None = None, keys=None) -> dict:
     """The arrays of a file as Sources: {"features": ...} for .npy, every key of a container otherwise."""
     diagnostics = [] if diagnostics is None else diagnostics
     p = _check_file(path, what)
@@ -228,13 +232,13 @@ def open_arrays(path, what: str, diagnostics: list | None = None) -> dict:
             off = f.tell()
         return {"__single__": RawSource(p, f"{what} {p}", off, shape, dtype, fortran)}
     if suffix == ".npz":
-        return _open_npz(p, what, diagnostics)
+        return _open_npz(p, what, diagnostics, tuple(keys) if keys else DEFAULT_KEYS)
     if suffix == ".safetensors":
         return _open_safetensors(p, what)
     return _open_pt(p, what)
 
 
-def _open_npz(p: Path, what: str, diagnostics: list) -> dict:
+def _open_npz(p: Path, what: str, diagnostics: list, keys=DEFAULT_KEYS) -> dict:
     try:
         zf = zipfile.ZipFile(p)
     except (zipfile.BadZipFile, OSError) as exc:
@@ -243,7 +247,7 @@ def _open_npz(p: Path, what: str, diagnostics: list) -> dict:
     with zf:
         for info in zf.infolist():
             key = info.filename[:-4] if info.filename.endswith(".npy") else info.filename
-            if key not in ("features", "labels", "weights", "bias"):
+            if key not in keys:
                 out.setdefault("__other__", []).append(key)
                 continue
             name = f"{what} {p}['{key}']"
@@ -1083,6 +1087,82 @@ def _ood_mean(path, d: int, key: str, diagnostics: list) -> np.ndarray:
             s_.close()
 
 
+def measure_regression(features, targets=None, weights=None, *, layout: str = "auto", batch_size: int | None = None,
+                       features_key: str = "features", targets_key: str = "targets",
+                       weights_key: str = "weights") -> dict:
+    """NRC1-3 of regression features (docs/metrics.md, "Regression"): two streaming passes."""
+    t0 = time.perf_counter()
+    diagnostics: list = []
+    srcs: list = []
+    try:
+        keys = DEFAULT_KEYS + (features_key, targets_key, weights_key)
+        main = open_arrays(features, "FEATURES", diagnostics, keys)
+        srcs.extend(v for v in main.values() if isinstance(v, Source))
+        feat = _pick(main, features_key, features, "FEATURES", True)
+        files = {"features": str(features)}
+        if targets is not None:
+            ta = open_arrays(targets, "--targets", diagnostics, keys)
+            srcs.extend(v for v in ta.values() if isinstance(v, Source))
+            tsrc = _pick(ta, targets_key, targets, "--targets", True)
+            files["targets"] = str(targets)
+        else:
+            if "__single__" in main:
+                raise InputError("--targets: a .npy features file needs the targets from --targets")
+            tsrc = _pick(main, targets_key, features, "FEATURES", True)
+            files["targets"] = f"{features}['{targets_key}']"
+        W = None
+        if weights is not None:
+            wa = open_arrays(weights, "--weights", diagnostics, keys)
+            srcs.extend(v for v in wa.values() if isinstance(v, Source))
+            W = np.asarray(_pick(wa, weights_key, weights, "--weights", True).read_all(), dtype=np.float64)
+        elif "__single__" not in main and weights_key in main:
+            W = np.asarray(main[weights_key].read_all(), dtype=np.float64)
+        _numeric(feat, "FEATURES")
+        _numeric(tsrc, "--targets")
+        if len(feat.shape) != 2:
+            raise InputError(f"{_named('FEATURES', feat)} must be 2-dimensional (N x d), got shape {feat.shape}")
+        if len(tsrc.shape) not in (1, 2):
+            raise InputError(f"--targets: {tsrc.name} must be N or N x n, got shape {tsrc.shape}")
+        Nt = tsrc.shape[0]
+        n = 1 if len(tsrc.shape) == 1 else tsrc.shape[1]
+        lay, why = detect_layout(feat.shape, Nt, layout)
+        N, d = feat.shape if lay == "nd" else feat.shape[::-1]
+        axis = 0 if lay == "nd" else 1
+        step = int(batch_size) if batch_size else max(1, int(DEFAULT_CHUNK_BYTES // (8 * d)))
+        st = MT.RegressionStats(d, n, where=f"{_named('FEATURES', feat)}: ")
+
+        def chunks():
+            for s0 in range(0, N, step):
+                e = min(N, s0 + step)
+                X = feat.read(s0, e, axis)
+                yield (X if axis == 0 else X.T), tsrc.read(s0, e, 0)
+
+        for X, Y in chunks():
+            st.update1(X, Y)
+        for X, _Y in chunks():
+            st.update2(X)
+        res = MT.regression_metrics(st, W)
+        return {"family": "measure", "kind": "measurement (not a verdict): neural regression collapse NRC1-3",
+                "instance": {"files": files, "layout": lay, "layout_reason": why, "targets_dim": n},
+                "metrics": res.metrics, "reasons": res.reasons, "samples": N, "dim": d, **res.extra,
+                "provenance": {"definitions": "docs/metrics.md, 'Regression' (theory/metrics.py)",
+                               "sources": {"nrc": "Andriopoulos et al., NeurIPS 2024 (neural regression collapse)"}},
+                "diagnostics": diagnostics, "seconds": round(time.perf_counter() - t0, 4)}
+    finally:
+        for s_ in srcs:
+            s_.close()
+
+
+def render_regression(out: dict) -> str:
+    lines = [f"measure (regression): {out['samples']} samples, d = {out['dim']}, {out['instance']['targets_dim']} "
+             "target(s)", "metrics (docs/metrics.md, 'Regression'):"]
+    for k in MT.REGRESSION_KEYS:
+        v = out["metrics"].get(k)
+        lines.append(f"  {k:<24} " + (f"{v:.6g}" if v is not None else f"null ({out['reasons'].get(k, '')})"))
+    lines.append("(a measurement, not a verdict)")
+    return "\n".join(lines)
+
+
 def render(out: dict) -> str:
     """A readable summary of a measure report."""
     m = out["metrics"]
@@ -1179,6 +1259,11 @@ def main_from_args(args) -> int:
             import matplotlib  # noqa: F401
         except ImportError:
             raise InputError("--plot needs matplotlib (pip install 'ncproofs[plots]')") from None
+    if getattr(args, "targets", None) is not None:
+        out = measure_regression(args.features, args.targets, args.weights, layout=args.layout,
+                                 batch_size=args.batch_size)
+        print(to_json(out) if args.json else render_regression(out))
+        return 0
     out = measure(args.features, args.labels, args.weights, args.bias, layout=args.layout, predict=args.predict,
                   lambda_w=args.lambda_w, lambda_h=args.lambda_h, tau=args.tau, device=args.device,
                   batch_size=args.batch_size, keep_means=plot_path is not None, time_limit=args.time_limit,

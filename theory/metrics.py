@@ -1359,3 +1359,112 @@ def measure_arrays(features, labels, weights=None, bias=None, *, layout: str = "
     for X, y in chunks():
         sc.update(X, y, layout)
     return collapse_metrics(acc, sc, predicted=predicted, predicted_reason=predicted_reason)
+
+
+# ---------------------------------------------------------------------------------------------
+# Neural regression collapse (NRC1-3; docs/metrics.md, "Regression")
+# ---------------------------------------------------------------------------------------------
+
+REGRESSION_KEYS = ("nrc1", "nrc2", "nrc3")
+
+
+class RegressionStats:
+    """Two streaming passes for NRC1-3 (Andriopoulos et al., NeurIPS 2024).
+
+    Pass 1 (``update1``): the feature mean h_G and the target mean and second moments. Pass 2
+    (``update2``): C = (1/N) sum_i g_i g_i^T over the centred, normalised features
+    g_i = (h_i - h_G) / ||h_i - h_G|| (g_i = 0 when h_i = h_G). Normalising needs h_G, hence two passes."""
+
+    def __init__(self, dim: int, targets_dim: int, where: str = ""):
+        self.d, self.n, self.where = int(dim), int(targets_dim), where
+        self.N = 0
+        self.h_sum = np.zeros(self.d)
+        self.y_sum = np.zeros(self.n)
+        self.yy = np.zeros((self.n, self.n))
+        self.N2 = 0
+        self.C = np.zeros((self.d, self.d))
+        self.h_G = None
+
+    def update1(self, H, Y) -> "RegressionStats":
+        H = np.asarray(H, dtype=np.float64)
+        Y = np.asarray(Y, dtype=np.float64).reshape(H.shape[0], -1)
+        if not (np.isfinite(H).all() and np.isfinite(Y).all()):
+            raise InputError(f"{self.where}features and targets must be finite (found NaN or inf)")
+        self.h_sum += H.sum(axis=0)
+        self.y_sum += Y.sum(axis=0)
+        self.yy += Y.T @ Y
+        self.N += H.shape[0]
+        return self
+
+    def update2(self, H) -> "RegressionStats":
+        if self.h_G is None:
+            if self.N == 0:
+                raise InputError(f"{self.where}features: no samples were given (N = 0)")
+            self.h_G = self.h_sum / self.N
+        G = np.asarray(H, dtype=np.float64) - self.h_G
+        nr = np.sqrt(np.einsum("ij,ij->i", G, G))
+        G = G / np.where(nr > 0, nr, 1.0)[:, None]
+        self.C += G.T @ G
+        self.N2 += G.shape[0]
+        return self
+
+    def target_covariance(self) -> np.ndarray:
+        ym = self.y_sum / self.N
+        S = self.yy / self.N - np.outer(ym, ym)
+        return (S + S.T) / 2
+
+
+def regression_metrics(stats: RegressionStats, W) -> CollapseMetrics:
+    """NRC1-3 from the two passes and the regressor W (n x d, row j predicts target j)."""
+    if stats.N2 != stats.N:
+        raise InputError(f"{stats.where}features: pass 2 saw {stats.N2} samples, pass 1 saw {stats.N}")
+    d, n, N = stats.d, stats.n, stats.N
+    m = {k: None for k in REGRESSION_KEYS}
+    why = {}
+    C = (stats.C + stats.C.T) / (2.0 * N)
+    lam = np.linalg.eigvalsh(C)[::-1]
+    if n >= d:
+        why["nrc1"] = f"n = {n} targets >= d = {d}: the top-n principal subspace is all of R^d (NRC1 = 0 trivially)"
+    else:
+        m["nrc1"] = float(max(np.sum(lam[n:]), 0.0))
+    if W is None:
+        why["nrc2"] = why["nrc3"] = "no regressor weights given (--weights, n x d)"
+        return CollapseMetrics(m, why, 0, N, d, [], {"targets_dim": n})
+    W = _as_matrix(W, "weights")
+    if W.shape != (n, d):
+        raise InputError(f"{stats.where}weights must be n x d = {n} x {d} (one row per target), got "
+                         f"{W.shape[0]} x {W.shape[1]}")
+    U, sv, _ = np.linalg.svd(W.T, full_matrices=False)  # columns of U span the row space of W
+    rank = int(np.sum(sv > PINV_RTOL * (sv.max() if sv.size else 0.0)))
+    if rank == 0:
+        why["nrc2"] = why["nrc3"] = "the regressor W is zero"
+        return CollapseMetrics(m, why, 0, N, d, [], {"targets_dim": n})
+    Ur = U[:, :rank]
+    m["nrc2"] = float(max(np.trace(C) - np.einsum("ij,ij->", Ur, C @ Ur), 0.0))
+    S = stats.target_covariance()
+    ev, EV = np.linalg.eigh(S)
+    if not ev.min() > 0:
+        why["nrc3"] = "the target covariance is singular (a constant or collinear target): Sigma^(1/2) - sqrt(g) I degenerates"
+        return CollapseMetrics(m, why, 0, N, d, [], {"targets_dim": n})
+    A = W @ W.T
+    A = A / np.linalg.norm(A)
+    root = np.sqrt(ev)
+
+    def f(g: float) -> float:
+        B = (EV * (root - math.sqrt(g))) @ EV.T
+        nb = np.linalg.norm(B)
+        return float(np.sum((A - B / nb) ** 2)) if nb > 0 else math.inf
+
+    hi = float(ev.min()) * (1.0 - 1e-9)
+    from scipy.optimize import minimize_scalar
+
+    grid = np.linspace(0.0, hi, 65)
+    vals = [f(g) for g in grid]
+    j = int(np.argmin(vals))
+    lo_b, hi_b = grid[max(j - 1, 0)], grid[min(j + 1, len(grid) - 1)]
+    best = min(vals[j], f(0.0))
+    if hi_b > lo_b:
+        r = minimize_scalar(f, bounds=(lo_b, hi_b), method="bounded", options={"xatol": 1e-14 * max(hi, 1e-300)})
+        best = min(best, float(r.fun))
+    m["nrc3"] = best
+    return CollapseMetrics(m, why, 0, N, d, [], {"targets_dim": n, "target_covariance_eigenvalues": ev.tolist()})

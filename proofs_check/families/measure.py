@@ -28,6 +28,9 @@ def _add_arguments(p) -> None:
                    help="samples per chunk (default: about 32 MB of float64 features)")
     p.add_argument("--ood", default=None, metavar="FILE",
                    help="out-of-distribution features (.npy N_ood x d, or a container's 'features') for NC5")
+    p.add_argument("--targets", default=None, metavar="FILE",
+                   help="regression targets (N or N x n): report the neural regression collapse metrics NRC1-3 "
+                        "(with --weights as the n x d regressor) instead of the classification metrics")
     p.add_argument("--passes", default="auto", choices=("auto", "1", "2"),
                    help="auto (default): one pass over the features (a second one only for NC4 with weights, or "
                         "when the d x d scatter does not fit); 2: the two-pass route (docs/measure.md)")
