@@ -219,6 +219,7 @@ def _check_file(path, what: str) -> Path:
 
 #: Container keys read by default (``--features-key`` etc. add others).
 DEFAULT_KEYS = ("features", "labels", "weights", "bias", "targets")
+KEY_DEFAULTS = {"features": "features", "labels": "labels", "weights": "weights", "bias": "bias"}
 
 
 def open_arrays(path, what: str, diagnostics: list | None = None, keys=None) -> dict:
@@ -459,22 +460,27 @@ def detect_layout(shape: tuple, n_labels: int, layout: str, what: str = "FEATURE
 
 
 def load_inputs(features, labels=None, weights=None, bias=None, layout: str = "auto",
-                diagnostics: list | None = None) -> Inputs:
-    """Open the files, pick the arrays, check shapes and detect the layout (nothing is read in bulk)."""
+                diagnostics: list | None = None, keys: dict | None = None) -> Inputs:
+    """Open the files, pick the arrays, check shapes and detect the layout (nothing is read in bulk).
+
+    ``keys`` renames the container keys: {"features": ..., "labels": ..., "weights": ..., "bias": ...}
+    (``--features-key`` etc.)."""
     diagnostics = [] if diagnostics is None else diagnostics
+    kf = dict(KEY_DEFAULTS, **{k: v for k, v in (keys or {}).items() if v})
+    wanted = DEFAULT_KEYS + tuple(kf.values())
     srcs: list = []
     try:
-        main = open_arrays(features, "FEATURES", diagnostics)
+        main = open_arrays(features, "FEATURES", diagnostics, wanted)
         srcs.extend(v for v in main.values() if isinstance(v, Source))
         single = "__single__" in main
-        feat = _pick(main, "features", features, "FEATURES", True)
-        files = {"features": str(features)}
+        feat = _pick(main, kf["features"], features, "FEATURES", True)
+        files = {"features": str(features) if single else f"{features}['{kf['features']}']"}
 
         def from_option(path, key, opt):
-            arrs = open_arrays(path, opt, diagnostics)
+            arrs = open_arrays(path, opt, diagnostics, wanted)
             srcs.extend(v for v in arrs.values() if isinstance(v, Source))
             files[key] = str(path)
-            return _pick(arrs, key, path, opt, True)
+            return _pick(arrs, kf[key], path, opt, True)
 
         if labels is not None:
             lab = from_option(labels, "labels", "--labels")
@@ -482,15 +488,18 @@ def load_inputs(features, labels=None, weights=None, bias=None, layout: str = "a
             raise InputError(f"--labels: a .npy features file ({features}) needs the labels from --labels (or save "
                              "features and labels together in a .npz / .pt / .safetensors file)")
         else:
-            lab = _pick(main, "labels", features, "FEATURES", True)
-            files["labels"] = f"{features}['labels']"
+            lab = _pick(main, kf["labels"], features, "FEATURES", True)
+            files["labels"] = f"{features}['{kf['labels']}']"
         W_src = from_option(weights, "weights", "--weights") if weights is not None else \
-            (None if single else main.get("weights"))
-        b_src = from_option(bias, "bias", "--bias") if bias is not None else (None if single else main.get("bias"))
+            (None if single else main.get(kf["weights"]))
+        b_src = from_option(bias, "bias", "--bias") if bias is not None else \
+            (None if single else main.get(kf["bias"]))
+        if (keys or {}).get("weights") and W_src is None and not single:
+            raise InputError(f"--weights-key: {features} has no array '{kf['weights']}'")
         if W_src is not None and "weights" not in files:
-            files["weights"] = f"{features}['weights']"
+            files["weights"] = f"{features}['{kf['weights']}']"
         if b_src is not None and "bias" not in files:
-            files["bias"] = f"{features}['bias']"
+            files["bias"] = f"{features}['{kf['bias']}']"
 
         _numeric(feat, "FEATURES")
         if len(feat.shape) != 2:
@@ -794,7 +803,8 @@ def _device(device: str | None, diagnostics: list):
 def measure(features, labels=None, weights=None, bias=None, *, layout: str = "auto", predict: str | None = None,
             lambda_w=None, lambda_h=None, tau=None, device: str | None = None, batch_size: int | None = None,
             dtype: str = "float64", keep_means: bool = False, time_limit: float | None = TIME_LIMIT_S,
-            passes="auto", workers: int | None = None, ood=None, ood_key: str = "features") -> dict:
+            passes="auto", workers: int | None = None, ood=None, ood_key: str = "features",
+            keys: dict | None = None, progress: bool = False) -> dict:
     """Measure the features in the files; return the report (a dict, JSON-ready). See docs/measure.md."""
     t0 = time.perf_counter()
     diagnostics: list = []
@@ -813,7 +823,7 @@ def measure(features, labels=None, weights=None, bias=None, *, layout: str = "au
                                 or not 1 <= workers <= 64):
         raise InputError(f"--workers must be an integer in [1, 64], got {workers!r}")
     dev = _device(device, diagnostics)
-    inp = load_inputs(features, labels, weights, bias, layout, diagnostics)
+    inp = load_inputs(features, labels, weights, bias, layout, diagnostics, keys)
     try:
         N, d = inp.N, inp.d
         step = int(batch_size) if batch_size is not None else max(1, int(DEFAULT_CHUNK_BYTES // (8 * d)))
@@ -854,30 +864,40 @@ def measure(features, labels=None, weights=None, bias=None, *, layout: str = "au
             ostep = int(batch_size) if batch_size is not None else one_pass_chunk_rows(d)
             ostep = max(1, min(ostep, N))
             step = ostep
-            reader = _reader(inp, axis)
+            prog = Progress(N * (2 if inp.weights is not None else 1), enabled=progress)
+            reader = _reader(inp, axis, prog)
             with _single_threaded_blas():
+                prog.stage("pass 1 (sums and scatter)")
                 acc = _one_pass(reader, N, K, d, ostep, nworkers, where)
                 t2 = time.perf_counter()
                 sc = None
                 if inp.weights is not None:
+                    prog.stage("pass 2 (NC4)")
                     sc = _nc4_pass(reader, N, acc, inp.weights, inp.bias, ostep, nworkers)
+            prog.done()
             route = ("one pass (shifted sums and d x d scatter, compensated)" +
                      ("; a second pass for NC4 (it needs the final class means)" if sc is not None else ""))
         else:
+            prog = Progress(2 * N, enabled=progress)
             acc = MT.ClassMeans(K, d, dtype=dtype, where=where)
+            prog.stage("pass 1 (class means)")
             for X, y in chunks():
                 acc.update(X, y)
+                prog.add(len(y))
                 del X
             t2 = time.perf_counter()
             sc = MT.ClassScatter(acc, inp.weights, inp.bias)
+            prog.stage("pass 2 (scatter)")
             for X, y in chunks():
                 sc.update(X, y)
+                prog.add(len(y))
                 del X
+            prog.done()
             route = "two passes (class means, then the scatter about them)" + (
                 "" if passes == 2 else f": {_two_pass_reason(dev, dtype, d, nworkers)}")
         t3 = time.perf_counter()
         cpu_passes = time.process_time() - c0
-        ood_mean = _ood_mean(ood, d, ood_key, diagnostics) if ood is not None else None
+        ood_mean = _ood_mean(ood, d, (keys or {}).get("features") or ood_key, diagnostics) if ood is not None else None
         pred = predict_geometry(model, params, counts, d, acc.min_value)
         res = MT.collapse_metrics(acc, sc, predicted=pred["gram"], predicted_reason=pred["reason"], ood_mean=ood_mean)
         t4 = time.perf_counter()
@@ -979,14 +999,60 @@ class _single_threaded_blas:
         return False
 
 
-def _reader(inp, axis: int):
+def _reader(inp, axis: int, prog=None):
     def read(s: int, e: int):
         X = inp.features.read(s, e, axis)
         if axis == 1:
             X = X.T
-        return X, inp.labels.read(s, e, 0)
+        y = inp.labels.read(s, e, 0)
+        if prog is not None:
+            prog.add(e - s)
+        return X, y
 
     return read
+
+
+class Progress:
+    """One progress line on stderr, rewritten in place (``\\r``) at most every 0.5 s; only when enabled
+    (the CLI enables it when stderr is a terminal). Thread-safe (the workers report their chunks)."""
+
+    def __init__(self, total: int, enabled: bool = False, stream=None, every: float = 0.5):
+        import threading
+
+        self.total, self.enabled, self.every = max(int(total), 1), bool(enabled), float(every)
+        self.stream = stream if stream is not None else sys.stderr
+        self.done_rows, self.name, self.t0, self.last = 0, "", time.perf_counter(), 0.0
+        self.lock = threading.Lock()
+        self.shown = False
+
+    def stage(self, name: str) -> None:
+        self.name = name
+        self._show(force=True)
+
+    def add(self, rows: int) -> None:
+        with self.lock:
+            self.done_rows += int(rows)
+        self._show()
+
+    def _show(self, force: bool = False) -> None:
+        if not self.enabled:
+            return
+        now = time.perf_counter()
+        if not force and now - self.last < self.every:
+            return
+        self.last = now
+        frac = min(1.0, self.done_rows / self.total)
+        el = now - self.t0
+        eta = f", ~{el * (1 - frac) / frac:.0f} s left" if frac > 0.02 else ""
+        self.stream.write(f"\rncproofs measure: {self.name}: {100 * frac:5.1f}% of the samples read, {el:.0f} s{eta}   ")
+        self.stream.flush()
+        self.shown = True
+
+    def done(self) -> None:
+        if self.enabled and self.shown:
+            self._show(force=True)
+            self.stream.write("\n")
+            self.stream.flush()
 
 
 def _segments(start: int, N: int, step: int):
@@ -1246,6 +1312,20 @@ def _json_default(o):
     raise TypeError(f"not JSON serialisable: {type(o).__name__}")
 
 
+def _keys_from_args(args) -> dict:
+    return {k: getattr(args, f"{k}_key", None) for k in ("features", "labels", "weights", "bias")}
+
+
+def _want_progress(args) -> bool:
+    mode = getattr(args, "progress", "auto")
+    if mode == "auto":
+        try:
+            return sys.stderr.isatty()
+        except (AttributeError, ValueError):
+            return False
+    return mode == "on"
+
+
 def main_from_args(args) -> int:
     from proofs_check.outputs import check_output_path
 
@@ -1260,15 +1340,19 @@ def main_from_args(args) -> int:
         except ImportError:
             raise InputError("--plot needs matplotlib (pip install 'ncproofs[plots]')") from None
     if getattr(args, "targets", None) is not None:
+        k = _keys_from_args(args)
         out = measure_regression(args.features, args.targets, args.weights, layout=args.layout,
-                                 batch_size=args.batch_size)
+                                 batch_size=args.batch_size, features_key=k.get("features") or "features",
+                                 targets_key=getattr(args, "targets_key", None) or "targets",
+                                 weights_key=k.get("weights") or "weights")
         print(to_json(out) if args.json else render_regression(out))
         return 0
     out = measure(args.features, args.labels, args.weights, args.bias, layout=args.layout, predict=args.predict,
                   lambda_w=args.lambda_w, lambda_h=args.lambda_h, tau=args.tau, device=args.device,
                   batch_size=args.batch_size, keep_means=plot_path is not None, time_limit=args.time_limit,
                   passes=getattr(args, "passes", "auto"), workers=getattr(args, "workers", None),
-                  ood=getattr(args, "ood", None))
+                  ood=getattr(args, "ood", None), keys=_keys_from_args(args),
+                  progress=_want_progress(args))
     if plot_path is not None:
         plot(out, out["_centred_means"], plot_path)
         out["instance"]["plot"] = str(plot_path)

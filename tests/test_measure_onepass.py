@@ -180,3 +180,36 @@ def test_one_pass_bad_input_still_named():
         MT.measure_arrays(H * 1e-200, y, passes=1)
     with pytest.raises(MT.InputError, match="passes"):
         MT.measure_arrays(H, y, passes=3)
+
+
+def test_container_keys_and_progress_line(tmp_path, capsys):
+    import io
+
+    H, y, W, b = synthetic(seed=9, N=600, d=5, K=4)
+    np.savez(tmp_path / "c.npz", emb=H, target_class=y, head=W)
+    rc = cli.main(["measure", str(tmp_path / "c.npz"), "--features-key", "emb", "--labels-key", "target_class",
+                   "--weights-key", "head", "--json"])
+    cap = capsys.readouterr()
+    assert rc == 0, cap.err
+    out = json.loads(cap.out)
+    ref = reference_metrics(H, y, W)
+    _close(out["metrics"], ref, ["nc1", "cdnv_mean", "nc3", "nc4"])
+    assert out["instance"]["files"]["labels"].endswith("['target_class']")
+    rc = cli.main(["measure", str(tmp_path / "c.npz")])
+    assert rc == 2 and "no array 'features'" in capsys.readouterr().err
+    rc = cli.main(["measure", str(tmp_path / "c.npz"), "--features-key", "emb", "--labels-key", "target_class",
+                   "--weights-key", "nope"])
+    assert rc == 2 and "nope" in capsys.readouterr().err
+    # the progress line (forced on: stderr is not a terminal under pytest, so "auto" prints nothing)
+    buf = io.StringIO()
+    prog = PM.Progress(100, enabled=True, stream=buf, every=0.0)
+    prog.stage("pass 1")
+    prog.add(50)
+    prog.done()
+    assert "pass 1:  50.0%" in buf.getvalue() and buf.getvalue().endswith("\n")
+    rc = cli.main(["measure", str(tmp_path / "c.npz"), "--features-key", "emb", "--labels-key", "target_class",
+                   "--progress", "on"])
+    err = capsys.readouterr().err
+    assert rc == 0 and "100.0% of the samples read" in err
+    rc = cli.main(["measure", str(tmp_path / "c.npz"), "--features-key", "emb", "--labels-key", "target_class"])
+    assert rc == 0 and "samples read" not in capsys.readouterr().err

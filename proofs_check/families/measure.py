@@ -31,6 +31,12 @@ def _add_arguments(p) -> None:
     p.add_argument("--targets", default=None, metavar="FILE",
                    help="regression targets (N or N x n): report the neural regression collapse metrics NRC1-3 "
                         "(with --weights as the n x d regressor) instead of the classification metrics")
+    for key, what in (("features", "features (N x d)"), ("labels", "labels"), ("weights", "classifier W (K x d)"),
+                      ("bias", "bias (K)"), ("targets", "regression targets")):
+        p.add_argument(f"--{key}-key", dest=f"{key}_key", default=None, metavar="KEY",
+                       help=f"name of the {what} in a .npz / .pt / .safetensors container (default '{key}')")
+    p.add_argument("--progress", choices=("auto", "on", "off"), default="auto",
+                   help="a progress line on stderr (auto: when stderr is a terminal)")
     p.add_argument("--passes", default="auto", choices=("auto", "1", "2"),
                    help="auto (default): one pass over the features (a second one only for NC4 with weights, or "
                         "when the d x d scatter does not fit); 2: the two-pass route (docs/measure.md)")
