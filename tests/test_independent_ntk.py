@@ -205,6 +205,9 @@ def test_balanced_two_classes_block_limit():
     lam_c = KAPPA[0] - KAPPA[1] + m * (KAPPA[1] - KAPPA[2])
     J = np.eye(2) - 0.5
     np.testing.assert_allclose(W @ W.T, math.sqrt(m / lam_c) * J, atol=1e-4)
+    mu = np.stack([H[:, :2].mean(axis=1), H[:, 2:].mean(axis=1)], axis=1)
+    M = mu - mu.mean(axis=1, keepdims=True)
+    np.testing.assert_allclose(M.T @ M, math.sqrt(lam_c / m) * J, atol=1e-4)  # the ETF claim's sqrt(a/m) J
     verdicts = {c.name: c.verdict for c in rep.claims}
     assert verdicts["ntk.general.etf"] is Verdict.VERIFIED
 
