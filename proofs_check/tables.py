@@ -118,6 +118,230 @@ def directed_format(x: float, digits: int, mode: str) -> str:
         return f"{mant}e{'-' if exp < 0 else '+'}{abs(exp):02d}"
 
 
+# ---- LaTeX number columns (siunitx S columns, one notation per column) ------------------------------------------
+
+#: a float column prints in fixed notation when every nonzero |x| lies in this range, else the whole column is
+#: scientific (never ``1.86e-8`` next to ``0.000409`` in one column)
+FIXED_RANGE = (1e-3, 1e5)
+#: \linewidth of the standard article class at 10 pt, in points: wider tables are split (see :meth:`Table.to_latex`)
+LINEWIDTH_PT = 345.0
+#: width of a digit (and a rough average character) at 10 pt, in points
+_CHAR_PT = 5.0
+_SEP_PT = 12.0  # 2 x \tabcolsep
+
+
+def _quantize(x: float, exp: int, mode: str | None):
+    """The exact binary value of ``x`` rounded to a multiple of 10^exp: to nearest (ties to even, as Python's
+    formatting), or toward -inf / +inf with ``mode`` "down" / "up"."""
+    from decimal import ROUND_CEILING, ROUND_FLOOR, ROUND_HALF_EVEN, Decimal, localcontext
+
+    how = {None: ROUND_HALF_EVEN, "down": ROUND_FLOOR, "up": ROUND_CEILING}[mode]
+    with localcontext() as ctx:
+        ctx.prec = 80
+        return Decimal(x).quantize(Decimal(1).scaleb(exp), rounding=how)
+
+
+def _sig_decimal(x: float, sig: int, mode: str | None):
+    """``x`` rounded to ``sig`` significant digits (Decimal; 9.9996 -> 10.00 keeps ``sig`` digits)."""
+    from decimal import Decimal
+
+    e = Decimal(x).adjusted()
+    q = _quantize(x, e - sig + 1, mode)
+    if q != 0 and q.adjusted() > e:
+        q = _quantize(x, q.adjusted() - sig + 1, mode)
+    return q
+
+
+def _plain(q) -> str:
+    text = format(q, "f")
+    if text.startswith("-") and not text.strip("-0."):
+        text = text[1:]  # -0.000 rounded to nearest: 0.000
+    return text
+
+
+def format_fixed(x: float, decimals: int, mode: str | None = None) -> str:
+    """``x`` with exactly ``decimals`` decimals (trailing zeros kept), rounded to nearest or ``mode``."""
+    return _plain(_quantize(x, -decimals, mode))
+
+
+def format_sig(x: float, sig: int, mode: str | None = None, notation: str = "fixed") -> str:
+    """``x`` with ``sig`` significant digits, trailing zeros kept (``1.100``, not ``1.1``): ``notation`` "fixed"
+    (``0.0004090``) or "sci" (``4.090e-4``, the form siunitx reads)."""
+    if x == 0:
+        return "0" if notation == "fixed" or sig == 1 else "0." + "0" * (sig - 1)
+    q = _sig_decimal(x, sig, mode)
+    if notation == "fixed":
+        return _plain(q)
+    exp = q.adjusted()
+    mant = _plain(q.scaleb(-exp))
+    return f"{mant}e{exp}"
+
+
+def _numeric_strings(values: list, *, sig: int, decimals: int | None, mode: str | None,
+                     exact: bool = False) -> tuple[list, str]:
+    """The printed numbers of one numeric column (None for a missing cell) and its notation ("int", "fixed",
+    "sci"). Integer columns print as integers; a float column is fixed when every nonzero |x| is in
+    :data:`FIXED_RANGE` (or ``decimals`` is given), else scientific; one notation for the whole column."""
+    finite = [v for v in values if v is not None and math.isfinite(float(v))]
+    if finite and all(isinstance(v, int) for v in finite) and decimals is None:
+        return [None if v is None or not math.isfinite(float(v)) else str(int(v)) for v in values], "int"
+    if decimals is not None:
+        notation = "fixed"
+    else:
+        nz = [abs(float(v)) for v in finite if float(v) != 0.0]
+        notation = "fixed" if all(FIXED_RANGE[0] <= a < FIXED_RANGE[1] for a in nz) else "sci"
+    out = []
+    for v in values:
+        if v is None or not math.isfinite(float(v)):
+            out.append(None)
+        elif decimals is not None:
+            out.append(format_fixed(float(v), decimals, mode))
+        else:
+            text = format_sig(float(v), sig, mode, notation)
+            if exact:  # an input parameter: its own digits (0.001, 0.5), no padding zeros
+                m, e, x = text.partition("e")
+                if "." in m:
+                    m = m.rstrip("0").rstrip(".")
+                text = m + e + x
+            out.append(text)
+    return out, notation
+
+
+def _table_format(strings: list[str], notation: str) -> str:
+    """siunitx ``table-format`` of the printed numbers of a column (sign, integer digits, decimals, exponent)."""
+    nums = [x for x in strings if x is not None]
+    if not nums:
+        return "1.0"
+    sign = "-" if any(x.startswith("-") for x in nums) else ""
+    mants, exps = [], []
+    for x in nums:
+        m, _, e = x.lstrip("-").partition("e")
+        mants.append(m)
+        if e:
+            exps.append(e)
+    ints = max(len(m.split(".")[0]) for m in mants)
+    decs = max(len(m.split(".")[1]) if "." in m else 0 for m in mants)
+    spec = f"{sign}{ints}.{decs}"
+    if exps:
+        esign = "-" if any(e.startswith("-") for e in exps) else ""
+        spec += f"e{esign}{max(len(e.lstrip('-')) for e in exps)}"
+    return spec
+
+
+def _format_width_pt(spec: str) -> float:
+    m = re.fullmatch(r"(-?)([0-9]+)\.([0-9]+)(?:e(-?)([0-9]+))?", spec)
+    if not m:
+        return 30.0
+    sign, ints, decs, esign, edig = m.groups()
+    w = (int(ints) + int(decs)) * _CHAR_PT + (2.8 if int(decs) else 0) + (7.8 if sign else 0)
+    if edig:
+        w += 7.8 + 10.0 + 3.5 * (int(edig) + (1 if esign else 0))  # \times 10^{-e}
+    return w
+
+
+def _header_width_pt(head: str) -> float:
+    """A rough width of a LaTeX header: commands count as one character, braces and $ as none."""
+    text = re.sub(r"\\[A-Za-z]+\*?", "x", head)
+    text = re.sub(r"[${}^_]", "", text)
+    return len(text) * _CHAR_PT * 0.9
+
+
+def parse_column_digits(text, what: str = "--decimals") -> dict:
+    """``--decimals`` / ``--sig`` values: ``N`` (every column), ``COL=N,COL=N`` (those columns) or both
+    (``4,gap=2``). Returns ``{column or "*": N}``; a malformed entry is an InputError naming the option."""
+    if text is None:
+        return {}
+    if isinstance(text, Mapping):
+        return dict(text)
+    if isinstance(text, int) and not isinstance(text, bool):
+        return {"*": text}
+    if not isinstance(text, str):
+        raise TypeError(f"{what} must be N or COL=N,COL=N, got {type(text).__name__}")
+    out = {}
+    for part in text.split(","):
+        part = part.strip()
+        if not part:
+            raise InputError(f"{what}: empty entry in {text!r} (expected N or COL=N,COL=N)")
+        col, eq, num = part.rpartition("=")
+        if not eq:
+            col, num = "*", part
+        col = col.strip() or "*"
+        try:
+            out[col] = int(num)
+        except ValueError:
+            raise InputError(f"{what}: {part!r} is not N or COL=N (N an integer)") from None
+    return out
+
+
+def _check_digits_map(m: dict, columns: Sequence[str], what: str, lo: int, hi: int) -> dict:
+    for col, n in m.items():
+        if col != "*" and col not in columns:
+            raise InputError(f"{what}: no column {col!r}; the columns are: " + ", ".join(columns))
+        if isinstance(n, bool) or not isinstance(n, int) or not lo <= n <= hi:
+            raise InputError(f"{what} must be in {lo}..{hi}, got {n!r}" + ("" if col == "*" else f" for {col}"))
+    return m
+
+
+_PATH_IN_PARENS = re.compile(r"\s*\((?:see\s+)?docs/[A-Za-z0-9_\\\-]+\.md(?:,\s*[^()]*)?\)")
+_PATH_BEFORE_PAREN = re.compile(r"[;,]\s*(?:see\s+)?docs/[A-Za-z0-9_\\\-]+\.md(?:,\s*'[^']*')?(?=\))")
+_PATH_BARE = re.compile(r"\s*(?:see\s+)?docs/[A-Za-z0-9_\\\-]+\.md(?:,\s*'[^']*')?")
+_ABBREV = ("al", "e.g", "i.e", "cf", "Thm", "Eq", "vs", "Sec", "resp", "etc", "Fig", "approx", "mult", "res", "stat")
+
+
+def strip_file_paths(text: str) -> str:
+    """A caption without repository file paths (``(docs/ufm.md)``, ``; docs/crh.md)``, ``docs/x.md.``): a
+    caption cites papers (by \\cite key or name and year), not files of this repository."""
+    text = _PATH_IN_PARENS.sub("", text)
+    text = _PATH_BEFORE_PAREN.sub("", text)
+    text = _PATH_BARE.sub("", text)
+    text = re.sub(r"\(\s*\)", "", text)
+    text = re.sub(r"\s+([.,;:])", r"\1", text)
+    text = re.sub(r"[;,:]+\s*([.)])", r"\1", text)
+    text = re.sub(r"([.;,])\1+", r"\1", text)
+    return re.sub(r"\s{2,}", " ", text).strip()
+
+
+def split_caption(text: str) -> tuple[str, str]:
+    """(first sentence, the rest) of a LaTeX caption: the split is a ". " outside math and braces, not after an
+    abbreviation (et al., e.g., Thm.), followed by an upper-case letter, a digit, a parenthesis or math."""
+    depth, math_on = 0, False
+    for i, ch in enumerate(text):
+        if ch == "\\" and i + 1 < len(text) and text[i + 1] == "$":
+            continue
+        if ch == "$" and (i == 0 or text[i - 1] != "\\"):
+            math_on = not math_on
+        elif ch == "{":
+            depth += 1
+        elif ch == "}":
+            depth -= 1
+        elif ch == "." and not math_on and depth == 0 and text[i + 1:i + 2] == " ":
+            nxt = text[i + 2:i + 3]
+            word = re.search(r"([A-Za-z.]+)$", text[:i])
+            if word and word.group(1).rstrip(".") in _ABBREV:
+                continue
+            if nxt and (nxt.isupper() or nxt.isdigit() or nxt in "($\\"):
+                return text[:i + 1], text[i + 2:].strip()
+    return text, ""
+
+
+#: column names that identify an instance (kept in every part of a split LaTeX table)
+KEY_NAMES = frozenset("k n K N L D d C m s counts label lambda lambda_w lambda_h lw lh eps tau gamma weight_decay "
+                      "layer rho kappa loss".split())
+
+
+def key_columns(table) -> list[str]:
+    """The columns that identify a row: :attr:`Table.key_columns` where given, else the leading columns named
+    in :data:`KEY_NAMES` (at most four), else the first column."""
+    if table.key_columns:
+        return [c for c in table.key_columns if c in table.columns]
+    out = []
+    for c in table.columns[:4]:
+        if c not in KEY_NAMES:
+            break
+        out.append(c)
+    return out or list(table.columns[:1])
+
+
 # text escaping and plain-text math live in proofs_check/latex_text.py (imported by citations.py too)
 from proofs_check.latex_text import GREEK, latex_escape, math_to_latex, plain_to_latex  # noqa: E402,F401
 
@@ -149,6 +373,12 @@ class Table:
     #: plain-text notes printed below the table (md: after the caption; LaTeX: a footnote-size paragraph under
     #: the tabular, kept when --caption replaces the caption; json: "notes"; csv: none)
     notes: list | None = None
+    #: columns that identify a row (repeated in every part when a LaTeX table is split); default: the leading
+    #: columns named like instance parameters (:func:`key_columns`)
+    key_columns: list | None = None
+    #: columns of the first LaTeX table when it is split (the rest go to "further columns" tables); default: the
+    #: columns in order
+    primary: list | None = None
 
     def __post_init__(self):
         if self.latex_headers is not None:
@@ -250,18 +480,35 @@ class Table:
         return Table(cols, [[r[i] for i in idx] for r in self.rows], self.caption,
                      latex_columns=lc, digits=self.digits, meta=dict(self.meta), latex_caption=self.latex_caption,
                      rounding=rounding, header_groups=groups,
-                     notes=list(self.notes) if self.notes is not None else None)
+                     notes=list(self.notes) if self.notes is not None else None,
+                     key_columns=[c for c in self.key_columns if c in cols] if self.key_columns is not None else None,
+                     primary=[c for c in self.primary if c in cols] if self.primary is not None else None)
+
+    def without_empty_columns(self) -> "Table":
+        """A copy without the columns whose every cell is missing (None, NaN, inf or empty text); the table
+        itself when there is none (or when every column is empty)."""
+        def empty(x):
+            return x is None or (isinstance(x, float) and not math.isfinite(x)) or (isinstance(x, str) and not x.strip())
+
+        keep = [c for j, c in enumerate(self.columns) if not self.rows or not all(empty(r[j]) for r in self.rows)]
+        if len(keep) == len(self.columns) or not keep:
+            return self
+        return self.select(keep)
 
     def render(self, fmt: str, *, precision: int | None = None, na_rep: str | None = None,
                label: str | None = None, caption: str | None = None, columns: Sequence[str] | None = None,
-               cite_keys: Sequence[str] | None = None, longtable: bool = False) -> str:
+               cite_keys: Sequence[str] | None = None, longtable: bool = False, decimals=None, sig=None,
+               wide: bool = False) -> str:
         """Render as ``fmt`` (md, latex, csv, json). ``precision``: significant digits of the
         numbers (md, latex; default: the table's digits, 4 in LaTeX); ``na_rep``: text of a
         missing number (md default "null", LaTeX default "--"); ``label``: the LaTeX label;
         ``caption``: replaces the caption (LaTeX source in the latex format, verbatim);
         ``columns``: the columns to keep; ``cite_keys``: BibTeX keys cited in the caption; ``longtable``
-        (latex): a ``longtable`` that breaks across pages, its header repeated on each page, instead of a
-        float scaled to the line width."""
+        (latex): a ``longtable`` that breaks across pages, its header repeated on each page; ``decimals`` /
+        ``sig`` (latex): per-column digits, ``N``, ``{"col": N}`` or the CLI text ``"4,gap=2"`` (fixed decimals, or
+        significant digits; ``sig`` defaults to ``precision``); ``wide`` (latex): one table with every column
+        even when it is wider than the line (default: split into a main table and tables of further columns,
+        never scaled)."""
         if not isinstance(fmt, str):
             raise TypeError(f"fmt (format) must be one of {', '.join(FORMATS)}, got {type(fmt).__name__} {fmt!r}")
         if fmt not in FORMATS:
@@ -287,11 +534,15 @@ class Table:
             raise TypeError(f"longtable must be True or False, got {type(longtable).__name__}")
         if longtable and fmt != "latex":
             raise InputError(f"--longtable needs --format latex, got --format {fmt}")
+        dec_map = _check_digits_map(parse_column_digits(decimals, "--decimals"), t.columns, "--decimals", 0, MAX_DIGITS)
+        sig_map = _check_digits_map(parse_column_digits(sig, "--sig"), t.columns, "--sig", 1, MAX_DIGITS)
+        if (dec_map or sig_map or wide) and fmt != "latex":
+            raise InputError(f"--decimals, --sig and --wide need --format latex, got --format {fmt}")
         if fmt == "latex":
             return t.to_latex(precision=precision, na_rep=na_rep, label=label, caption=caption, cite_keys=keys,
-                              longtable=longtable)
+                              longtable=longtable, decimals=dec_map, sig=sig_map, wide=bool(wide))
         if fmt == "md":
-            return t.to_md(precision=precision, na_rep=na_rep, caption=caption, cite_keys=keys)
+            return t.without_empty_columns().to_md(precision=precision, na_rep=na_rep, caption=caption, cite_keys=keys)
         if fmt == "csv":
             return t.to_csv()
         return t.to_json(caption=caption, cite_keys=keys)
@@ -333,76 +584,136 @@ class Table:
         return cap
 
     def to_latex(self, *, precision: int | None = None, na_rep: str | None = None, label: str | None = None,
-                 caption: str | None = None, cite_keys: Sequence[str] = (), longtable: bool = False) -> str:
-        digits = precision or min(self.digits, LATEX_DEFAULT_DIGITS)
+                 caption: str | None = None, cite_keys: Sequence[str] = (), longtable: bool = False,
+                 decimals: Mapping | None = None, sig: Mapping | None = None, wide: bool = False,
+                 linewidth_pt: float = LINEWIDTH_PT) -> str:
+        """booktabs + siunitx LaTeX (docs/outputs.md): numeric columns are ``S`` columns (decimal points aligned)
+        with one notation per column; all-empty columns are left out; the type is the document's (never scaled);
+        a table wider than ``linewidth_pt`` is split into the main table (:attr:`primary` columns, else the first
+        that fit) and tables of further columns that repeat the :func:`key_columns`, unless ``wide``."""
+        t = self.without_empty_columns()
+        digits = precision or min(t.digits, LATEX_DEFAULT_DIGITS)
         na = LATEX_DEFAULT_NA if na_rep is None else na_rep
-        heads = self.latex_header_cells()
-        ncol = len(self.columns)
-        body = []
-        numeric = [all(x is None or _is_number(x) for x in (r[j] for r in self.rows)) for j in range(ncol)]
-        widths = [0] * ncol
-        modes = [(self.rounding or {}).get(c) for c in self.columns]
-        for r in self.rows:
-            cells = []
-            for j, x in enumerate(r):
-                if x is None:
-                    s = latex_escape(na)
-                    widths[j] = max(widths[j], len(na))
+        decimals, sig = dict(decimals or {}), dict(sig or {})
+        heads = t.latex_header_cells()
+        ncol = len(t.columns)
+        modes = [(t.rounding or {}).get(c) for c in t.columns]
+        cells_by_col, spec, widths = [], [], []
+        keys = key_columns(t)
+        for j, name in enumerate(t.columns):
+            values = [r[j] for r in t.rows]
+            numeric = bool(values) and all(x is None or _is_number(x) for x in values)
+            if numeric and any(x is not None for x in values):
+                col_dec = decimals.get(name, decimals.get("*"))
+                col_sig = sig.get(name, sig.get("*", digits))
+                strings, notation = _numeric_strings(values, sig=col_sig, decimals=col_dec, mode=modes[j],
+                                                     exact=(name in keys and (bool(t.key_columns) or name in KEY_NAMES)
+                                                            and name not in sig and col_dec is None))
+                fmt = _table_format(strings, notation)
+                cells_by_col.append([x if x is not None else "{" + latex_escape(na) + "}" for x in strings])
+                spec.append("S[table-format=" + fmt + ",group-digits=false]")
+                heads[j] = "{" + heads[j] + "}"
+                widths.append(max(_format_width_pt(fmt), _header_width_pt(heads[j]), len(na) * _CHAR_PT) + _SEP_PT)
+                continue
+            cells, longest = [], 0
+            for x in values:
+                if x is None or (isinstance(x, float) and not math.isfinite(x)):
+                    cells.append(latex_escape(na))
+                    longest = max(longest, len(na))
                 elif _is_number(x):
-                    s = _latex_number(x, digits, na, modes[j])
-                    widths[j] = max(widths[j], digits + 5)
+                    cells.append(_latex_number(x, digits, na, modes[j]))
+                    longest = max(longest, digits + 5)
                 else:
                     text = "yes" if x is True else "no" if x is False else str(x)
-                    s = latex_escape(text)
-                    widths[j] = max(widths[j], len(text))
-                cells.append(s)
-            body.append(" & ".join(cells) + r" \\")
-        spec = []
-        for j in range(ncol):
-            if numeric[j]:
-                spec.append("r")
-            elif widths[j] > _WRAP_CHARS:
-                # long text wraps: width ~ 0.45 em per character, at most 12 em
+                    cells.append(latex_escape(text))
+                    longest = max(longest, len(text))
+            cells_by_col.append(cells)
+            if longest > _WRAP_CHARS:
                 em = min(12.0, max(6.0, 0.45 * _WRAP_CHARS))
                 spec.append(r">{\raggedright\arraybackslash}p{" + f"{em:g}em" + "}")
+                widths.append(em * 10.0 + _SEP_PT)
             else:
                 spec.append("l")
-        cap = self.latex_caption_text(caption, cite_keys)
-        lab = label if label is not None else (f"tab:ncproofs-{self.meta.get('family')}"
-                                               if isinstance(self.meta.get("family"), str) else "")
+                widths.append(max(longest * _CHAR_PT, _header_width_pt(heads[j])) + _SEP_PT)
+        body = [" & ".join(cells_by_col[j][i] for j in range(ncol)) + r" \\" for i in range(len(t.rows))]
+        if caption is not None:
+            cap, rest = t.latex_caption_text(caption, cite_keys), ""
+        else:
+            short, rest = split_caption(strip_file_paths(t.latex_caption_text(None)))
+            cap = t.latex_caption_text(short, cite_keys)
+        notes = ([rest] if rest else []) + [strip_file_paths(plain_to_latex(n)) for n in (t.notes or [])]
+        lab = label if label is not None else (f"tab:ncproofs-{t.meta.get('family')}"
+                                               if isinstance(t.meta.get("family"), str) else "")
         if longtable:
-            return self._latex_longtable(spec, heads, body, ncol, cap, lab)
-        out = ["% generated by ncproofs; needs \\usepackage{booktabs,array,graphicx}",
-               "\\begin{table}[tbp]", "\\centering", "\\small"]
-        if ncol > 6:
-            out.append("\\setlength{\\tabcolsep}{%gpt}" % (3 if ncol > 9 else 4))
+            return t._latex_longtable(spec, heads, body, ncol, cap, lab, notes)
+        parts = [list(range(ncol))] if wide else t._latex_parts(widths, linewidth_pt)
+        out = []
+        for p, idx in enumerate(parts):
+            sub = t.select([t.columns[j] for j in idx]) if len(idx) < ncol else t
+            if p == 0:
+                pcap, plab = cap, lab
+            else:
+                pcap = ("Further columns of Table~\\ref{" + lab + "}." if lab else "Further columns of the table above.")
+                plab = f"{lab}-more" + (f"{p}" if p > 1 else "") if lab else ""
+            rows = [" & ".join(cells_by_col[j][i] for j in idx) + r" \\" for i in range(len(t.rows))]
+            out.append(sub._latex_float([spec[j] for j in idx], [heads[j] for j in idx], rows, pcap, plab,
+                                        notes if p == 0 else []))
+        return "\n".join(out)
+
+    def _latex_parts(self, widths: list[float], linewidth: float) -> list[list[int]]:
+        """Column indices of each LaTeX table: everything when it fits ``linewidth``; else the key columns plus
+        the :attr:`primary` columns (or the next columns that fit), then the key columns plus the next columns
+        that fit, until every column is shown once."""
+        ncol = len(self.columns)
+        if sum(widths) <= linewidth or ncol <= 2:
+            return [list(range(ncol))]
+        keys = [self.columns.index(c) for c in key_columns(self)]
+        rest = [j for j in range(ncol) if j not in keys]
+        parts = []
+        if self.primary:
+            first = [self.columns.index(c) for c in self.primary if c in self.columns]
+            first = keys + [j for j in first if j not in keys]
+            parts.append(sorted(first, key=lambda j: (j not in keys, first.index(j))))
+            rest = [j for j in rest if j not in first]
+        base = sum(widths[j] for j in keys)
+        cur, w = list(keys), base
+        for j in rest:
+            if w + widths[j] > linewidth and len(cur) > len(keys):
+                parts.append(cur)
+                cur, w = list(keys), base
+            cur.append(j)
+            w += widths[j]
+        if len(cur) > len(keys):
+            parts.append(cur)
+        return parts or [list(range(ncol))]
+
+    def _latex_float(self, spec, heads, body, cap, lab, notes) -> str:
+        """One ``table`` float at the document's type size, decimal-aligned ``S`` columns, never scaled."""
+        out = ["% generated by ncproofs; needs \\usepackage{booktabs,array,siunitx}",
+               "\\begin{table}[tbp]", "\\centering"]
+        if len(spec) > 6:
+            out.append("\\setlength{\\tabcolsep}{4pt}")
         if cap:
             out.append("\\caption{" + cap + "}")
         if lab:
             out.append("\\label{" + lab + "}")
-        # TeX measures the table: wider than the line -> scaled down to the line width
-        out += ["\\ifdefined\\ncproofsbox\\else\\newsavebox{\\ncproofsbox}\\fi",
-                "\\sbox{\\ncproofsbox}{%",
-                "\\begin{tabular}{" + "".join(spec) + "}", "\\toprule"]
+        out += ["\\begin{tabular}{" + "".join(spec) + "}", "\\toprule"]
         out += self._latex_group_rows()
         out += [" & ".join(heads) + " \\\\", "\\midrule"]
         out += body
-        out += ["\\bottomrule", "\\end{tabular}}%",
-                "\\ifdim\\wd\\ncproofsbox>\\linewidth",
-                "\\resizebox{\\linewidth}{!}{\\usebox{\\ncproofsbox}}%",
-                "\\else\\usebox{\\ncproofsbox}\\fi"]
-        if self.notes:
-            out.append("\\par\\smallskip{\\footnotesize " + " ".join(plain_to_latex(n) for n in self.notes) + "\\par}")
+        out += ["\\bottomrule", "\\end{tabular}"]
+        if notes:
+            out.append("\\par\\smallskip{" + " ".join(notes) + "\\par}")
         out.append("\\end{table}")
         return "\n".join(out) + "\n"
 
-    def _latex_longtable(self, spec, heads, body, ncol, cap, lab) -> str:
+    def _latex_longtable(self, spec, heads, body, ncol, cap, lab, notes=()) -> str:
         """A longtable: breaks across pages, the header rows repeated on every page, "continued" at the foot
-        of every page but the last. Not scaled (a longtable cannot be boxed): --columns keeps it narrow."""
+        of every page but the last. Never scaled and never split: --columns keeps it narrow."""
         header = self._latex_group_rows() + [" & ".join(heads) + " \\\\", "\\midrule"]
-        out = ["% generated by ncproofs; needs \\usepackage{booktabs,array,longtable}", "\\begingroup", "\\small"]
+        out = ["% generated by ncproofs; needs \\usepackage{booktabs,array,siunitx,longtable}", "\\begingroup"]
         if ncol > 6:
-            out.append("\\setlength{\\tabcolsep}{%gpt}" % (3 if ncol > 9 else 4))
+            out.append("\\setlength{\\tabcolsep}{4pt}")
         out.append("\\begin{longtable}{" + "".join(spec) + "}")
         if cap or lab:
             out.append(("\\caption{" + cap + "}" if cap else "") + ("\\label{" + lab + "}" if lab else "") + "\\\\")
@@ -412,8 +723,8 @@ class Table:
                 "\\bottomrule", "\\endlastfoot"]
         out += body
         out.append("\\end{longtable}")
-        if self.notes:
-            out.append("{\\footnotesize " + " ".join(plain_to_latex(n) for n in self.notes) + "\\par}")
+        if notes:
+            out.append("{" + " ".join(notes) + "\\par}")
         out.append("\\endgroup")
         return "\n".join(out) + "\n"
 
@@ -486,6 +797,15 @@ def add_render_arguments(p) -> None:
     p.add_argument("--longtable", action="store_true",
                    help="--format latex: a longtable that breaks across pages (header repeated on each page) instead "
                         "of a float scaled to the line width; needs \\usepackage{longtable}")
+    p.add_argument("--decimals", default=None, metavar="N|COL=N,...",
+                   help="--format latex: fixed decimals, for every column (N) or per column (COL=N, comma-separated; "
+                        "'4,gap=2' is both); trailing zeros kept, decimal points aligned (siunitx S columns)")
+    p.add_argument("--sig", default=None, metavar="N|COL=N,...",
+                   help="--format latex: significant digits, for every column or per column (default --precision, 4); "
+                        "each column is all fixed or all scientific, chosen from its range")
+    p.add_argument("--wide", action="store_true",
+                   help="--format latex: one table with every column even when wider than the line (default: a "
+                        "main table and tables of further columns that repeat the instance columns; never scaled)")
     p.add_argument("--no-cite", action="store_true",
                    help="do not name the sources (\\cite keys of `ncproofs cite`) in the caption")
     p.add_argument("--rigorous", action="store_true",
@@ -501,14 +821,21 @@ def render_from_args(table: Table, args, family: str | None = None) -> str:
     if family and not getattr(args, "no_cite", False):
         from proofs_check.citations import keys_for_family
 
-        keys = keys_for_family(family)
+        from proofs_check.citations import FAMILY_KEYS
+
+        # a table of one loss cites that loss's papers (the cross-entropy UFM table: Zhu et al. 2021, Ji et al.
+        # 2022, Lu and Steinerberger 2022; not the MSE papers)
+        loss = table.meta.get("loss") if isinstance(table.meta, Mapping) else None
+        specific = f"{family}-{loss}" if isinstance(loss, str) else None
+        keys = keys_for_family(specific if specific in FAMILY_KEYS else family)
     label = getattr(args, "label", None)
     if label is None and family:
         label = f"tab:ncproofs-{family}"
     return table.render(getattr(args, "format", "md"), precision=getattr(args, "precision", None),
                         na_rep=getattr(args, "na_rep", None), label=label, caption=getattr(args, "caption", None),
                         columns=getattr(args, "columns", None), cite_keys=keys,
-                        longtable=bool(getattr(args, "longtable", False)))
+                        longtable=bool(getattr(args, "longtable", False)), decimals=getattr(args, "decimals", None),
+                        sig=getattr(args, "sig", None), wide=bool(getattr(args, "wide", False)))
 
 
 # ---- proof-grade numbers: `ncproofs table FAMILY --rigorous` (docs/outputs.md "Proven brackets") -------------
@@ -618,7 +945,13 @@ def add_rigorous(table: Table, reports: Sequence[dict | None], *, labels: Sequen
                                     "proven_upper": "proven feasible value (upper[1]), an upper bound of the optimum",
                                     "value_statement": f"verdict of {value_claim!r} judged by the bracket",
                                     "rigorous": f"{value_claim!r} VERIFIED in ball arithmetic"}}
-    return Table(list(table.columns) + list(RIGOROUS_COLUMNS), rows, table.caption,
+    keys = key_columns(table)
+    value_col = next((c for c in table.columns if c not in keys), None)
+    # the narrow main LaTeX table: instance, value, the proven bracket, whether it is rigorous (details follow)
+    primary = list(table.primary) if table.primary else keys + ([value_col] if value_col else [])
+    primary += [c for c in ("proven_lower", "proven_upper", "rigorous") if c not in primary]
+    return Table(list(table.columns) + list(RIGOROUS_COLUMNS), rows, table.caption, key_columns=table.key_columns,
+                 primary=primary,
                  latex_columns=latex + list(RIGOROUS_LATEX), digits=table.digits, meta=meta,
                  latex_caption=table.latex_caption,
                  rounding={**(table.rounding or {}), "proven_lower": "down", "proven_upper": "up"},

@@ -74,6 +74,100 @@ def _compile(tmp_path, body: str, name: str = "doc") -> tuple[str, str]:
     return log, text
 
 
+#: a line of body text before every table: the table's numbers must have its type size (no \small, no scaling)
+REFERENCE_LINE = "Reference 0123456789 text.\n\n"
+#: widths in cmr10 at 10 pt (points): digits are all 0.5 em, the period 0.278 em, the math minus 0.778 em
+_W_DIGIT, _W_DOT, _W_MINUS = 5.0, 2.778, 7.778
+
+
+def _bodies(latex: str) -> list[str]:
+    """The body rows (between \\midrule and \\bottomrule) of every tabular in ``latex``."""
+    return re.findall(r"\\midrule\n(.*?)\\bottomrule", latex, flags=re.S)
+
+
+def _s_columns(spec: str) -> list[bool]:
+    """For each column of a tabular spec: whether it is a siunitx S column."""
+    out, i = [], 0
+    while i < len(spec):
+        ch = spec[i]
+        if ch in "{[":  # skip a group
+            close, depth = {"{": "}", "[": "]"}[ch], 0
+            while True:
+                depth += spec[i] == ch
+                depth -= spec[i] == close
+                i += 1
+                if depth == 0:
+                    break
+            continue
+        if ch in "Slcrp":
+            out.append(ch == "S")
+        i += 1
+    return out
+
+
+def _pdf_words(tmp_path, name: str) -> list[tuple[str, float, float, float, float]]:
+    html = subprocess.run(["pdftotext", "-bbox", f"{name}.pdf", "-"], cwd=tmp_path, capture_output=True, text=True,
+                          timeout=60).stdout
+    return [(_norm(m.group(5)), float(m.group(1)), float(m.group(2)), float(m.group(3)), float(m.group(4)))
+            for m in re.finditer(r'<word xMin="([0-9.]+)" yMin="([0-9.]+)" xMax="([0-9.]+)" yMax="([0-9.]+)">'
+                                 r'([^<]*)</word>', html)]
+
+
+def _dot_x(word: str, x0: float, x1: float) -> float:
+    """x of the decimal point of a printed number (its right end for an integer), from cmr10's widths."""
+    if "." not in word:
+        return x1
+    before = word.split(".")[0]
+    return x0 + sum(_W_MINUS if c == "-" else _W_DIGIT for c in before)
+
+
+def _check_alignment_and_size(tmp_path, name: str, latex: str) -> None:
+    """In the compiled PDF (pdftotext -bbox): every number of a table has the height of the body text's words
+    (the document's type size: a \\small or scaled table fails), and in each S column the decimal points (the
+    right ends of integers) of all rows lie at one x, within 0.6 pt."""
+    words = _pdf_words(tmp_path, name)
+    ref = [w for w in words if w[0] == "0123456789"]
+    assert ref, "the reference line is missing from the PDF text"
+    h0 = ref[0][4] - ref[0][2]
+    lines: dict[float, list] = {}
+    for w in words:
+        lines.setdefault(round(w[4], 0), []).append(w)
+    used = set()
+    for spec, body in zip(re.findall(r"\\begin\{(?:tabular|longtable)\}\{(.*)\}\n", latex), _bodies(latex)):
+        is_s = _s_columns(spec)
+        rows = [[c.strip() for c in ln.removesuffix("\\\\").rstrip().removesuffix("\\\\").split(" & ")]
+                for ln in body.strip().splitlines()]
+        xs: dict[int, list[float]] = {}
+        for cells in rows:
+            want = [(j, c.replace("-", "-").split("e")[0]) for j, c in enumerate(cells)
+                    if j < len(is_s) and is_s[j] and re.fullmatch(r"-?[0-9.]+(e-?[0-9]+)?", c)]
+            if not want:
+                continue
+            found = None
+            for y in sorted(lines):
+                if y in used:
+                    continue
+                seq = sorted(lines[y], key=lambda w: w[1])
+                pos, hits = 0, []
+                for j, tok in want:
+                    while pos < len(seq) and seq[pos][0] != tok:
+                        pos += 1
+                    if pos == len(seq):
+                        break
+                    hits.append((j, seq[pos]))
+                    pos += 1
+                if len(hits) == len(want):
+                    found = (y, hits)
+                    break
+            assert found, f"{name}: row {cells} not found in the PDF text"
+            used.add(found[0])
+            for j, w in found[1]:
+                assert abs((w[4] - w[2]) - h0) < 0.3, f"{name}: {w[0]} is {w[4] - w[2]:.2f} pt high, text {h0:.2f}"
+                xs.setdefault(j, []).append(_dot_x(w[0], w[1], w[3]))
+        for j, v in xs.items():
+            assert max(v) - min(v) < 0.6, f"{name}: column {j + 1} not aligned at the decimal point: {v}"
+
+
 def _norm(text: str) -> str:
     return text.replace("\u2212", "-").replace("\u2013", "-")
 
@@ -90,20 +184,34 @@ def test_family_table_compiles_and_shows_numbers(tmp_path, name):
     latex = _table(tmp_path, name, args, "latex")
     data = json.loads(_table(tmp_path, name, args, "json"))
     assert "\\caption{" in latex and "\\label{tab:ncproofs-" in latex and "\\toprule" in latex
-    assert "null" not in latex.split("\\midrule", 1)[1], "missing numbers must print the na-rep, not null"
-    _, text = _compile(tmp_path, latex, name)
+    for body in _bodies(latex):
+        assert "null" not in body, "missing numbers must print the na-rep, not null"
+    assert "docs/" not in latex and "resizebox" not in latex and not re.search(r"\\(small|footnotesize)(?![a-z])", latex)
+    log, text = _compile(tmp_path, REFERENCE_LINE + latex, name)
     text = _norm(text)
-    # every finite number without an exponent appears with 4 significant digits
+    # every finite number appears with 4 significant digits in its column's notation (docs/outputs.md: a column
+    # is fixed when every nonzero |x| is in [1e-3, 1e5), else scientific)
     shown = 0
-    for row in data["rows"]:
-        for v in row:
-            if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v):
-                s = _sig(float(v)) if isinstance(v, float) else str(v)
-                if "e" in s:
+    cols = data["columns"]
+    for j, col in enumerate(cols):
+        vals = [r[j] for r in data["rows"] if isinstance(r[j], (int, float)) and not isinstance(r[j], bool)
+                and math.isfinite(r[j])]
+        if not vals or len(vals) != sum(r[j] is not None for r in data["rows"]):
+            continue  # a text column, or numbers mixed with text
+        fixed = all(isinstance(v, int) for v in vals) or all(1e-3 <= abs(v) < 1e5 for v in vals if v != 0)
+        for v in vals:
+            if isinstance(v, int):
+                want = str(v)
+            elif fixed:
+                want = _sig(float(v))
+                if "e" in want:
                     continue
-                assert s in text, f"{name}: number {v} (printed {s}) not in the PDF text"
-                shown += 1
+            else:
+                want = f"{float(v):.3e}".split("e")[0].rstrip("0").rstrip(".")
+            assert want in text, f"{name}: number {v} of column {col} (printed {want}) not in the PDF text"
+            shown += 1
     assert shown >= 3, f"{name}: too few numbers checked ({shown})"
+    _check_alignment_and_size(tmp_path, name, latex)
     # the caption is math, not plain text: no raw plain-text math forms survive
     assert not re.search(r"\|\||\^\{|->|lambda_|n_c\b", text), f"{name}: plain-text math left in the PDF text"
 
@@ -161,11 +269,12 @@ def test_precision_na_rep_label_caption_columns():
     t = _t()
     out = t.render("latex", precision=3, na_rep="n/a", label="tab:mine", caption="My $x$ caption",
                    columns=["value", "k"])
-    assert "$1.23$" in out and "1.2346" not in out
-    assert "n/a" in out and "null" not in out
+    # siunitx S columns: plain numbers, 3 significant digits with trailing zeros kept, the na-rep braced
+    assert "1.23 & 3" in out and "1.2346" not in out
+    assert "{n/a}" in out and "null" not in out
     assert "\\label{tab:mine}" in out and "\\caption{My $x$ caption}" in out
     body = out.split("\\midrule", 1)[1]
-    assert body.splitlines()[1].startswith("$1.23$ & $3$")  # column order as requested
+    assert body.splitlines()[1].startswith("1.23 & 3")  # column order as requested
     assert "collapse" not in out and "0.001" not in out
     md = t.render("md", precision=2, na_rep="-", columns=["k", "value"])
     assert "| 3 | 1.2 |" in md and "| 4 | - |" in md
@@ -173,15 +282,20 @@ def test_precision_na_rep_label_caption_columns():
 
 def test_default_latex_precision_is_four_digits_and_dash_for_missing():
     out = _t().render("latex")
-    assert "$1.235$" in out and "--" in out.split("\\midrule", 1)[1]
+    assert "1.235 &" in out and "{--}" in out.split("\\midrule", 1)[1]
     assert "\\label{tab:ncproofs-ufm}" in out
 
 
-def test_exponent_numbers_are_math():
-    t = Table(["x"], [[1.5e-12], [-2.25e30], [float("nan")]])
+def test_exponent_numbers_one_notation_per_column():
+    """A column spanning more than [1e-3, 1e5) is scientific throughout (siunitx prints x 10^e), with the same
+    significant digits in every cell; a column inside the range is fixed throughout."""
+    t = Table(["x", "y"], [[1.5e-12, 0.00409], [-2.25e30, 0.901], [float("nan"), 1.1], [0.000409, 1.61]])
     out = t.render("latex", precision=3)
-    assert "$1.5\\times10^{-12}$" in out and "$-2.25\\times10^{30}$" in out
-    assert "nan" not in out.lower().split("\\midrule")[1]
+    body = out.split("\\midrule")[1]
+    assert "1.50e-12 & 0.00409" in body and "-2.25e30 & 0.901" in body and "4.09e-4 & 1.61" in body
+    assert "{--} & 1.10" in body  # trailing zero kept: 3 significant digits in every cell
+    assert "nan" not in body.lower()
+    assert "S[table-format=-1.2e-2," in out and "S[table-format=1.5," in out
 
 
 @pytest.mark.parametrize("kw,match", [({"precision": 0}, "precision"), ({"precision": 18}, "precision"),
@@ -200,7 +314,7 @@ def test_cli_options(tmp_path, capsys):
     out = capsys.readouterr().out
     assert rc == 0
     assert "\\label{tab:u}" in out and "\\cite" not in out
-    assert out.split("\\midrule", 1)[1].splitlines()[1] == "$3$ & $0.15$ \\\\"
+    assert out.split("\\midrule", 1)[1].splitlines()[1] == "3 & 0.15 \\\\"
     rc = main(["table", "ufm", "--classes", "3", "--lambda", "0.01", "--columns", "zzz"])
     assert rc == 2
     assert "zzz" in capsys.readouterr().err
@@ -209,7 +323,7 @@ def test_cli_options(tmp_path, capsys):
 def test_latex_caption_and_headers_are_used_verbatim():
     t = Table(["a"], [[1.0]], caption="plain", latex_caption=r"The $\alpha$ table", latex_headers=[r"$\alpha$"])
     out = t.render("latex")
-    assert r"\caption{The $\alpha$ table}" in out and r"$\alpha$ \\" in out
+    assert r"\caption{The $\alpha$ table}" in out and r"{$\alpha$} \\" in out
     assert t.latex_columns == [r"$\alpha$"]
 
 

@@ -88,29 +88,32 @@ def _rows(d: dict) -> list[dict]:
 # ---- LaTeX: compiles, bracket columns bracket the 50-digit closed form -----------------------------------------
 
 def _latex_number(cell: str) -> Fraction:
-    m = re.fullmatch(r"\$(-?[0-9.]+)(?:\\times10\^\{(-?[0-9]+)\})?\$", cell.strip())
+    """A number of a siunitx S column (``1.234``, ``-1.5e-12``; siunitx typesets it) as an exact fraction."""
+    m = re.fullmatch(r"(-?[0-9.]+)(?:e(-?[0-9]+))?", cell.strip())
     assert m, f"not a LaTeX number: {cell!r}"
     v = Fraction(m.group(1))
     return v * Fraction(10) ** int(m.group(2)) if m.group(2) else v
 
 
 def _latex_body(tex: str) -> tuple[list[str], list[list[str]]]:
+    """Header cells (siunitx braces removed) and body rows of the first tabular of ``tex``."""
     lines = tex.splitlines()
     i, j = lines.index("\\midrule"), lines.index("\\bottomrule")
-    head = [h.strip() for h in lines[i - 1].removesuffix("\\\\").split(" & ")]
+    head = [h.strip().removeprefix("{").removesuffix("}") for h in lines[i - 1].removesuffix("\\\\").split(" & ")]
     return head, [[c.strip() for c in ln.removesuffix("\\\\").split(" & ")] for ln in lines[i + 1:j]]
 
 
 @pytest.mark.parametrize("precision", ["3", "6"])
 def test_latex_bracket_contains_closed_form_and_compiles(capsys, tmp_path, precision):
-    rc, tex, err = _run(capsys, *UFM_ARGS, "--rigorous", "--format", "latex", "--precision", precision)
+    # --wide: every column in one tabular (the default splits it: test_default_rigorous_latex_is_narrow)
+    rc, tex, err = _run(capsys, *UFM_ARGS, "--rigorous", "--format", "latex", "--precision", precision, "--wide")
     assert rc == 0, err
     assert "\\multicolumn{2}{c}{proven (ball arithmetic)}" in tex and "\\cmidrule(lr)" in tex
     head, body = _latex_body(tex)
     assert head[-4:] == ["lower", "upper", "value statement", "rigorous"]
     assert len(body) == 2 * 2 * 3
     for cells in body:
-        k, n, lam = int(cells[0].strip("$")), int(cells[1].strip("$")), float(_latex_number(cells[2]))
+        k, n, lam = int(cells[0]), int(cells[1]), float(_latex_number(cells[2]))
         ref = _frac(ce_closed_form(k, n, lam))
         lo, hi = _latex_number(cells[-4]), _latex_number(cells[-3])
         assert lo <= ref <= hi, (k, n, lam, lo, hi)
@@ -138,7 +141,7 @@ def _compile(tmp_path, tex: str) -> None:
                                              "--words-per-concept", "2", "--layernorm", "--lambdas", "0.01",
                                              "--dims", "3,4", "--zipf"]])
 def test_other_rigorous_latex_tables_compile(capsys, tmp_path, args):
-    rc, tex, err = _run(capsys, *args, "--rigorous", "--format", "latex")
+    rc, tex, err = _run(capsys, *args, "--rigorous", "--format", "latex", "--wide")
     assert rc == 0, err
     head, body = _latex_body(tex)
     assert head[-4:] == ["lower", "upper", "value statement", "rigorous"]
@@ -221,7 +224,7 @@ def test_false_closed_form_row_is_refuted(capsys, monkeypatch):
     assert _frac(bad["proven_upper"]) < _frac(bad["closed_form"])
     assert good["value_statement"] == "VERIFIED" and good["rigorous"] is True
     rc, tex, _ = _run(capsys, "ufm", "--loss", "ce", "--classes", "3", "--per-class", "2", "--lambda", "0.01",
-                      "--rigorous", "--format", "latex")
+                      "--rigorous", "--format", "latex", "--wide")
     assert rc == 0
     assert _latex_body(tex)[1][0][-2:] == ["REFUTED", "no"]
 
@@ -250,9 +253,9 @@ def test_row_without_bracket_shows_na_rep_and_note(capsys, monkeypatch):
     note = [ln for ln in out.splitlines() if ln.startswith("Note: row 1")]
     assert len(note) == 1 and "counts=3,3, tau=0.5" in note[0] and "test: no recipe for this row" in note[0]
     rc, tex, _ = _run(capsys, "scl", "--counts", "3,3", "--tau", "0.5,1", "--rigorous", "--format", "latex",
-                      "--caption", "My caption.")
+                      "--caption", "My caption.", "--wide")
     cells = _latex_body(tex)[1][0]
-    assert cells[-4:-2] == ["--", "--"]
+    assert cells[-4:-2] == ["{--}", "{--}"]  # siunitx S columns: text cells are braced
     assert "\\caption{My caption." in tex
     assert "row 1 (counts" in tex and "test: no recipe for this row" in tex  # the note survives --caption
 
@@ -327,3 +330,21 @@ def test_directed_format_brackets_the_double():
             assert Fraction(hi) - Fraction(lo) <= 2 * abs(Fraction(x)) * Fraction(10) ** (1 - digits)
     assert directed_format(0.25, 1, "down") == "0.2" and directed_format(0.25, 1, "up") == "0.3"
     assert directed_format(1.0, 4, "down") == "1" and directed_format(1.0, 4, "up") == "1"
+
+
+def test_default_rigorous_latex_is_narrow(capsys):
+    """Without --wide the 14-column rigorous UFM table is split, never scaled: the main table holds the
+    instance, f*, the proven bracket and 'rigorous'; the other columns follow in tables that repeat the instance
+    columns and refer to the main table."""
+    rc, tex, err = _run(capsys, *UFM_ARGS, "--rigorous", "--format", "latex")
+    assert rc == 0, err
+    assert "resizebox" not in tex and "\\small" not in tex.replace("\\smallskip", "")
+    tabulars = tex.split("\\begin{table}")[1:]
+    assert len(tabulars) >= 2
+    head, body = _latex_body(tabulars[0])
+    assert head == ["$k$", "$n$", "$\\lambda$", "$f^\\star$", "lower", "upper", "rigorous"]
+    assert all(cells[-1] == "yes" for cells in body)
+    rest = [h for t in tabulars[1:] for h in _latex_body(t)[0]]
+    assert {"lower bound", "gap", "certified", "value statement"} <= set(rest)
+    for t in tabulars[1:]:
+        assert _latex_body(t)[0][:3] == ["$k$", "$n$", "$\\lambda$"] and "\\ref{tab:ncproofs-ufm}" in t
