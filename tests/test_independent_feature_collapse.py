@@ -196,3 +196,73 @@ def test_no_decay_own_gibbs_and_ray():
     assert always_none.run(CTX).verdict is Verdict.REFUTED
     always_some = FB.make_no_decay_no_minimum_claim(has_minimum=lambda i: True, claim_id="y")
     assert always_some.run(CTX).verdict is Verdict.REFUTED
+
+
+# ------------------------------------------------------------------------------------------
+# two-level hierarchy: own exact risk from the data model
+# ------------------------------------------------------------------------------------------
+
+def _hier_data(h):
+    """Class k = latent z_k in [n_m]^{L2} (lexicographic); chunk j draws L1 words of meta-concept z_{k,j}, each
+    word of the meta-concept with probability 1/(n_c s_c) (uniform concept, then uniform word)."""
+    per_meta = h.n_c * h.s_c
+    X, y, p = [], [], []
+    for k, z in enumerate(itertools.product(range(h.n_m), repeat=h.L2)):
+        chunks = [list(itertools.product(range(z[j] * per_meta, (z[j] + 1) * per_meta), repeat=h.L1))
+                  for j in range(h.L2)]
+        for words in itertools.product(*chunks):
+            X.append([w for ch in words for w in ch])
+            y.append(k)
+            p.append((1.0 / h.K) * per_meta ** (-h.L1 * h.L2))
+    return np.array(X), np.array(y), np.array(p)
+
+
+def _own_hier(h, data, W, A, U):
+    X, y, p = data
+    E = _ln(W, h.d1)
+    S = X.shape[0]
+    h_ = np.zeros((h.K, S))
+    U3 = U.reshape(h.K, h.L2, h.d2)
+    for j in range(h.L2):
+        cat = np.concatenate([E[X[:, j * h.L1 + l]] for l in range(h.L1)], axis=1)  # S x L1 d1
+        q = _ln(cat @ A.T, h.d2)
+        h_ += U3[:, j, :] @ q.T
+    m = h_.max(axis=0)
+    lse = m + np.log(np.exp(h_ - m).sum(axis=0))
+    return float(p @ (lse - h_[y, np.arange(S)])) + 0.5 * h.lam * float(np.sum(U * U))
+
+
+def test_hier_own_risk_bound_and_layer1_witness():
+    from solvers import feature_collapse_hier as SH
+    from theory import feature_collapse as TFC
+    from theory.feature_collapse_hier import HierInstance, constructed_minimiser, level2_instance
+
+    h = HierInstance(n_m=2, n_c=2, s_c=2, L1=2, L2=2, d1=3, d2=2, lam=0.1)
+    data = _hier_data(h)
+    P = SH.HierProblem(h)
+    rng = np.random.default_rng(0)
+    for _ in range(2):  # the package's objective is the model's risk (own enumeration)
+        W, A, U = rng.standard_normal((h.n_w, h.d1)), rng.standard_normal((h.d2, h.L1 * h.d1)), \
+            rng.standard_normal((h.K * h.L2, h.d2))
+        assert abs(P.objective(W, A, U, grad=False) - _own_hier(h, data, W, A, U)) <= 1e-12
+    b = TFC.type2_prediction(level2_instance(h)).b
+    W, A, U = constructed_minimiser(h, b)
+    W2, A2, U2 = constructed_minimiser(h, b, extra_angle=1.0)
+    v, v2 = _own_hier(h, data, W, A, U), _own_hier(h, data, W2, A2, U2)
+    lb = SH.relaxation_certificate(P, P.chunk_features(W, A)[2], U)["lower_bound"]
+    assert lb <= v and v - lb <= 1e-9 and abs(v2 - v) <= 1e-12  # both attain the proven bound
+    # the witness: two words of one concept differ at layer 1, all layer-1 features of a meta-concept equal in
+    # the constructed one
+    E, E2 = _ln(W, h.d1), _ln(W2, h.d1)
+    assert np.abs(E[:4] - E[0]).max() < 1e-12 and np.linalg.norm(E2[0] - E2[1]) > 0.1
+    # own multi-start never below the proven bound
+    sizes = [h.n_w * h.d1, h.d2 * h.L1 * h.d1, h.K * h.L2 * h.d2]
+
+    def f(x):
+        i = np.cumsum([0] + sizes)
+        return _own_hier(h, data, x[i[0]:i[1]].reshape(h.n_w, h.d1), x[i[1]:i[2]].reshape(h.d2, h.L1 * h.d1),
+                         x[i[2]:i[3]].reshape(h.K * h.L2, h.d2))
+
+    for _ in range(2):
+        res = minimize(f, rng.standard_normal(sum(sizes)), method="L-BFGS-B", options={"maxiter": 120})
+        assert res.fun >= lb - 1e-9
