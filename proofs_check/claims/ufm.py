@@ -907,7 +907,8 @@ def check_general(p: "SG.GeneralUFM", *, starts: int = 2, seed: int = 0, claimed
             V = SG.dual_columns_grouped(p, pt, layout, cert) if pt is not None else SG.dual_columns(p, X, b, cert)
             enc = SG.minimiser_enclosure(p, V, lower, cert.upper)
             gcert = SG.geometry_enclosure(p, enc) if enc["ok"] else None
-            if gcert is not None and _geometry_halfwidth(gcert) > GEOMETRY_POLISH_FRACTION * GEOMETRY_TOL:
+            polish_ok = mse_cf is None and (pt is not None or float(p.K) * p.G * min(p.K, p.G) <= GEOMETRY_POLISH_MAX_KGR)
+            if gcert is not None and polish_ok and _geometry_halfwidth(gcert) > GEOMETRY_POLISH_FRACTION * GEOMETRY_TOL:
                 # the radius grows like sqrt(gap): polish the candidate (bounded work) for a smaller gap
                 used = int((sol.diagnostics or {}).get("evaluations") or 0)
                 pol = _polish_for_geometry(p, layout, pt, X, b,
@@ -976,6 +977,9 @@ GEOMETRY_POLISH_FRACTION = 0.25
 #: geometry certificate costs about as much as the value certificate at most).
 GEOMETRY_POLISH_EVALS = 5000
 GEOMETRY_POLISH_MIN_EVALS = 3000
+#: The class-reduced (ungrouped) polish costs ~4 K G r flops per evaluation: only up to K G r = 1e7 (~0.1 s of work
+#: per 1000 evaluations); the exact imbalanced-MSE closed form is never polished (its gap is at the float floor).
+GEOMETRY_POLISH_MAX_KGR = 1e7
 HOW_GEOMETRY_CERTIFICATE = ("geometry certificate: the minimiser in (Z, centred bias) is unique (strict convexity of "
                             "the loss in the centred logits, KKT structure) and every minimiser lies within the proven "
                             "radius of the dual point's centre (Fenchel-Young gap <= certified gap; docs/ufm_general.md, "
