@@ -250,3 +250,18 @@ def test_same_verdict_and_value_under_a_cpu_hog():
     assert quiet["certificate"]["lower_bound"] == loaded["certificate"]["lower_bound"]
     assert [(c["id"], c["verdict"]) for c in quiet["claims"]] == [(c["id"], c["verdict"]) for c in loaded["claims"]]
     assert quiet["routes"]["factored"]["evaluations"] == loaded["routes"]["factored"]["evaluations"]
+
+
+@pytest.mark.slow
+def test_zipf_k10000_same_verdict_and_value_under_a_cpu_hog():
+    """Issue 28's instance: Zipf over K = 10 000 classes (n_c = max(1, floor(20000/(c+1))), lw = lh = 2e-4), quiet
+    and under a CPU hog: the work budgets give the same verdicts, value, bound and evaluation count (minutes)."""
+    counts = [max(1, 20000 // (c + 1)) for c in range(10_000)]
+    p = SG.classification(L.make_loss("ce", len(counts)), counts, len(counts), 2e-4, 2e-4)
+    quiet = check_general(p, starts=1).to_dict()
+    with CpuHog():
+        loaded = check_general(p, starts=1).to_dict()
+    assert quiet["solution"]["value"] == loaded["solution"]["value"]
+    assert quiet["certificate"]["lower_bound"] == loaded["certificate"]["lower_bound"]
+    assert [(c["id"], c["verdict"]) for c in quiet["claims"]] == [(c["id"], c["verdict"]) for c in loaded["claims"]]
+    assert _claims(quiet)["optimal-value"]["verdict"] == "VERIFIED"
