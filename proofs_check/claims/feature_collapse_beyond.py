@@ -371,7 +371,8 @@ def make_trainable_ln_landscape_claim(features: Callable[[FCInstance], dict] = _
             yield from landscape_checks(inst, ln_decay, features(inst), seed=ctx.seed)
 
     if corrected:
-        stmt = ("With lambda_LN > 0, profiling out g and beta turns the trainable-LN problem into "
+        stmt = ("With lambda_LN > 0 and beta = 0 (optimal on the symmetric instances checked: the bias direction of the "
+                "gradient vanishes), profiling out g turns the trainable-LN problem into "
                 "CE(V phi(W)^T) + sqrt(lambda lambda_LN) sum_i ||V_(:,i)||_2 (V = U diag(g), a group lasso over coordinates; "
                 "|g_i| = sqrt(lambda/lambda_LN) ||U_(:,i)|| at a minimiser): not rotation invariant; for n_c = 2 its "
                 "minimisers are the type-II configurations aligned with a coordinate axis.")
