@@ -672,9 +672,7 @@ def _predict_ufm(model: str, params: dict, counts: np.ndarray, d: int, rec: dict
     rec["convention"] = ("f = (1/N) sum_i loss(W h_i + b, y_i) + lambda_w/2 ||W||^2 + lambda_h/2 ||H||^2 (docs/ufm.md): "
                          "lambda_h penalises the features themselves")
     if not bool(np.all(counts == counts[0])):
-        return _no_prediction(rec, f"imbalanced classes (counts {int(counts.min())}..{int(counts.max())}): the "
-                                   "imbalanced UFM optimum is not available in this repository yet, so no prediction "
-                                   "is made rather than a guess")
+        return _predict_ufm_imbalanced(loss, params, counts, d, rec)
     n = int(counts[0])
     inst = TU.UFMInstance(loss, K, n, d, params["lambda_w"], params["lambda_h"])
     failed = inst.hypotheses()
@@ -696,6 +694,85 @@ def _predict_ufm(model: str, params: dict, counts: np.ndarray, d: int, rec: dict
         return {"gram": None, "reason": ("the predicted optimum is W = H = 0 (trivial phase: the class means are zero, "
                                          "their Gram has no direction)"), "record": rec}
     return {"gram": MT.PredictedGram("simplex-etf (UFM closed form)", 1.0, None), "reason": None, "record": rec}
+
+
+#: Largest K for which measure runs the any-loss engine's certificate for imbalanced counts (its geometry report
+#: holds the K x K cosines up to 100 classes; `ncproofs solve ufm --counts` runs larger instances on its own).
+UFM_IMBALANCED_MAX_K = 100
+
+
+def _predict_ufm_imbalanced(loss: str, params: dict, counts: np.ndarray, d: int, rec: dict) -> dict:
+    """The imbalanced UFM optimum from the any-loss engine (solvers.ufm_general + its certificate,
+    proofs_check.claims.ufm.check_general, as `ncproofs solve ufm --counts`)."""
+    K = int(counts.size)
+    rec["source"] = ("the any-loss engine: proofs_check.claims.ufm.check_general (docs/ufm_general.md; imbalanced "
+                     "UFM: Fang et al., PNAS 2021, minority collapse)")
+    cmd = (f"ncproofs solve ufm --loss {loss} --counts {','.join(map(str, counts.tolist()))} --dim {d} "
+           f"--lambda-w {params['lambda_w']:g} --lambda-h {params['lambda_h']:g}")
+    rec["command"] = cmd if K <= 50 else f"ncproofs solve ufm --loss {loss} --counts N1,...,N{K} --dim {d} ..."
+    if K > UFM_IMBALANCED_MAX_K:
+        return _no_prediction(rec, f"imbalanced classes with K = {K} > {UFM_IMBALANCED_MAX_K}: measure runs the "
+                                   "any-loss engine's certificate up to 100 classes; run `ncproofs solve ufm --counts "
+                                   "...` for this instance")
+    from proofs_check.claims.ufm import check_general
+    from solvers import losses as L
+    from solvers import ufm_general as SG
+
+    p = SG.classification(L.make_loss(loss, K), [int(c) for c in counts], d, params["lambda_w"], params["lambda_h"])
+    rep = check_general(p, starts=1, seed=0).to_dict()
+    cert = rep.get("certificate") or {}
+    geo = rep.get("geometry") or {}
+    stm = {c["id"]: c["verdict"] for c in rep.get("claims", [])}
+    rec.update({"value": cert.get("upper"), "trivial": False,
+                "certificate": {"run": True, "verdict_of_the_model_check": rep["verdict"], "reason": rep["reason"],
+                                "method": cert.get("method"), "lower_bound": cert.get("lower_bound"),
+                                "gap": cert.get("gap"), "statements": stm,
+                                "how": "proofs_check.claims.ufm.check_general at the data's counts, d and lambdas"}})
+    norms, cos = geo.get("class_mean_norms"), geo.get("class_mean_cosines")
+    if stm.get("minimiser-unique") != "VERIFIED":
+        return _no_prediction(rec, "the any-loss engine did not certify a unique minimiser for these counts "
+                                   f"({rep['verdict']}: {rep['reason']}): a certified value does not certify a point")
+    if norms is None or cos is None:
+        return _no_prediction(rec, "the engine's geometry report has no class-mean Gram for this K")
+    nr = np.asarray(norms, dtype=np.float64)
+    P = np.asarray(cos, dtype=np.float64) * np.outer(nr, nr)
+    if not np.linalg.norm(P) > 0:
+        return {"gram": None, "reason": "the predicted optimum has zero class means (trivial phase): no direction",
+                "record": dict(rec, geometry=None, trivial=True)}
+    rec.update({"geometry": "imbalanced UFM minimiser (certified unique)", "predicted_mean_norm": float(nr.mean()),
+                "predicted_centred_gram": P.tolist(),
+                "minority": geo.get("minority")})
+    return {"gram": MT.PredictedGram("imbalanced UFM minimiser", matrix=P), "reason": None, "record": rec}
+
+
+def _network_objective(model, params, record, sc, acc, inp, one: bool) -> dict | None:
+    """The network's own UFM objective f(W, H, b) and its gap to the certified optimum (docs/measure.md)."""
+    if model is None or not model.startswith("ufm"):
+        return None
+    loss = model.split("-")[1]
+    out = {"loss": loss, "convention": ("f = (1/N) sum_i CE(W h_i + b, y_i) + lambda_w/2 ||W||^2 + lambda_h/2 "
+                                        "sum_i ||h_i||^2" if loss == "ce" else
+                                        "f = 1/(2N) sum_i ||W h_i + b - e_{y_i}||^2 + lambda_w/2 ||W||^2 + "
+                                        "lambda_h/2 sum_i ||h_i||^2")}
+    if inp.weights is None:
+        return dict(out, value=None, reason="needs the classifier W (--weights or the file key 'weights')")
+    if not one or sc is None or getattr(sc, "loss", None) is None:
+        return dict(out, value=None, reason="computed on the one-pass route only (not with --passes 2, torch or float32)")
+    N = acc.N
+    f = sc.loss_sum / N + 0.5 * params["lambda_w"] * float(np.sum(inp.weights ** 2)) + 0.5 * params["lambda_h"] * acc.sq_sum
+    out["value"] = f
+    fstar = None if record is None else record.get("value")
+    cert = (record or {}).get("certificate") or {}
+    lb = cert.get("lower_bound")
+    out["certified_optimum"] = fstar
+    out["certified_lower_bound"] = lb
+    if fstar is not None:
+        out["gap"] = f - fstar
+        out["relative_gap"] = (f - fstar) / abs(fstar) if fstar else None
+    if lb is not None and f < lb - 1e-9 * max(1.0, abs(lb)):
+        out["note"] = ("below the certified lower bound: the network's objective does not match the model's convention "
+                       "(is the feature penalty per sample? docs/ufm.md)")
+    return out
 
 
 def _ufm_certificate(inst) -> dict:
@@ -765,12 +842,34 @@ def grade(distance: float | None) -> str | None:
     return "far from"  # pragma: no cover
 
 
-def graded_labels(metrics: dict, prediction: dict | None) -> list[str]:
+def geometry_fit(K: int, d: int) -> dict:
+    """Whether a simplex ETF (needs d >= K - 1) and an orthogonal frame (d >= K) fit in R^d, and when not, the
+    smallest normalised Gram distance any configuration of K means in R^d can have (docs/metrics.md)."""
+    out = {}
+    for name, need, dim in (("simplex_etf", K - 1, K - 1), ("orthogonal_frame", K, K)):
+        fits = d >= need
+        out[name] = {"fits": fits, "needs_d": need,
+                     "min_distance": 0.0 if fits or dim < 1 else math.sqrt(max(2.0 - 2.0 * math.sqrt(d / dim), 0.0))}
+    return out
+
+
+def _fit_note(name: str, K: int, d: int) -> str:
+    g = geometry_fit(K, d)[name]
+    if g["fits"]:
+        return ""
+    what = "simplex-ETF" if name == "simplex_etf" else "orthogonal-frame"
+    return (f" ({K} {what} vectors need d >= {g['needs_d']}, d = {d}: the geometry cannot fit; no {K} means in "
+            f"R^{d} are closer than {g['min_distance']:.3g})")
+
+
+def graded_labels(metrics: dict, prediction: dict | None, K: int | None = None, d: int | None = None) -> list[str]:
     out = []
-    for key, name in (("gram_distance_etf", "simplex ETF"), ("gram_distance_of", "orthogonal frame")):
+    for key, name, fit in (("gram_distance_etf", "simplex ETF", "simplex_etf"),
+                           ("gram_distance_of", "orthogonal frame", "orthogonal_frame")):
         v = metrics.get(key)
         if v is not None:
-            out.append(f"{grade(v)} {name}: Gram distance {v:.3g}")
+            note = _fit_note(fit, K, d) if K is not None and d is not None and K >= 2 else ""
+            out.append(f"{grade(v)} {name}: Gram distance {v:.3g}{note}")
     if prediction and prediction.get("geometry"):
         key = prediction.get("compare_key", "gram_distance_predicted")
         v = metrics.get(key)
@@ -873,7 +972,8 @@ def measure(features, labels=None, weights=None, bias=None, *, layout: str = "au
                 sc = None
                 if inp.weights is not None:
                     prog.stage("pass 2 (NC4)")
-                    sc = _nc4_pass(reader, N, acc, inp.weights, inp.bias, ostep, nworkers)
+                    sc = _nc4_pass(reader, N, acc, inp.weights, inp.bias, ostep, nworkers,
+                                   loss=model.split("-")[1] if (model or "").startswith("ufm") else None)
             prog.done()
             route = ("one pass (shifted sums and d x d scatter, compensated)" +
                      ("; a second pass for NC4 (it needs the final class means)" if sc is not None else ""))
@@ -899,6 +999,7 @@ def measure(features, labels=None, weights=None, bias=None, *, layout: str = "au
         cpu_passes = time.process_time() - c0
         ood_mean = _ood_mean(ood, d, (keys or {}).get("features") or ood_key, diagnostics) if ood is not None else None
         pred = predict_geometry(model, params, counts, d, acc.min_value)
+        objective = _network_objective(model, params, pred["record"], sc, acc, inp, one)
         res = MT.collapse_metrics(acc, sc, predicted=pred["gram"], predicted_reason=pred["reason"], ood_mean=ood_mean)
         t4 = time.perf_counter()
         record = pred["record"]
@@ -915,7 +1016,9 @@ def measure(features, labels=None, weights=None, bias=None, *, layout: str = "au
                          "passes": route, "workers": nworkers if one else 1},
             **res.to_dict(),
             "predicted": record,
-            "labels": graded_labels(res.metrics, record),
+            "labels": graded_labels(res.metrics, record, K, d),
+            "geometry_fit": geometry_fit(K, d),
+            "network_objective": objective,
             "provenance": {"definitions": "docs/metrics.md (theory/metrics.py)", "sources": SOURCES,
                            "prediction": None if record is None else record.get("source"),
                            "certificate": None if record is None else record.get("certificate")},
@@ -1108,13 +1211,14 @@ def _one_pass(reader, N: int, K: int, d: int, step: int, nworkers: int, where: s
     return total
 
 
-def _nc4_pass(reader, N: int, stats, weights, bias, step: int, nworkers: int):
-    total = MT.NC4Pass(stats, weights, bias)
+def _nc4_pass(reader, N: int, stats, weights, bias, step: int, nworkers: int, loss: str | None = None):
+    total = MT.NC4Pass(stats, weights, bias, loss=loss)
 
     def work(seg):
         acc = MT.NC4Pass.__new__(MT.NC4Pass)
         acc.__dict__.update(total.__dict__)
         acc.N = acc.disagree = 0
+        acc.loss_sum = 0.0
         for s in range(seg[0], seg[1], step):
             X, y = reader(s, min(seg[1], s + step))
             acc.update(X, y)
@@ -1251,6 +1355,18 @@ def render(out: dict) -> str:
             gap_s = f"{gap:.3g}" if isinstance(gap, (int, float)) else "n/a"
             lines.append("certificate: " + (f"{cert.get('method')} ({cert.get('verdict_of_the_model_check')} for the "
                                             f"model, gap {gap_s})" if cert.get("run") else cert.get("reason", "")))
+    obj = out.get("network_objective")
+    if obj:
+        if obj.get("value") is None:
+            lines.append(f"network UFM objective: not computed ({obj.get('reason')})")
+        else:
+            fs = obj.get("certified_optimum")
+            lines.append(f"network UFM objective ({obj['loss']}): f = {obj['value']:.8g}" + (
+                f"; certified optimum f* = {fs:.8g}, gap f - f* = {obj['gap']:.3g} "
+                f"({100 * obj['relative_gap']:.3g}% of f*)" if fs is not None and obj.get('relative_gap') is not None
+                else "; no certified optimum for this instance"))
+            if obj.get("note"):
+                lines.append(f"  note: {obj['note']}")
     for lab in out.get("labels", []):
         lines.append(f"  {lab}")
     for dgn in out.get("diagnostics", []):

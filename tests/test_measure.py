@@ -265,12 +265,26 @@ def test_ufm_prediction_balanced_with_certificate(tmp_path, capsys):
     assert f"{ref['gram_distance_predicted']:.3g}" in lab
 
 
-def test_ufm_prediction_refused_for_imbalanced_and_trivial(tmp_path, capsys):
+def test_ufm_prediction_imbalanced_from_the_any_loss_engine_and_trivial(tmp_path, capsys):
     H, y, _, _ = synthetic(seed=1, N=300, d=5, K=3, imbalance=True)
     np.savez(tmp_path / "a.npz", features=H, labels=y)
     out = run_json(capsys, tmp_path / "a.npz", "--predict", "ufm-mse", "--lambda-w", "1e-3", "--lambda-h", "1e-3")
-    assert out["metrics"]["gram_distance_predicted"] is None
-    assert "imbalanced" in out["reasons"]["gram_distance_predicted"]
+    pred = out["predicted"]
+    assert pred["certificate"]["run"] and pred["certificate"]["statements"]["minimiser-unique"] == "VERIFIED"
+    assert "not available" not in json.dumps(out)
+    P = np.array(pred["predicted_centred_gram"])
+    # the distance to the predicted Gram, computed by the dense reference from the reported matrix
+    ref = reference_metrics(H, y, P=P)
+    _close(out["metrics"], ref, ["gram_distance_predicted"])
+    # features whose class means have exactly the predicted centred Gram are at distance 0 from it
+    w, V = np.linalg.eigh(P)
+    Mu = (V * np.sqrt(np.clip(w, 0, None)))[:, -2:]  # K x 2 (rank K-1 = 2)
+    Mu = np.c_[Mu, np.zeros((3, 3))] + 5.0
+    H2 = Mu[y] + 0.01 * np.random.default_rng(0).normal(size=(300, 5))
+    H2 -= np.stack([H2[y == c].mean(0) for c in range(3)])[y] - Mu[y]
+    np.savez(tmp_path / "c.npz", features=H2, labels=y)
+    out2 = run_json(capsys, tmp_path / "c.npz", "--predict", "ufm-mse", "--lambda-w", "1e-3", "--lambda-h", "1e-3")
+    assert out2["metrics"]["gram_distance_predicted"] == pytest.approx(0.0, abs=1e-8)
     H, y = _balanced(K=3, n=50)
     np.savez(tmp_path / "b.npz", features=H, labels=y)
     # s = sqrt(n lw lh) = sqrt(50) * 1 >= 1/K: trivial phase

@@ -136,3 +136,65 @@ def test_false_definition_would_be_caught():
     Mg = mu - H.mean(0)
     cs = np.array([W[c] @ Mg[c] / (np.linalg.norm(W[c]) * np.linalg.norm(Mg[c])) for c in range(4)])
     assert abs(cs.mean() - got["duality_cos_mean"]) > 1e-4
+
+
+def test_network_ufm_objective_and_gap(tmp_path, capsys):
+    """The network's UFM objective, against a direct computation here; the gap to the certified optimum is
+    >= 0 (any network point is feasible for the model) and is printed in the text output."""
+    from scipy.special import logsumexp
+
+    rng = np.random.default_rng(4)
+    K, n, d, lw, lh = 4, 25, 6, 5e-3, 1e-4
+    y = np.repeat(np.arange(K), n)
+    W = rng.normal(size=(K, d))
+    H = W[y] * 0.8 + 0.3 * rng.normal(size=(K * n, d))
+    b = 0.1 * rng.normal(size=K)
+    np.savez(tmp_path / "a.npz", features=H, labels=y, weights=W, bias=b)
+    args = [str(tmp_path / "a.npz"), "--predict", "ufm-ce", "--lambda-w", str(lw), "--lambda-h", str(lh)]
+    assert cli.main(["measure", *args, "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    Z = H @ W.T + b
+    f = float(np.mean(logsumexp(Z, axis=1) - Z[np.arange(K * n), y]) + lw / 2 * np.sum(W ** 2)
+              + lh / 2 * np.sum(H ** 2))
+    obj = out["network_objective"]
+    assert obj["value"] == pytest.approx(f, rel=1e-12)
+    assert obj["gap"] >= 0 and obj["gap"] == pytest.approx(f - out["predicted"]["value"], rel=1e-12)
+    assert cli.main(["measure", *args]) == 0
+    text = capsys.readouterr().out
+    assert "network UFM objective (ce): f = " in text and "gap f - f* = " in text
+    # MSE: (1/2N) sum ||W h + b - e_y||^2 + penalties
+    args[2] = "ufm-mse"
+    assert cli.main(["measure", *args, "--json"]) == 0
+    obj = json.loads(capsys.readouterr().out)["network_objective"]
+    E = np.eye(K)[y]
+    f_mse = float(0.5 * np.mean(np.sum((Z - E) ** 2, axis=1)) + lw / 2 * np.sum(W ** 2) + lh / 2 * np.sum(H ** 2))
+    assert obj["value"] == pytest.approx(f_mse, rel=1e-12) and obj["gap"] >= 0
+
+
+def test_geometry_fit_bound_and_message(tmp_path, capsys):
+    from proofs_check import measure as PM
+
+    K, d = 12, 5
+    g = PM.geometry_fit(K, d)
+    assert not g["simplex_etf"]["fits"] and g["simplex_etf"]["needs_d"] == K - 1
+    bound = g["simplex_etf"]["min_distance"]
+    assert bound == pytest.approx(math.sqrt(2 - 2 * math.sqrt(d / (K - 1))), rel=1e-15)
+    # attained by a projector onto d directions of the centred space; random rank-d Grams stay above it
+    J = np.eye(K) - 1.0 / K
+    w, V = np.linalg.eigh(J)
+    G = V[:, -d:] @ V[:, -d:].T
+    dist = np.linalg.norm(G / np.linalg.norm(G) - J / np.linalg.norm(J))
+    assert dist == pytest.approx(bound, rel=1e-12)
+    rng = np.random.default_rng(0)
+    for _ in range(200):
+        M = rng.normal(size=(K, d))
+        M -= M.mean(0)
+        Gr = M @ M.T
+        assert np.linalg.norm(Gr / np.linalg.norm(Gr) - J / np.linalg.norm(J)) >= bound - 1e-12
+    assert PM.geometry_fit(4, 3)["simplex_etf"] == {"fits": True, "needs_d": 3, "min_distance": 0.0}
+    H, y, _, _ = synthetic(seed=1, N=240, d=d, K=K)
+    np.savez(tmp_path / "a.npz", features=H, labels=y)
+    assert cli.main(["measure", str(tmp_path / "a.npz")]) == 0
+    text = capsys.readouterr().out
+    assert f"{K} simplex-ETF vectors need d >= {K - 1}, d = {d}: the geometry cannot fit" in text
+    assert f"{K} orthogonal-frame vectors need d >= {K}" in text

@@ -680,7 +680,11 @@ class NC4Pass:
 
     ``stats`` is a finished :class:`ClassStats` (or any object with ``means()``)."""
 
-    def __init__(self, stats, weights, bias=None, *, tile_bytes: float = TILE_BYTES):
+    def __init__(self, stats, weights, bias=None, *, tile_bytes: float = TILE_BYTES, loss: str | None = None):
+        if loss not in (None, "ce", "mse"):
+            raise InputError(f"loss must be None, 'ce' or 'mse', got {loss!r}")
+        self.loss = loss
+        self.loss_sum = 0.0
         counts = stats.check_complete()
         self.K, self.d = int(counts.size), int(stats.d)
         self.where = stats.where
@@ -696,9 +700,11 @@ class NC4Pass:
         self.disagree = 0
 
     def update(self, features, labels, layout: str = "nd") -> "NC4Pass":
-        X, _y = _chunk(features, labels, layout, self.d, self.K, self.where)
+        X, y = _chunk(features, labels, layout, self.d, self.K, self.where)
         if _is_torch(X):
             X = X.detach().cpu().numpy()
+        if _is_torch(y):
+            y = y.cpu().numpy()
         X = np.asarray(X, dtype=np.float64)
         step = max(1, int(self.tile_bytes // (8 * 3 * self.K)))
         for s in range(0, int(X.shape[0]), step):
@@ -708,12 +714,23 @@ class NC4Pass:
                 logits += self.b
             d2 = self.mr_sq - 2.0 * ((Xs - self.mu_G) @ self.Mr.T)
             self.disagree += int(np.count_nonzero(np.argmax(logits, axis=1) != np.argmin(d2, axis=1)))
+            if self.loss is not None:
+                ys = y[s: s + step]
+                rows = np.arange(ys.size)
+                if self.loss == "ce":  # log sum exp(z) - z_y, shifted by the row maximum
+                    zmax = logits.max(axis=1)
+                    lse = zmax + np.log(np.exp(logits - zmax[:, None]).sum(axis=1))
+                    self.loss_sum += float(np.sum(lse - logits[rows, ys]))
+                else:  # (1/2) ||z - e_y||^2
+                    logits[rows, ys] -= 1.0
+                    self.loss_sum += 0.5 * float(np.einsum("ij,ij->", logits, logits))
         self.N += int(X.shape[0])
         return self
 
     def merge(self, other: "NC4Pass") -> "NC4Pass":
         self.N += other.N
         self.disagree += other.disagree
+        self.loss_sum += other.loss_sum
         return self
 
 
