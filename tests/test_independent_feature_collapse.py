@@ -266,3 +266,12 @@ def test_hier_own_risk_bound_and_layer1_witness():
     for _ in range(2):
         res = minimize(f, rng.standard_normal(sum(sizes)), method="L-BFGS-B", options={"maxiter": 120})
         assert res.fun >= lb - 1e-9
+
+
+def test_word_collapse_false_grouping_refuted_by_the_bound_only():
+    """Words of two concepts tied: REFUTED by the proven bound over tied points (a witness), never by the word-swap
+    equivariance check (which is only the hypothesis of the uniqueness argument, not evidence against a tie)."""
+    res = FB.make_random_word_collapse_claim(groups=lambda i: [[0, 2], [1], [3], [4], [5]], claim_id="x").run(CTX)
+    assert res.verdict is Verdict.REFUTED
+    refuting = [c for c in res.checks if c.verdict is Verdict.REFUTED]
+    assert refuting and all(c.evidence.get("witness_gap", 0) > 0 for c in refuting)
