@@ -460,7 +460,7 @@ def _build_figure(out: dict, *, size: tuple[float, float] | None = None):
         finite = [y[np.isfinite(y)] for _, y in curves.values()]
         positive = all(np.all(v > 0) for v in finite)
         for name, (x, y) in curves.items():
-            ax.plot(x, y, label=math_label(name))
+            ax.plot(x, y, label=name)  # the line keeps the report's name; the legend shows it as mathtext
         if positive:
             ax.set_yscale("log")
         elif any(np.any(v > 0) for v in finite):
@@ -475,7 +475,8 @@ def _build_figure(out: dict, *, size: tuple[float, float] | None = None):
         ax.set_ylabel(math_label(ylabels.pop()) if len(ylabels) == 1 else
                       (math_label(next(iter(curves))) if len(curves) == 1 else "value"))
         ax.set_title("dynamics")
-        ax.legend()
+        handles = ax.get_lines()
+        ax.legend(handles, [math_label(h.get_label()) for h in handles])
     head = instance_title(out)
     if head:
         fig.suptitle(_wrap(head, max(30, int(w * 13))))
@@ -507,7 +508,7 @@ def figure_bytes(out: dict, fmt: str = "png", *, dpi: int = DEFAULT_DPI,
     if size is not None:
         _check_size(size)
     with figure_style(rc):
-        return _savefig_bytes(_build_figure(out, size=size), fmt, dpi)
+        return _savefig_bytes(build_figure(out, size=size, rc=rc), fmt, dpi)
 
 
 def _savefig_bytes(fig, fmt: str, dpi: int) -> bytes:

@@ -139,8 +139,10 @@ def test_cli_plot_svg_has_a_dynamics_panel(tmp_path, capsys):
     assert rc in (0, 1) and out["curves"]
     svg = path.read_text()
     assert svg.lstrip().startswith("<?xml") and "<!-- dynamics -->" in svg  # matplotlib's comment per text
+    from proofs_check.plots import math_label
+
     for name in out["curves"]:
-        assert f"<!-- {name} -->" in svg  # legend entry
+        assert f"<!-- {math_label(name)} -->" in svg  # legend entry, as mathtext (gamma -> $\\gamma$; issue 29)
 
 
 def test_cli_plot_png_draws_the_curves(tmp_path, capsys, monkeypatch):

@@ -356,3 +356,70 @@ def test_unconvertible_text_is_escaped(plain):
 def test_escape_specials():
     assert latex_escape("a_b & 5% #1 {x} ^ ~ \\") == (
         r"a\_b \& 5\% \#1 \{x\} \textasciicircum{} \textasciitilde{} \textbackslash{}")
+
+
+# ---- issue 29: per-column digits, empty columns, citations, the alignment check itself ----------------------
+
+def test_decimals_and_sig_per_column():
+    t = Table(["k", "value", "gap"], [[3, 1.23456, 1.5e-9], [4, 12.5, 2.25e-7]], meta={"family": "ufm"})
+    out = t.render("latex", decimals="value=2", sig="gap=2")
+    rows = out.split("\\midrule\n", 1)[1].splitlines()[:2]
+    assert rows == ["3 & 1.23 & 1.5e-9 \\\\", "4 & 12.50 & 2.2e-7 \\\\"]  # 2.25e-7 -> 2.2 (ties to even)
+    assert "S[table-format=2.2," in out and "S[table-format=1.1e-1," in out
+    out = t.render("latex", sig=2)
+    assert "1.2 & 1.5e-9" in out and "12 & 2.2e-7" in out
+    from theory._validate import InputError
+
+    for kw, needle in (({"decimals": "nope=2"}, "no column 'nope'"), ({"sig": "0"}, "--sig must be in 1..17"),
+                       ({"decimals": "value=x"}, "not N or COL=N"), ({"sig": "3,,"}, "empty entry")):
+        with pytest.raises(InputError, match=needle):
+            t.render("latex", **kw)
+    with pytest.raises(InputError, match="need --format latex"):
+        t.render("md", sig=3)
+
+
+def test_cli_decimals_sig_wide(capsys):
+    args = ["table", "ufm", "--loss", "mse", "--classes", "3", "--lambda", "0.01,2", "--format", "latex"]
+    assert main(args + ["--decimals", "f*=3", "--wide"]) == 0
+    tex = capsys.readouterr().out
+    assert tex.count("\\begin{tabular}") == 1 and "& 0.028 &" in tex and "& 0.333 &" in tex
+    assert main(args + ["--sig", "f*=x"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "--sig" in err[0]
+
+
+def test_all_empty_columns_are_dropped_in_md_and_latex():
+    t = Table(["lambda", "d", "value"], [[0.1, None, 1.0], [0.2, float("nan"), 2.0]])
+    assert "d" not in t.render("md").splitlines()[0].split(" | ")
+    latex = t.render("latex")
+    assert "{$d$}" not in latex and latex.count("S[table-format") == 2
+    assert json.loads(t.render("json"))["columns"] == ["lambda", "d", "value"]  # data formats keep every column
+
+
+def test_captions_cite_papers_not_files_and_the_ce_table_cites_the_ce_papers(capsys):
+    assert main(["table", "ufm", "--loss", "ce", "--classes", "3", "--lambda", "0.01", "--format", "latex"]) == 0
+    tex = capsys.readouterr().out
+    cites = re.findall(r"\\cite\{([^}]*)\}", tex)
+    assert cites == ["zhu2021geometric,ji2022unconstrained,lu2022neural"]  # not the MSE papers
+    assert "docs/" not in tex and "ufm\\_general" not in tex
+    assert main(["table", "ufm", "--loss", "mse", "--classes", "3", "--lambda", "0.01", "--format", "latex"]) == 0
+    tex = capsys.readouterr().out
+    assert re.findall(r"\\cite\{([^}]*)\}", tex) == ["zhou2022optimization,han2022neural"]
+    caption = re.search(r"\\caption\{(.*)\}\n", tex).group(1)
+    assert len(caption) < 400  # short: the conventions are a note under the table
+
+
+@needs_tex
+def test_alignment_check_can_fail(tmp_path):
+    """The pdftotext check sees a right-aligned (not decimal-aligned) column and a \\small table."""
+    rows = "1.5 \\\\\n12.25 \\\\\n123.125 \\\\\n"
+    ragged = "\\begin{table}\n\\begin{tabular}{r}\n\\toprule\nx \\\\\n\\midrule\n" + rows + "\\bottomrule\n\\end{tabular}\n\\end{table}\n"
+    _compile(tmp_path, REFERENCE_LINE + ragged, "ragged")
+    claimed = ragged.replace("{tabular}{r}", "{tabular}{S}")  # what the checker reads as the column types
+    with pytest.raises(AssertionError, match="not aligned"):
+        _check_alignment_and_size(tmp_path, "ragged", claimed)
+    small = "{\\small " + Table(["x"], [[1.5], [12.25]]).render("latex").replace("\\begin{table}[tbp]", "") \
+        .replace("\\end{table}", "") + "}"
+    _compile(tmp_path, REFERENCE_LINE + small, "small")
+    with pytest.raises(AssertionError, match="pt high"):
+        _check_alignment_and_size(tmp_path, "small", small)
