@@ -237,3 +237,20 @@ def test_real_reports_in_the_browser(tmp_path, browser, capsys):
     ok = browser.execute_script("var i=document.querySelector('#gram-figure img');"
                                 "return i!==null && i.complete && i.naturalWidth>0;")
     assert ok, "the Gram figure did not load"
+
+
+def test_solve_html_figure_has_no_overlapping_labels_at_k_12(monkeypatch):
+    """The figure of `solve --html` is the --plot figure (issue 29): at k = 12 no cell numbers (the colour bar
+    carries the scale) and no two drawn texts overlap."""
+    pytest.importorskip("matplotlib")
+    from proofs_check import html_report, plots
+    from tests.test_plots import _drawn_texts, _intersections, _journal_out
+
+    figs = []
+    real = plots.build_figure
+    monkeypatch.setattr(plots, "build_figure", lambda o, **kw: figs.append(real(o, **kw)) or figs[-1])
+    html = html_report._figure_html(_journal_out(12))
+    assert "data:image/png;base64," in html and len(figs) == 1
+    heat = [ax for ax in figs[0].axes if ax.images]
+    assert heat and all(not ax.texts for ax in heat)
+    assert _intersections(_drawn_texts(figs[0])) == []
