@@ -1442,6 +1442,68 @@ def _want_progress(args) -> bool:
     return mode == "on"
 
 
+_GLOB_CHARS = set("*?[")
+
+
+def checkpoint_files(spec: str, labels=None) -> list[Path] | None:
+    """The files of ``measure CHECKPOINT_DIR_OR_GLOB`` (None when ``spec`` is one file): a directory's files of
+    the supported formats, or a glob pattern's matches, sorted by the epoch in the name (its last integer)."""
+    import glob
+
+    sp = str(spec)
+    if os.path.isdir(sp):
+        files = [Path(sp) / f for f in os.listdir(sp)]
+    elif _GLOB_CHARS & set(sp) and not os.path.exists(sp):
+        files = [Path(f) for f in glob.glob(sp)]
+    else:
+        return None
+    lab = Path(labels).resolve() if labels else None
+    files = [f for f in files if f.is_file() and f.suffix.lower() in FORMATS and (lab is None or f.resolve() != lab)]
+    if not files:
+        raise InputError(f"FEATURES: {spec} holds no checkpoint files ({', '.join(FORMATS)})")
+    return sorted(files, key=lambda f: (checkpoint_epoch(f, -1), f.name))
+
+
+def checkpoint_epoch(path, default: int) -> int:
+    import re
+
+    nums = re.findall(r"\d+", Path(path).stem)
+    return int(nums[-1]) if nums else default
+
+
+#: Columns of the checkpoint table (text and JSON).
+TABLE_KEYS = ("nc1", "nc1_trace", "cdnv_mean", "equinorm", "equiangularity", "gram_distance_etf",
+              "gram_distance_predicted", "nc3", "nc4")
+
+
+def measure_checkpoints(files: list[Path], **kw) -> dict:
+    """Measure every checkpoint file (the same options for each); rows in epoch order."""
+    t0 = time.perf_counter()
+    rows = []
+    for i, f in enumerate(files):
+        out = measure(str(f), **kw)
+        rows.append({"file": str(f), "epoch": checkpoint_epoch(f, i), "metrics": out["metrics"],
+                     "reasons": out["reasons"], "samples": out["samples"], "classes": out["classes"],
+                     "dim": out["dim"], "labels": out["labels"], "network_objective": out.get("network_objective"),
+                     "predicted": out.get("predicted")})
+    return {"family": "measure", "kind": "measurement (not a verdict): collapse metrics of many checkpoints",
+            "checkpoints": rows, "columns": list(TABLE_KEYS),
+            "provenance": {"definitions": "docs/metrics.md (theory/metrics.py)", "sources": SOURCES},
+            "seconds": round(time.perf_counter() - t0, 4)}
+
+
+def render_checkpoints(out: dict) -> str:
+    rows = out["checkpoints"]
+    head = ["epoch"] + list(TABLE_KEYS)
+    lines = [f"measure: {len(rows)} checkpoints (metrics: docs/metrics.md)", "  ".join(f"{h:>12}" for h in head)]
+    for r in rows:
+        cells = [f"{r['epoch']:>12d}"] + [f"{r['metrics'][k]:>12.4g}" if r["metrics"].get(k) is not None
+                                          else f"{'null':>12}" for k in TABLE_KEYS]
+        lines.append("  ".join(cells))
+    lines.append("(a measurement, not a verdict)")
+    return "\n".join(lines)
+
+
 def main_from_args(args) -> int:
     from proofs_check.outputs import check_output_path
 
@@ -1455,6 +1517,21 @@ def main_from_args(args) -> int:
             import matplotlib  # noqa: F401
         except ImportError:
             raise InputError("--plot needs matplotlib (pip install 'ncproofs[plots]')") from None
+    files = checkpoint_files(args.features, args.labels)
+    if files is not None:
+        out = measure_checkpoints(files, labels=args.labels, weights=args.weights, bias=args.bias, layout=args.layout,
+                                  predict=args.predict, lambda_w=args.lambda_w, lambda_h=args.lambda_h, tau=args.tau,
+                                  device=args.device, batch_size=args.batch_size, time_limit=args.time_limit,
+                                  passes=getattr(args, "passes", "auto"), workers=getattr(args, "workers", None),
+                                  ood=getattr(args, "ood", None), keys=_keys_from_args(args),
+                                  progress=_want_progress(args))
+        if plot_path is not None:
+            from proofs_check.measure_plots import epochs_figure
+
+            epochs_figure(out["checkpoints"], plot_path)
+            out["plot"] = str(plot_path)
+        print(to_json(out) if args.json else render_checkpoints(out))
+        return 0
     if getattr(args, "targets", None) is not None:
         k = _keys_from_args(args)
         out = measure_regression(args.features, args.targets, args.weights, layout=args.layout,

@@ -348,7 +348,8 @@ def test_bad_files(tmp_path, capsys):
     lab = tmp_path / "y.npy"
     np.save(lab, y)
     _bad(capsys, tmp_path / "missing.npy", "--labels", lab, expect="no such file")
-    _bad(capsys, tmp_path, "--labels", lab, expect="is a directory")
+    (tmp_path / "empty").mkdir()
+    _bad(capsys, tmp_path / "empty", "--labels", lab, expect="holds no checkpoint files")
     _bad(capsys, f, "--labels", tmp_path / "nope.npy", expect="--labels: no such file")
     _bad(capsys, f, expect="--labels")
     (tmp_path / "x.csv").write_text("1,2\n")

@@ -12,7 +12,8 @@ from proofs_check.commands import ExtraCommand
 def _add_arguments(p) -> None:
     p.add_argument("features", metavar="FEATURES",
                    help="features: .npy (N x d; labels from --labels), or .npz / .pt (a dict) / .safetensors holding "
-                        "'features' and 'labels' (optional 'weights' K x d, 'bias' K)")
+                        "'features' and 'labels' (optional 'weights' K x d, 'bias' K); or a directory / quoted glob "
+                        "of checkpoint files: a table over the epochs in the names (and an NC-vs-epoch --plot)")
     p.add_argument("--labels", default=None, help="integer labels 0..K-1 (.npy, or a container with key 'labels')")
     p.add_argument("--weights", default=None, help="classifier W, K x d (.npy, or a container with key 'weights')")
     p.add_argument("--bias", default=None, help="classifier bias, K (.npy, or a container with key 'bias')")
