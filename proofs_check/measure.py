@@ -1376,12 +1376,16 @@ def render(out: dict) -> str:
 
 
 def plot(out: dict, Mr: np.ndarray, path) -> None:
-    """Cosines of the centred class means (up to 64 classes) and the Gram distances, as a PNG."""
+    """Cosines of the centred class means (up to 64 classes) and the Gram distances, with axis labels and a
+    title, drawn in ncproofs' figure style (proofs_check.measure_plots: Type 42 fonts in PDF)."""
     import matplotlib
 
     matplotlib.use("Agg")
+    import io
+
     import matplotlib.pyplot as plt
 
+    from proofs_check.measure_plots import _style_context
     from proofs_check.outputs import write_bytes_atomic
 
     K = Mr.shape[0]
@@ -1392,22 +1396,26 @@ def plot(out: dict, Mr: np.ndarray, path) -> None:
     C = np.full((k, k), np.nan)
     Rn = R[ok] / nr[ok, None]
     C[np.ix_(ok, ok)] = Rn @ Rn.T
-    fig, ax = plt.subplots(1, 2, figsize=(9, 4))
-    im = ax[0].imshow(C, vmin=-1, vmax=1, cmap="RdBu_r")
-    ax[0].set_title(f"cosines of centred class means ({k} of {K})")
-    fig.colorbar(im, ax=ax[0], fraction=0.046)
-    m = out["metrics"]
-    names = [("gram_distance_etf", "ETF"), ("gram_distance_of", "OF"), ("gram_distance_predicted", "predicted")]
-    vals = [(lab, m.get(key)) for key, lab in names if m.get(key) is not None]
-    ax[1].bar([v[0] for v in vals], [v[1] for v in vals], color="tab:blue")
-    ax[1].set_ylabel("normalised Gram distance")
-    ax[1].set_title("distance of the measured geometry")
-    fig.tight_layout()
-    import io
-
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=110)
-    plt.close(fig)
+    ext = str(path).rsplit(".", 1)[-1].lower()
+    with _style_context():
+        fig, ax = plt.subplots(1, 2, figsize=(9, 4))
+        im = ax[0].imshow(C, vmin=-1, vmax=1, cmap="RdBu_r")
+        ax[0].set_title(f"cosines of centred class means ({k} of {K})")
+        ax[0].set_xlabel("class $c'$")
+        ax[0].set_ylabel("class $c$")
+        fig.colorbar(im, ax=ax[0], fraction=0.046, label=r"$\cos(M_c, M_{c'})$")
+        m = out["metrics"]
+        names = [("gram_distance_etf", "ETF"), ("gram_distance_of", "OF"), ("gram_distance_predicted", "predicted")]
+        vals = [(lab, m.get(key)) for key, lab in names if m.get(key) is not None]
+        ax[1].bar([v[0] for v in vals], [v[1] for v in vals], color="tab:blue")
+        ax[1].set_xlabel("reference geometry")
+        ax[1].set_ylabel("normalised Gram distance (0 to 2)")
+        ax[1].set_title("distance of the measured geometry")
+        fig.suptitle(f"ncproofs measure: N = {out['samples']}, K = {K}, d = {out['dim']}")
+        fig.tight_layout()
+        buf = io.BytesIO()
+        fig.savefig(buf, format=ext if ext in ("png", "pdf", "svg") else "png", dpi=110)
+        plt.close(fig)
     write_bytes_atomic(path, buf.getvalue())
 
 
