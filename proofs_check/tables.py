@@ -301,9 +301,32 @@ def strip_file_paths(text: str) -> str:
     return re.sub(r"\s{2,}", " ", text).strip()
 
 
+#: a first sentence longer than this is cut at its first top-level ": " or "; " (the caption stays short)
+CAPTION_MAX_CHARS = 300
+
+
 def split_caption(text: str) -> tuple[str, str]:
     """(first sentence, the rest) of a LaTeX caption: the split is a ". " outside math and braces, not after an
-    abbreviation (et al., e.g., Thm.), followed by an upper-case letter, a digit, a parenthesis or math."""
+    abbreviation (et al., e.g., Thm.), followed by an upper-case letter, a digit, a parenthesis or math; a first
+    sentence longer than :data:`CAPTION_MAX_CHARS` is cut at its first ": " or "; " outside math, braces and
+    parentheses."""
+    first, rest = _split_sentence(text)
+    if len(first) > CAPTION_MAX_CHARS:
+        depth, math_on = 0, False
+        for i, ch in enumerate(first[:CAPTION_MAX_CHARS]):
+            if ch == "$" and (i == 0 or first[i - 1] != "\\"):
+                math_on = not math_on
+            elif ch in "({[":
+                depth += 1
+            elif ch in ")}]":
+                depth -= 1
+            elif ch in ":;" and not math_on and depth == 0 and first[i + 1:i + 2] == " " and i > 20:
+                tail = first[i + 2:].strip()
+                return first[:i] + ".", (tail[:1].upper() + tail[1:] + (" " + rest if rest else "")).strip()
+    return first, rest
+
+
+def _split_sentence(text: str) -> tuple[str, str]:
     depth, math_on = 0, False
     for i, ch in enumerate(text):
         if ch == "\\" and i + 1 < len(text) and text[i + 1] == "$":
