@@ -1,21 +1,24 @@
 """Tables for papers: one data object, rendered as Markdown, LaTeX (booktabs), CSV or JSON.
 
-LaTeX output compiles in a plain ``article`` that loads booktabs, array and graphicx (the
-preamble the tests use also loads amsmath, amssymb, siunitx, longtable and caption; the table
-needs none of those). What the LaTeX renderer guarantees:
+LaTeX output compiles in a plain ``article`` that loads booktabs, array and siunitx (the preamble the
+tests use also loads amsmath, amssymb, graphicx, longtable and caption). What the LaTeX renderer
+guarantees (docs/outputs.md):
 
 - every text is escaped; plain-text math in captions and headers (``e^{-1/tau}``,
   ``lw/2||W||^2``, ``lambda_crit``, ``tau -> 0+``) is converted to ``$...$`` by a conservative
   converter (:func:`plain_to_latex`): a stretch it cannot convert with certainty stays escaped
   text, so the output compiles either way; a family may give ``latex_caption`` /
   ``latex_columns`` (alias ``latex_headers``) written in LaTeX itself, used verbatim;
-- numbers carry ``precision`` significant digits (default :data:`LATEX_DEFAULT_DIGITS`), in math
-  mode (``$-1.25\\times10^{-3}$``); missing numbers print ``na_rep`` (default ``--``);
-- ``\\caption`` and ``\\label`` (default ``tab:ncproofs-<family>``), ``\\small`` type, narrower
-  column gaps for wide tables, long text columns wrap (``p`` columns), and a table still wider
-  than ``\\linewidth`` is scaled down to it (measured by TeX itself, so it never overflows);
-- the caption ends with ``\\cite{...}`` of the papers the table relies on (keys of
-  :mod:`proofs_check.citations`; ``ncproofs cite --only FAMILY`` prints their BibTeX).
+- numeric columns are siunitx ``S`` columns (aligned at the decimal point) with one notation per
+  column (fixed when every nonzero |x| is in :data:`FIXED_RANGE`, else scientific), ``precision`` /
+  ``sig`` significant digits with trailing zeros kept or ``decimals`` fixed decimals, per column;
+  missing numbers print ``na_rep`` (default ``--``); all-empty columns are left out;
+- ``\\caption`` and ``\\label`` (default ``tab:ncproofs-<family>``), the document's type size (never
+  ``\\small``, never scaled); a table wider than the line is split into a main table and tables of
+  further columns that repeat the instance columns (``wide=True``: one tabular); long text columns wrap;
+- the caption is short (its first sentence, repository paths removed; the rest is a note under the
+  table) and ends with ``\\cite{...}`` of the papers the table relies on (keys of
+  :mod:`proofs_check.citations`; ``ncproofs cite`` prints their BibTeX).
 """
 
 from __future__ import annotations
