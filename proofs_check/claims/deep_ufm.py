@@ -535,4 +535,26 @@ def make_ce_claim(bound: Callable | None = None, predict_trend: str = "non-incre
                  SRC_GK, Provenance.RECONSTRUCTED, check, key=("best_counts",), tags=("measurement",))
 
 
-CLAIMS = [make_linear_optimum_claim(), make_dnc_suboptimal_claim(), make_dnc_shallow_claim(), make_ce_claim()]
+def _needs_ball_arithmetic(claim: Claim) -> Claim:
+    """The claim's certificates are computed in ball arithmetic (python-flint, the ``rigorous`` extra): without
+    it the claim is INCONCLUSIVE with that reason (never an ERROR, never decided without the proof)."""
+    inner = claim.check
+
+    def check(ctx: RunContext):
+        try:
+            import flint  # noqa: F401
+        except ImportError:
+            yield Check("ball-arithmetic", Verdict.INCONCLUSIVE,
+                        "not decided here: the deep-UFM certificates (root isolation, exact witness values) are "
+                        "computed with python-flint, which is not installed (pip install 'ncproofs[rigorous]')",
+                        {"missing": "python-flint"}, True)
+            return
+        yield from inner(ctx)
+
+    import dataclasses
+
+    return dataclasses.replace(claim, check=check)
+
+
+CLAIMS = [_needs_ball_arithmetic(c) for c in (make_linear_optimum_claim(), make_dnc_suboptimal_claim(),
+                                              make_dnc_shallow_claim(), make_ce_claim())]
