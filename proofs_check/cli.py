@@ -272,6 +272,8 @@ def _option_names(parser: argparse.ArgumentParser) -> dict[str, str]:
                 stack.extend(a.choices.values())
             elif a.option_strings:
                 names.setdefault(a.dest, max(a.option_strings, key=len))
+            elif a.dest not in names and a.dest != "help":  # a positional: as the usage line shows it (FEATURES)
+                names[a.dest] = str(a.metavar or a.dest.upper())
     return names
 
 
@@ -285,6 +287,8 @@ def _non_finite_option(args: argparse.Namespace, names: dict[str, str] | None = 
         vals = value if isinstance(value, (list, tuple)) else [value]
         opt = (names or {}).get(name) or f"--{name.replace('_', '-')}"
         for v in vals:
+            if isinstance(v, str) and "\x00" in v:  # os.stat & co. raise ValueError("embedded null byte")
+                return f"{opt} must not contain a NUL character, got {v!r}"[:300]
             if isinstance(v, float) and not math.isfinite(v):
                 return f"{opt} must be a finite number, got {v}"
             if isinstance(v, int) and not isinstance(v, bool):

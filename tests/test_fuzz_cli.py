@@ -99,3 +99,55 @@ def test_output_name_too_long_names_the_option(zoo):
     long = str(cwd / ("o" * 300))
     _refused(["run", "--only", "geometry", "--report", "", "--json", long], cwd, "--json", "File name too long")
     _refused(["cite", "-o", long], cwd, "--output", "File name too long")
+
+
+def test_nul_character_in_any_option_is_one_line(zoo):
+    files, outs, cwd = zoo
+    bad = files["X"][:-4] + "\x00.npy"
+    _refused(["measure", bad, "--labels", files["y"]], cwd, "FEATURES", "NUL")
+    _refused(["measure", files["X"], "--labels", files["y"], "--weights", bad], cwd, "--weights", "NUL")
+    _refused(["solve", "ufm-regression", "--targets", bad, "-d", "3", "--lambda-w", "1e-2", "--lambda-h", "1e-2"],
+             cwd, "--targets", "NUL")
+
+
+LONG = ",".join(["2"] * 5000)
+
+
+@pytest.mark.parametrize("argv,needles", [
+    # MemoryError building K class sizes before the limit on K was checked
+    (["solve", "deep-ufm", "-L", "2", "-k", "9223372036854775807", "-n", "1", "-D", "2", "--lambda", "0.01"],
+     ["--classes must be <= 10000"]),
+    # tables with thousands of rows ran for minutes (hangs under the alarm)
+    (["table", "deep-ufm", "--layers", LONG, "--classes", "2", "--lambda", "0.01"], ["--layers", "limit 200"]),
+    (["table", "deep-ufm", "--layers", "1", "--classes", "2", "--lambda", LONG], ["--lambda", "limit 200"]),
+    (["table", "feature-collapse", "--concepts", "2", "--length", "2", "--words-per-concept", "2", "--lambdas", LONG,
+      "--layernorm", "--dims", "2"], ["--lambdas", "limit 200"]),
+    (["table", "feature-collapse", "--concepts", "2", "--length", "2", "--words-per-concept", "2", "--lambdas", "0.1",
+      "--layernorm", "--dims", LONG], ["--dims", "limit 200"]),
+    # OverflowError in fsum
+    (["solve", "feature-collapse", "--concepts", "2", "--length", "2", "--words-per-concept", "2", "--dim", "2",
+      "--lambda", "0.1", "--freqs", "1e308,1e308"], ["--freqs"]),
+    (["table", "feature-collapse", "--concepts", "2", "--length", "2", "--words-per-concept", "2", "--lambdas", "0.1",
+      "--freqs", "1e308,1e308"], ["--freqs"]),
+    # OverflowError (ceil(T / eta) infinite) and a state overflowing with 21 lines of numpy warnings
+    (["solve", "ntk", "--classes", "2", "--per-class", "2", "--step-size", "1e-320"], ["--step-size"]),
+    (["solve", "ntk", "--classes", "2", "--per-class", "2", "--step-size", "1e308"], ["--step-size"]),
+    (["solve", "ntk", "--classes", "2", "--per-class", "2", "--step-size", "100", "--steps", "1000"],
+     ["--step-size", "diverged"]),
+    # refusals that named an internal parameter
+    (["solve", "ntk", "--classes", "2", "--per-class", "2", "--kernel-perturbation", "1e308"],
+     ["--kernel-perturbation"]),
+    (["solve", "ntk", "--counts", LONG], ["--counts", "exceeds the limit"]),
+    (["table", "ntk", "--counts", "99999999999999999999,3"], ["--counts"]),
+    (["table", "ntk", "--kernel-perturbation", "1e308,1"], ["--kernel-perturbation"]),
+    # ufm-mse --starts 10^8 fitted the flop budget and ran for hours
+    (["solve", "ufm-mse", "-k", "3", "-n", "2", "-d", "3", "--lambda-w", "1e-2", "--lambda-h", "1e-2", "--starts",
+      "100000000"], ["--starts must be in [1, 1000]"]),
+    (["solve", "ufm", "--loss", "ce", "-k", "3", "-n", "2", "-d", "3", "--lambda-w", "1e-2", "--lambda-h", "1e-2",
+      "--starts", "100000000"], ["--starts"]),
+    # '../' reached Dask's IDNA encoder (UnicodeError: internal error)
+    (["sweep", "{cfg}", "--scheduler", "../"], ["--scheduler", "not a host name"]),
+])
+def test_reproduced_defects_are_one_line_refusals(zoo, argv, needles):
+    files, outs, cwd = zoo
+    _refused([a.format(cfg=files["cfg"]) for a in argv], cwd, *needles)

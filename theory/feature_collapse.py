@@ -140,6 +140,8 @@ class FCInstance:
             if len(mu) != self.s_c:
                 raise InstanceError(f"freqs (--freqs) must have s_c = {self.s_c} entries (one per word of a "
                                     f"concept), got {len(mu)}")
+            if any(x > 1.0 for x in mu):  # before fsum (1e308 + 1e308 overflowed in it)
+                raise InstanceError(f"freqs (--freqs) must be frequencies in (0, 1] summing to 1, got {max(mu)!r}")
             tot = math.fsum(mu)
             if abs(tot - 1.0) > FREQ_SUM_TOL:
                 raise InstanceError(f"freqs (--freqs) must sum to 1, got sum {tot!r}")

@@ -11,6 +11,8 @@ from proofs_check.tables import Table
 #: a table is refused above this estimated work (flop, as solvers.deep_ufm.WORK_LIMIT_FLOP): "every input ends
 #: within about two minutes" on the loaded 2-core machine
 TABLE_WORK_LIMIT = 4e11
+#: rows of `table deep-ufm` at most (--classes x --layers x --lambda; checked before any instance is built)
+TABLE_MAX_ROWS = 200
 
 
 def _solve_args(p: argparse.ArgumentParser) -> None:
@@ -46,6 +48,10 @@ def _counts(args) -> tuple:
         raise UsageError(f"--classes must be >= 2, got {args.classes}")
     if args.per_class < 1:
         raise UsageError(f"--per-class must be >= 1, got {args.per_class}")
+    from theory.deep_ufm import MAX_CLASSES
+
+    if args.classes > MAX_CLASSES:  # before the tuple of K class sizes is built (K = 2^63 - 1 filled the memory)
+        raise UsageError(f"--classes must be <= {MAX_CLASSES}, got {args.classes}")
     return (args.per_class,) * args.classes
 
 
@@ -132,6 +138,10 @@ def _table(args: argparse.Namespace) -> Table:
         raise UsageError("--per-class, --starts and --max-evals must be >= 1 and --seed >= 0")
     if args.width is not None and args.width < 1:
         raise UsageError(f"--width must be >= 1, got {args.width}")
+    rows = len(args.classes) * len(args.layers) * len(args.lam)
+    if rows > TABLE_MAX_ROWS:  # before any instance is built (5000 --layers entries ran for minutes)
+        raise UsageError(f"--classes x --layers x --lambda: the table has {rows} rows, more than the limit "
+                         f"{TABLE_MAX_ROWS}")
     insts = []
     work = 0.0
     for K in args.classes:

@@ -92,6 +92,10 @@ def _table_args(p):
                         "depend on d >= n_c - 1")
 
 
+#: rows of `table feature-collapse` at most (--lambdas x --dims)
+TABLE_MAX_ROWS = 200
+
+
 def build_table(args) -> Table:
     from theory import feature_collapse as T
 
@@ -101,6 +105,9 @@ def build_table(args) -> Table:
     dims = args.dims if args.dims is not None else [max(args.concepts or 2, 2)]
     if not dims or not args.lambdas:
         raise UsageError("--lambdas and --dims must not be empty")
+    if len(dims) * len(args.lambdas) > TABLE_MAX_ROWS:  # before any row (5000 --lambdas ran for minutes)
+        raise UsageError(f"--lambdas x --dims: the table has {len(dims) * len(args.lambdas)} rows, more than the "
+                         f"limit {TABLE_MAX_ROWS}")
     rows, reports, labels = [], [], []
     rig = bool(getattr(args, "rigorous", False))
     meta = None

@@ -13,6 +13,8 @@ from theory._validate import InstanceError
 REFERENCE_ROWS = ((3, 4, (1.0, 0.6, 0.2)), (4, 3, (1.0, 0.5, 0.0)))
 #: A table of closed forms costs ~50 us per row: 100000 rows ~ 5 s.
 MAX_TABLE_ROWS = 100_000
+#: --step-size of the discrete steps (below: ceil(T / eta) overflows; above: the state overflows in one step)
+STEP_SIZE_RANGE = (1e-12, 1e3)
 
 
 def _triple(name: str, values) -> tuple[float, float, float]:
@@ -69,6 +71,17 @@ def _general(args) -> bool:
                                                              "step_size", "steps")) or getattr(args, "loss", "mse") != "mse"
 
 
+def _check_general_options(rhos, counts_lists) -> None:
+    """--kernel-perturbation and --counts refused naming the option (the model builder names rho and N)."""
+    for rho in rhos:
+        if rho is not None and not 0.0 <= rho <= 1e3:
+            raise InstanceError(f"--kernel-perturbation must be in [0, 1000] (relative Frobenius size), got {rho:g}")
+    for c in counts_lists:
+        if c and sum(c) > th.MAX_GENERAL_SAMPLES:
+            raise InstanceError(f"--counts: N = {sum(c)} samples exceeds the limit {th.MAX_GENERAL_SAMPLES} for a "
+                                "general kernel")
+
+
 def run_general_solve(args: argparse.Namespace) -> dict:
     from proofs_check.claims import ntk_general as cg
 
@@ -77,13 +90,27 @@ def run_general_solve(args: argparse.Namespace) -> dict:
                             "--kernel-perturbation, --counts, --loss ce or --sgd-batch)")
     if args.steps is not None and args.step_size is None:
         raise InstanceError("--steps needs --step-size ETA (discrete steps)")
+    _check_general_options([args.kernel_perturbation], [args.counts])
+    if args.step_size is not None and not STEP_SIZE_RANGE[0] <= args.step_size <= STEP_SIZE_RANGE[1]:
+        # 1e-320 made ceil(T / eta) infinite (OverflowError), 1e308 overflowed the state in the first step
+        raise InstanceError(f"--step-size must be in [{STEP_SIZE_RANGE[0]:g}, {STEP_SIZE_RANGE[1]:g}], "
+                            f"got {args.step_size:g}")
     kernel = cg.load_kernel(args.kernel) if args.kernel is not None else None
     model = cg.build_model(counts=args.counts, classes=args.classes, per_class=args.per_class,
                            kappa=_triple("kappa", args.kappa), kernel=kernel, rho=args.kernel_perturbation or 0.0,
                            seed=args.seed, s=args.s, loss=args.loss)
-    rep = cg.check_general_instance(model, feature_dim=args.feature_dim, init=args.init, init_scale=args.init_scale,
-                                    T=args.time, seed=args.seed, sgd_batch=args.sgd_batch, step_size=args.step_size,
-                                    steps=args.steps)
+    import numpy as np
+
+    try:
+        with np.errstate(over="ignore", invalid="ignore"):  # a diverging run: one line below, not numpy warnings
+            rep = cg.check_general_instance(model, feature_dim=args.feature_dim, init=args.init,
+                                            init_scale=args.init_scale, T=args.time, seed=args.seed,
+                                            sgd_batch=args.sgd_batch, step_size=args.step_size, steps=args.steps)
+    except InstanceError as exc:
+        if args.step_size is not None and "finite" in str(exc):
+            raise InstanceError(f"--step-size {args.step_size:g}: the discrete steps diverged (the state overflowed "
+                                f"to inf/NaN: {exc}); use a smaller --step-size") from None
+        raise
     return rep.to_dict()
 
 
@@ -207,6 +234,7 @@ def build_general_table(args: argparse.Namespace) -> Table:
     counts = args.counts or [[4, 4, 4]]
     if any(not c for c in counts):
         raise InstanceError("--counts must list at least one class size")
+    _check_general_options(rhos, counts)
     if args.kappa is not None and len(args.kappa) > 1:
         raise InstanceError("one --kappa with --kernel-perturbation/--counts")
     kappa = _triple("kappa", args.kappa[0]) if args.kappa else cg.KAPPA

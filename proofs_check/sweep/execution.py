@@ -58,7 +58,23 @@ def _scheduler_address(scheduler: str | None) -> str | None:
         raise UsageError(f"{option}: expected tcp://HOST[:PORT] with a port in 1..65535, got {address!r}")
     if len(host.strip("[]")) > 253:
         raise UsageError(f"{option}: a host name has at most 253 characters, got {len(host)}")
+    if not _host_syntax_ok(host.strip("[]")):  # '../' reached Dask's IDNA encoder: UnicodeError, internal error
+        raise UsageError(f"{option}: {host[:80]!r} is not a host name (labels of letters, digits, '-' and '_') or an "
+                         "IP address")
     return address
+
+
+def _host_syntax_ok(host: str) -> bool:
+    import ipaddress
+    import re
+
+    try:
+        ipaddress.ip_address(host)
+        return True
+    except ValueError:
+        pass
+    return re.fullmatch(r"(?:[A-Za-z0-9_](?:[A-Za-z0-9_-]{0,61}[A-Za-z0-9_])?\.)*"
+                        r"[A-Za-z0-9_](?:[A-Za-z0-9_-]{0,61}[A-Za-z0-9_])?\.?", host) is not None
 
 
 class SweepSignal(KeyboardInterrupt):
