@@ -734,6 +734,8 @@ def reviewer_first_claim(implications: Callable | None = None, id_: str = "ntk.r
     (i) holds (all are 0), (ii) and (iii) are REFUTED with this configuration as witness."""
 
     def check(ctx: RunContext) -> Iterable[Check]:
+        # the implications are read off the chain rule; it is checked independently (finite differences)
+        yield _two_layer_fd(ctx.seed)
         sol, (kt, gt, at), P = th.sym_assumption_solution(3)
         import sympy as sp
 
@@ -804,6 +806,7 @@ def reviewer_corrected_claim(sign: float = 1.0, id_: str = "ntk.reviewer.correct
     def check(ctx: RunContext) -> Iterable[Check]:
         import sympy as sp
 
+        yield _two_layer_fd(ctx.seed)  # the chain rule the formulas come from, against finite differences
         sol, (kt, gt, at), P = th.sym_assumption_solution(3)
         yield _matrix_zero_check("(a) symbolic: <W_k, W_k'> = 0 for k != k'", [sol.get(P[0, 1], sp.Symbol("x")),
                                                                                sol.get(P[1, 2], sp.Symbol("x"))])
