@@ -728,8 +728,8 @@ class Table:
         out += [" & ".join(heads) + " \\\\", "\\midrule"]
         out += body
         out += ["\\bottomrule", "\\end{tabular}"]
-        if notes:
-            out.append("\\par\\smallskip{" + " ".join(notes) + "\\par}")
+        if notes:  # a justified paragraph at the document's size (a minipage resets \centering)
+            out.append("\\par\\smallskip\\begin{minipage}{\\linewidth}" + " ".join(notes) + "\\end{minipage}")
         out.append("\\end{table}")
         return "\n".join(out) + "\n"
 
