@@ -479,6 +479,7 @@ class ClassStats:
         self._sb = np.zeros((K, d))
         self._qb = np.zeros(K)
         self._block_rows = 0
+        self._A = None
         self.N = 0
         self.min_value = math.inf
         self.max_value = -math.inf
@@ -515,7 +516,10 @@ class ClassStats:
             sums = ind @ np.asarray(X, dtype=np.float64)
             self.shift[cls[new]] = sums[new] / m[new, None]
             self.has_shift[cls[new]] = True
-        A = np.take(self.shift, y, axis=0)
+        if self._A is None or self._A.shape[0] < B:
+            self._A = np.empty((B, self.d))  # one buffer of shifted rows, reused across chunks
+        A = self._A[:B]
+        np.take(self.shift, y, axis=0, out=A)
         np.subtract(X, A, out=A)  # a_i = h_i - k_{y_i} in float64 (float32 input converted here, chunk by chunk)
         rowsq = np.einsum("ij,ij->i", A, A)
         self._qb[cls] += np.bincount(inv, weights=rowsq, minlength=cls.size)
