@@ -175,3 +175,19 @@ def test_noise_wrong_coefficient_refuted():
     # the numeric balance alone refutes "noise has no effect" (c = 0); c = 2 is within its loose tolerance
     res = C.noise_claim(coefficient=0.0, id="y").run(CTX)
     assert [k.verdict for k in res.checks if k.name == "noise-balance"] == [Verdict.REFUTED]
+
+
+def test_magnitude_claims_need_stationary_runs():
+    """60 SGD steps: own check that the runs are far from stationary (||E[g h_a^T] - gamma W|| / ||gamma W|| > 0.25);
+    then the magnitude statements are not decided (INCONCLUSIVE), never VERIFIED by a tolerance kappa rho that
+    grows with the residual, nor REFUTED by an exponent fitted outside the statement's regime."""
+    from theory import crh as T
+
+    cfg = T.CRHExperiment(weight_decays=(0.02, 0.04, 0.08), steps=60, n_records=10, seeds=tuple(range(3)), lr=0.1,
+                          widths=(8, 16, 16, 2), n_samples=256, task_rank=2)
+    res = C.experiment(cfg)
+    li = C._layer_index(cfg, -2)
+    assert max(res.stationarity_residual(r, li) for r in range(len(cfg.runs))) > 0.25
+    for claim in (C.first_moment_claim(cfg=cfg), C.cauchy_schwarz_claim(cfg=cfg), C.gamma_exponent_claim(cfg=cfg),
+                  C.gamma_exponent_claim(corrected=True, cfg=cfg)):
+        assert claim.run(CTX).verdict is Verdict.INCONCLUSIVE, claim.id

@@ -1125,6 +1125,17 @@ def _kappa(W) -> float:
     return float(np.linalg.norm(W) * np.linalg.norm(W, 2) / np.linalg.norm(W @ W.T))
 
 
+def _magnitude_hypothesis(res: S.ExperimentResult, c: T.CRHExperiment, li: int, name: str):
+    """The magnitude statements are about stationary runs: every run that did not collapse must have its SGD
+    stationarity residual <= STATIONARY_TOL (else INCONCLUSIVE: a tolerance kappa rho tied to a large residual
+    would accept anything)."""
+    runs = [res.run_index(si, gi) for si in range(len(c.run_seeds)) for gi in range(len(c.weight_decays))]
+    hyp = _stationarity_hypothesis(res, [r for r in runs if not _collapsed(res, r, li)], name, [li])
+    # INCONCLUSIVE, not NOT_APPLICABLE: the runs did not reach the statement's regime (train longer), and a
+    # NOT_APPLICABLE numeric part would leave the sympy identity alone to decide the claim
+    return None if hyp is None else Check(name, Verdict.INCONCLUSIVE, "not decided: " + hyp.reason, hyp.evidence)
+
+
 def first_moment_stats(res: S.ExperimentResult, run: int, layer: int, coefficient: float = 1.0) -> dict:
     """Deviation of the measured first moment sym E[g_b h_b^T] (checkpoint average) from
     coefficient * gamma * Z_b and its tolerance kappa rho + n (see FM_MARGIN)."""
@@ -1168,6 +1179,10 @@ def first_moment_claim(coefficient: float = 1.0, *, layer: int = -2, cfg: T.CRHE
             yield prob
             return
         li = _layer_index(c, layer)
+        hyp = _magnitude_hypothesis(res, c, li, "first-moment")
+        if hyp is not None:
+            yield hyp
+            return
         x, rows, collapsed = {}, {}, []
         for si, s in enumerate(c.run_seeds):
             stats = []
@@ -1236,6 +1251,10 @@ def cauchy_schwarz_claim(claimed_ratio: float | None = None, *, layer: int = -2,
             yield prob
             return
         li = _layer_index(c, layer)
+        hyp = _magnitude_hypothesis(res, c, li, "cauchy-schwarz")
+        if hyp is not None:
+            yield hyp
+            return
         holds, contra, rows, collapsed = {}, {}, {}, []
         for si, s in enumerate(c.run_seeds):
             st = []
@@ -1326,6 +1345,10 @@ def gamma_exponent_claim(exponent: float = 2.0, *, corrected: bool = False, laye
             yield prob
             return
         li = _layer_index(c, layer)
+        hyp = _magnitude_hypothesis(res, c, li, "gamma-exponent")
+        if hyp is not None:
+            yield hyp
+            return
         gs = list(c.weight_decays)
         fits, collapsed = {}, []
         for si, s in enumerate(c.run_seeds):
