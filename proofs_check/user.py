@@ -101,6 +101,8 @@ def _want_int(name: str, v, minimum: int) -> int:
         raise TypeError(f"{name} must be an integer >= {minimum}, got {type(v).__name__} {v!r}")
     if v < minimum:
         raise InputError(f"{name} must be an integer >= {minimum}, got {v!r}")
+    if v > 2 ** 63 - 1:
+        raise InputError(f"{name} must be an integer of at most 2^63 - 1, got {str(int(v))[:30]}")
     return int(v)
 
 
@@ -120,6 +122,10 @@ def _want_tol(name: str, v, owner: str = "") -> float | None:
         raise TypeError(f"{pre}{name} must be a finite number >= 0, got {type(v).__name__} {v!r}")
     if not (math.isfinite(float(v)) and float(v) >= 0):
         raise InputError(f"{pre}{name} must be a finite number >= 0, got {v!r}")
+    if name == "geometry_tol" and float(v) >= MAX_GEOMETRY_TOL:
+        raise InputError(f"{pre}{name} must be < {MAX_GEOMETRY_TOL:g} (it bounds distances between unit-norm Grams, "
+                         f"which are at most 2: a tolerance of 1 or more accepts Grams far from the geometry), "
+                         f"got {v!r}")
     if name.endswith("rtol") and float(v) >= MAX_RTOL:
         raise InputError(f"{pre}{name} must be < {MAX_RTOL:g} (a relative tolerance of 1 or more accepts 0 for any "
                          f"prediction: the statement would be vacuous), got {v!r}")
@@ -129,6 +135,9 @@ def _want_tol(name: str, v, owner: str = "") -> float | None:
 #: Largest relative tolerance a user claim may state (exclusive): with rtol >= 1 the measured value 0
 #: matches every prediction, so the statement could not fail.
 MAX_RTOL = 1.0
+#: Largest geometry tolerance (exclusive): theory.geometry.classify_gram compares distances of Grams scaled to
+#: unit Frobenius norm (at most 2 apart), so a tolerance near 2 classifies every Gram as the geometry.
+MAX_GEOMETRY_TOL = 1.0
 
 
 def _want_callable(name: str, v, optional: bool = False):
@@ -600,7 +609,7 @@ class UserClaim:
             raise InputError(f"kind must be one of {', '.join(KINDS)}, got {self.kind!r}")
         if isinstance(self.provenance, Provenance):
             object.__setattr__(self, "provenance", self.provenance.value)
-        if self.provenance not in [p.value for p in Provenance]:
+        if not isinstance(self.provenance, str) or self.provenance not in [p.value for p in Provenance]:
             raise InputError(f"provenance must be one of {', '.join(p.value for p in Provenance)}, "
                              f"got {self.provenance!r}")
         _want_callable("solve", self.solve)

@@ -151,3 +151,59 @@ LONG = ",".join(["2"] * 5000)
 def test_reproduced_defects_are_one_line_refusals(zoo, argv, needles):
     files, outs, cwd = zoo
     _refused([a.format(cfg=files["cfg"]) for a in argv], cwd, *needles)
+
+
+# ---- the Python API: the same bad values, refused naming the parameter ------------------------------
+
+import fuzz_api as A  # noqa: E402
+
+_FAST_TARGETS = [t for t in A.TARGETS if not t.name.startswith("solvers.")]
+
+
+@pytest.mark.parametrize("target", _FAST_TARGETS, ids=lambda t: t.name)
+def test_api_constructors_refuse_hostile_values_naming_the_parameter(target):
+    bad = A.problems([target])
+    assert not bad, "\n".join(f"{r.target}.{r.param} = {r.label}: {r.outcome} {r.message}" for r in bad)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("target", [t for t in A.TARGETS if t.name.startswith("solvers.")], ids=lambda t: t.name)
+def test_api_solvers_refuse_hostile_values_naming_the_parameter(target):
+    bad = A.problems([target])
+    assert not bad, "\n".join(f"{r.target}.{r.param} = {r.label}: {r.outcome} {r.message}" for r in bad)
+
+
+@pytest.mark.parametrize("cli_value,api_value,argv,build,needle", [
+    # integers beyond int64: the CLI refuses them before dispatch, the API in as_int (1e300 became a 301-digit int)
+    ("99999999999999999999", 10 ** 20, ["solve", "ufm-ce", "-n", "2", "-d", "3", "--lambda-w", "1e-2", "--lambda-h",
+                                        "1e-2", "-k"], lambda v: A._ufm(loss="ce", k=v, n=2, d=3, lw=1e-2, lh=1e-2),
+     "2^63 - 1"),
+    ("1e300", 1e300, ["solve", "ntk", "--per-class", "2", "--classes"],
+     lambda v: A._ntk(classes=v, per_class=2, kappa=(1.0, 0.6, 0.2)), None),
+    ("nan", float("nan"), ["solve", "ufm-ce", "-k", "3", "-n", "2", "-d", "3", "--lambda-h", "1e-2", "--lambda-w"],
+     lambda v: A._ufm(loss="ce", k=3, n=2, d=3, lw=v, lh=1e-2), None),
+    ("1e308,1e308", (1e308, 1e308), ["solve", "feature-collapse", "--concepts", "2", "--length", "2",
+                                     "--words-per-concept", "2", "--dim", "2", "--lambda", "0.1", "--freqs"],
+     lambda v: A._fc(n_c=2, L=2, s_c=2, d=2, lam=0.1, freqs=v), "freqs"),
+    ("-1", -1, ["solve", "scl", "--counts", "2,2", "--tau", "0.5", "--dim"],
+     lambda v: A._scl(counts=(2, 2), tau=0.5, d=v), None),
+    ("0", 0, ["solve", "deep-ufm", "-L", "2", "-k", "2", "-n", "1", "--lambda", "0.01", "-D"],
+     lambda v: A._deep(layers=2, activation="linear", loss="mse", counts=(1, 1), width=v, lams=(0.01,)), "width"),
+])
+def test_same_bad_value_through_the_cli_and_the_api(zoo, cli_value, api_value, argv, build, needle):
+    files, outs, cwd = zoo
+    line = _refused(argv + [cli_value], cwd)
+    with pytest.raises((TypeError, ValueError)) as info:
+        build(api_value)
+    if needle:
+        assert needle in line and needle in str(info.value), (line, str(info.value))
+
+
+def test_api_string_parameters_refuse_arrays_naming_the_parameter():
+    import numpy as np
+
+    arr = np.array(["ce", "mse"])
+    with pytest.raises(ValueError, match="loss must be one of"):
+        A._ufm(loss=arr, k=3, n=2, d=3, lw=1e-2, lh=1e-2)
+    with pytest.raises(ValueError, match="latents must be"):
+        A._fc(n_c=2, L=2, s_c=2, d=2, lam=0.1, latents=arr)

@@ -30,6 +30,15 @@ def _is_bool(x) -> bool:
     return isinstance(x, (bool, np.bool_))
 
 
+#: the largest integer magnitude any parameter accepts (integers are stored as int64)
+INT64_MAX = 2 ** 63 - 1
+
+
+def _short_int(value: int) -> str:
+    text = str(value)
+    return text if len(text) <= 30 else f"{text[:12]}...({len(text)} digits)"
+
+
 def as_int(name: str, value, *, minimum: int | None = None, maximum: int | None = None) -> int:
     """Return ``value`` as an int, checking ``minimum <= value <= maximum``."""
     if _is_bool(value) or not isinstance(value, (Integral, np.integer)):
@@ -38,6 +47,8 @@ def as_int(name: str, value, *, minimum: int | None = None, maximum: int | None 
         else:
             raise InstanceError(f"{name} must be an integer, got {value!r}")
     value = int(value)
+    if abs(value) > INT64_MAX:  # stored as int64 (numpy, SQLite, JSON readers); 1e300 became a 301-digit integer
+        raise InstanceError(f"{name} must be an integer of at most 2^63 - 1 in magnitude, got {_short_int(value)}")
     if minimum is not None and value < minimum:
         raise InstanceError(f"{name} must be >= {minimum}, got {value}")
     if maximum is not None and value > maximum:

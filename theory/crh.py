@@ -144,7 +144,7 @@ class CRHExperiment:
         object.__setattr__(self, "seed", as_int("seed", self.seed, minimum=0, maximum=2 ** 63 - 1))
         object.__setattr__(self, "n_records", as_int("n_records", self.n_records, minimum=1,
                                                      maximum=max(1, self.steps - self.steps // 2)))
-        if self.activation not in ("tanh", "relu"):
+        if not isinstance(self.activation, str) or self.activation not in ("tanh", "relu"):
             raise InstanceError(f"activation must be 'tanh' or 'relu', got {self.activation!r}")
         seeds = as_int_tuple("seeds", self.seeds, minimum=0, min_len=0)
         if len(seeds) > MAX_SEEDS:

@@ -57,9 +57,9 @@ class DeepUFMInstance:
 
     def __post_init__(self):
         L = as_int("layers", self.layers, minimum=1, maximum=MAX_LAYERS)
-        if self.activation not in ACTIVATIONS:
+        if not isinstance(self.activation, str) or self.activation not in ACTIVATIONS:
             raise InstanceError(f"activation must be one of {', '.join(ACTIVATIONS)}, got {self.activation!r}")
-        if self.loss not in LOSSES:
+        if not isinstance(self.loss, str) or self.loss not in LOSSES:
             raise InstanceError(f"loss must be one of {', '.join(LOSSES)}, got {self.loss!r}")
         try:
             counts = tuple(self.counts)

@@ -116,7 +116,7 @@ class FCInstance:
             raise InstanceError(f"d (--dim) must be >= 2 with LayerNorm (in R^1 every embedding is proportional to "
                                 f"the all-ones vector, where LayerNorm is undefined), got d = {self.d}")
         set_("seed", as_int("seed", self.seed, minimum=0))
-        if self.latents not in ("full", "random"):
+        if not isinstance(self.latents, str) or self.latents not in ("full", "random"):
             raise InstanceError(f"latents must be 'full' or 'random', got {self.latents!r}")
         n_lat = self.n_c ** self.L if self.L * math.log10(self.n_c) <= 18 else 10 ** 19
         if self.latents == "full":

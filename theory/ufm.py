@@ -54,7 +54,7 @@ class UFMInstance:
     lb: float = 0.0
 
     def __post_init__(self):
-        if self.loss not in LOSSES:
+        if not isinstance(self.loss, str) or self.loss not in LOSSES:
             raise InstanceError(f"loss must be one of {', '.join(LOSSES)}, got {self.loss!r}")
         object.__setattr__(self, "k", as_int("k (classes)", self.k, minimum=2))
         object.__setattr__(self, "n", as_int("n (samples per class)", self.n, minimum=1))
