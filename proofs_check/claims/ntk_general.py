@@ -907,10 +907,25 @@ def assumption_consequences_claim(consequences: Callable | None = None, output_k
                         verified=f"ETF distance {fmt(geo.distance_etf, 3)}, NC1 = {fmt(nc1, 4)} > 0",
                         refuted=f"ETF distance {fmt(geo.distance_etf, 3)}, NC1 {fmt(nc1, 4)}",
                         evidence={"distance_etf": geo.distance_etf, "nc1": nc1, "a": cfg["a"]})
+        # the ETF needs balanced classes: with sizes 3, 2, 1 both halves hold but the class-mean norms
+        # (a_d + (n_c - 1) a_c)/n_c differ
+        cfg3 = assumption_configuration(counts=(3, 2, 1), seed=ctx.seed)
+        H3, lab3 = cfg3["H"], np.repeat(np.arange(C), (3, 2, 1))
+        b3 = measured_output_blocks(th.chain_rule_output_kernel(cfg3["W"], H3.T @ H3, cfg3["Kf"]), C, H3.shape[1],
+                                    (3, 2, 1))
+        mu3 = np.stack([H3[:, lab3 == c].mean(axis=1) for c in range(C)], axis=1)
+        d3 = classify_gram((mu3 - mu3.mean(axis=1, keepdims=True)).T @ (mu3 - mu3.mean(axis=1, keepdims=True))).distance_etf
+        yield condition("unequal class sizes (3, 2, 1): both halves hold, the centred class means are not an ETF",
+                        b3["offdiag"] <= 1e-12 and d3 is not None and d3 > 1e-3,
+                        verified=f"output kernel block diagonal (off-diagonal {fmt(b3['offdiag'], 3)}), ETF distance "
+                                 f"{fmt(d3, 3)}: the ETF consequence needs balanced classes",
+                        refuted=f"off-diagonal {fmt(b3['offdiag'], 3)}, ETF distance {fmt(d3, 3)}",
+                        evidence={"distance_etf": d3, "counts": [3, 2, 1]})
 
     return _claim(id_, "Assumption 3.2 (block feature kernel with independent neurons AND block-diagonal output kernel) "
                   "implies W W^T = omega I_C and a block feature Gram a_t = gamma_t - 1 - omega kappa_t (gamma = omega kappa "
-                  "+ a + 1): the centred class means then form a simplex ETF and the classifier rows are orthogonal and "
+                  "+ a + 1): with balanced classes the centred class means then form a simplex ETF (with unequal class "
+                  "sizes they need not) and the classifier rows are orthogonal and "
                   "equinorm (the circularity objection holds for NC2), but NC1 is not implied.", check,
                   tags=("symbolic", "numeric"))
 
