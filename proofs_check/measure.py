@@ -56,6 +56,9 @@ SOURCES = {
     "nc1": "Papyan, Han & Donoho, PNAS 2020 (NC1 = tr(Sigma_W Sigma_B^+)/K)",
     "cdnv": "Galanti, Gyorgy & Hutter, ICLR 2022 (class-distance normalised variance)",
     "geometry": "Wu & Papyan, 2024 (equinorm, equiangularity, max-equiangularity); Papyan, Han & Donoho 2020 (NC2-NC4)",
+    "uniformity": "Liu et al., ICLR 2023 (hyperspherical uniformity: nc2_log_energy, nc2_uniformity_gap)",
+    "duality": "Papyan et al. 2020 (self-duality); Wu & Papyan 2024 (uniform duality)",
+    "nc5": "Ben Ammar et al., ICLR 2024 (NECO: NC5, ID/OOD orthogonality)",
 }
 
 #: Bytes of float64 features per chunk when --batch-size is not given.

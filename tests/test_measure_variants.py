@@ -50,6 +50,9 @@ def dense_variants(H, y, W=None, ood=None):
     if ood is not None:
         o = np.asarray(ood, dtype=np.float64).mean(axis=0) - mG
         out["nc5"] = float(np.mean([abs(M[c] @ o) / (np.linalg.norm(M[c]) * np.linalg.norm(o)) for c in range(K)]))
+        o2 = np.asarray(ood, dtype=np.float64).mean(axis=0)
+        out["nc5_ood_uncentred"] = float(np.mean([abs(M[c] @ o2) / (np.linalg.norm(M[c]) * np.linalg.norm(o2))
+                                                  for c in range(K)]))
     return out
 
 

@@ -64,7 +64,7 @@ METRIC_KEYS = ("nc1", "nc1_trace", "cdnv_mean", "cdnv_max", "equinorm", "equiang
 
 #: The variants of docs/metrics.md ("Variants"): also keys of ``"metrics"``.
 VARIANT_KEYS = ("nc1_svd", "cdnv_std", "cdnv_min", "nc2_log_energy", "nc2_log_energy_std", "nc2_uniformity_gap",
-                "duality_cos_mean", "uniform_duality", "nc5")
+                "duality_cos_mean", "uniform_duality", "nc5", "nc5_ood_uncentred")
 
 ALL_KEYS = METRIC_KEYS + VARIANT_KEYS
 
@@ -1095,8 +1095,16 @@ def collapse_metrics(means: ClassMeans, scatter: ClassScatter, *, predicted: Pre
 
     # --- NC5: orthogonality of OOD features to the class means -----------------------------------------
     if ood_mean is None:
-        why["nc5"] = "no out-of-distribution features given (--ood FILE)"
+        why["nc5"] = why["nc5_ood_uncentred"] = "no out-of-distribution features given (--ood FILE)"
     else:
+        o_raw = np.asarray(ood_mean, dtype=np.float64)
+        onr = float(np.linalg.norm(o_raw))
+        if zero_between:
+            why["nc5_ood_uncentred"] = reason_b
+        elif not onr > 0 or not (r > zero).all():
+            why["nc5_ood_uncentred"] = "the OOD mean is zero or a centred class mean is zero: a cosine is undefined"
+        else:
+            m["nc5_ood_uncentred"] = float(np.mean(np.abs(Mr @ o_raw) / (r * onr)))
         o = np.asarray(ood_mean, dtype=np.float64) - mu_G
         on = float(np.linalg.norm(o))
         if zero_between:
