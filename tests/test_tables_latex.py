@@ -423,3 +423,27 @@ def test_alignment_check_can_fail(tmp_path):
     _compile(tmp_path, REFERENCE_LINE + small, "small")
     with pytest.raises(AssertionError, match="pt high"):
         _check_alignment_and_size(tmp_path, "small", small)
+
+
+def test_significant_digit_formatting_agrees_with_python_and_rounds_outward():
+    """format_sig keeps exactly `sig` significant digits (Python's own %.*e rounding, trailing zeros kept) and
+    its directed modes bracket the double (exact fractions)."""
+    import random
+    from fractions import Fraction
+
+    from proofs_check.tables import format_fixed, format_sig
+
+    rng = random.Random(29)
+    for _ in range(400):
+        x = rng.choice([-1, 1]) * 10 ** rng.uniform(-12, 12)
+        sig = rng.randint(1, 8)
+        mant, exp = f"{x:.{sig - 1}e}".split("e")
+        sci = format_sig(x, sig, notation="sci")
+        assert sci == f"{mant}e{int(exp)}", (x, sig, sci)
+        fixed = format_sig(x, sig, notation="fixed")
+        assert Fraction(fixed) == Fraction(mant) * Fraction(10) ** int(exp)
+        assert len(fixed.lstrip("-").replace(".", "").lstrip("0")) >= sig or Fraction(fixed) == 0
+        lo, hi = format_sig(x, sig, "down", "fixed"), format_sig(x, sig, "up", "fixed")
+        assert Fraction(lo) <= Fraction(x) <= Fraction(hi)
+    assert format_sig(1.1, 4) == "1.100" and format_sig(0.000409, 3, notation="sci") == "4.09e-4"
+    assert format_sig(9.99996, 4) == "10.00" and format_fixed(2.5, 0) == "2" and format_fixed(-1e-9, 2) == "0.00"
