@@ -981,20 +981,24 @@ def measure(features, labels=None, weights=None, bias=None, *, layout: str = "au
             route = ("one pass (shifted sums and d x d scatter, compensated)" +
                      ("; a second pass for NC4 (it needs the final class means)" if sc is not None else ""))
         else:
+            import contextlib
+
             prog = Progress(2 * N, enabled=progress)
-            acc = MT.ClassMeans(K, d, dtype=dtype, where=where)
-            prog.stage("pass 1 (class means)")
-            for X, y in chunks():
-                acc.update(X, y)
-                prog.add(len(y))
-                del X
-            t2 = time.perf_counter()
-            sc = MT.ClassScatter(acc, inp.weights, inp.bias)
-            prog.stage("pass 2 (scatter)")
-            for X, y in chunks():
-                sc.update(X, y)
-                prog.add(len(y))
-                del X
+            # the chunk products on the CPU run single-threaded here too (threaded BLAS collapses under load)
+            with (_single_threaded_blas() if dev is None else contextlib.nullcontext()):
+                acc = MT.ClassMeans(K, d, dtype=dtype, where=where)
+                prog.stage("pass 1 (class means)")
+                for X, y in chunks():
+                    acc.update(X, y)
+                    prog.add(len(y))
+                    del X
+                t2 = time.perf_counter()
+                sc = MT.ClassScatter(acc, inp.weights, inp.bias)
+                prog.stage("pass 2 (scatter)")
+                for X, y in chunks():
+                    sc.update(X, y)
+                    prog.add(len(y))
+                    del X
             prog.done()
             route = "two passes (class means, then the scatter about them)" + (
                 "" if passes == 2 else f": {_two_pass_reason(dev, dtype, d, nworkers)}")
