@@ -250,3 +250,31 @@ def test_discrete_minibatch_report_matches_own_steps():
     np.testing.assert_allclose(fin["cosines"], cos, atol=1e-9)
     verdicts = {c.name: c.verdict for c in rep.claims}
     assert verdicts["ntk.general.invariant"] is Verdict.VERIFIED  # the exact change formula, not conservation
+
+
+def test_assumption_etf_needs_balanced_classes():
+    """Own configuration with class sizes 3, 2, 1 satisfying both halves of Assumption 3.2 (orthogonal equinorm W,
+    scalar block feature kernel, block feature Gram): the output kernel is block diagonal, yet the centred class
+    means are not a simplex ETF (their norms differ); with sizes 2, 2, 2 they are."""
+    rng = np.random.default_rng(9)
+    a = (1.5, 0.9, 0.1)
+    for counts, etf in (((3, 2, 1), False), ((2, 2, 2), True)):
+        lab = np.repeat(np.arange(3), counts)
+        N = lab.size
+        Ga = np.where(lab[:, None] == lab[None, :], a[1], a[2]).astype(float)
+        np.fill_diagonal(Ga, a[0])
+        w, U = np.linalg.eigh(Ga)
+        H = np.linalg.qr(rng.standard_normal((N + 3, N)))[0] @ (U * np.sqrt(np.clip(w, 0, None))).T
+        W = math.sqrt(2.0) * np.linalg.qr(rng.standard_normal((N + 3, 3)))[0].T
+        Kf = np.where(lab[:, None] == lab[None, :], KAPPA[1], KAPPA[2]).astype(float)
+        np.fill_diagonal(Kf, KAPPA[0])
+        T4 = (np.kron(W @ W.T, Kf) + np.kron(np.eye(3), H.T @ H + 1.0)).reshape(3, N, 3, N)
+        assert max(np.abs(T4[k, :, q, :]).max() for k in range(3) for q in range(3) if k != q) < 1e-12
+        mu = np.stack([H[:, lab == c].mean(axis=1) for c in range(3)], axis=1)
+        M = mu - mu.mean(axis=1, keepdims=True)
+        G = M.T @ M
+        cos = G / np.sqrt(np.outer(np.diag(G), np.diag(G)))
+        is_etf = bool(np.ptp(np.diag(G)) < 1e-10 and np.abs(cos[~np.eye(3, dtype=bool)] + 0.5).max() < 1e-10)
+        assert is_etf is etf
+    res = [c for c in cg.CLAIMS if c.id == "ntk.assumption.consequences"][0].run(CTX)
+    assert res.verdict is Verdict.VERIFIED
