@@ -955,9 +955,9 @@ def measure(features, labels=None, weights=None, bias=None, *, layout: str = "au
         t1 = time.perf_counter()
         where = f"{_named('FEATURES', inp.features)}: "
         nworkers = _workers(workers)
-        while nworkers > 1 and not MT.one_pass_fits(d, copies=nworkers + 1):
-            nworkers -= 1  # fewer live d x d accumulators before giving up the one-pass route
-        one = (dev is None and dtype == "float64" and passes != 2 and MT.one_pass_fits(d, copies=nworkers + 1))
+        while nworkers > 1 and not MT.one_pass_fits(d, copies=nworkers + 1, K=K):
+            nworkers -= 1  # fewer live accumulators before giving up the one-pass route
+        one = (dev is None and dtype == "float64" and passes != 2 and MT.one_pass_fits(d, copies=nworkers + 1, K=K))
         if passes == 1 and not one:
             raise InputError("--passes 1 needs the CPU (numpy), float64 accumulation and a d x d scatter that fits "
                              f"in memory (d = {d}); use --passes auto")
@@ -1078,10 +1078,10 @@ def _two_pass_reason(dev, dtype, d, nworkers) -> str:
         return "the torch device path accumulates in two passes"
     if dtype != "float64":
         return "float32 accumulation uses the two-pass route"
-    return (f"the one-pass d x d scatter at d = {d} (four d x d float64 matrices per accumulator, {nworkers + 1} "
-            f"accumulators) does not fit the budget ({MT.ONE_PASS_MAX_SCATTER_BYTES / 1e6:.0f} MB per matrix, "
-            f"{MT.ONE_PASS_TOTAL_BYTES / 1e6:.0f} MB in all): the scatter is accumulated about the final class "
-            "means in a second pass (N Sigma_W when d <= K, its K x K projection when d > K)")
+    return (f"the one-pass accumulators at d = {d} (four d x d and four K x d float64 matrices each, "
+            f"{nworkers + 1} of them) do not fit the budget ({MT.ONE_PASS_MAX_SCATTER_BYTES / 1e6:.0f} MB per d x d "
+            f"matrix, {MT.ONE_PASS_TOTAL_BYTES / 1e6:.0f} MB in all): the scatter is accumulated about the final "
+            "class means in a second pass (N Sigma_W when d <= K, its K x K projection when d > K)")
 
 
 class _single_threaded_blas:

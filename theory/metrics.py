@@ -404,10 +404,15 @@ ONE_PASS_MAX_SCATTER_BYTES = 64_000_000
 ONE_PASS_TOTAL_BYTES = 1_000_000_000
 
 
-def one_pass_fits(d: int, copies: int = 1) -> bool:
-    """Whether ``copies`` one-pass accumulators (four d x d float64 matrices each) fit the budgets."""
+def one_pass_bytes(d: int, K: int = 0) -> float:
+    """Bytes of one one-pass accumulator: four d x d matrices and four K x d (shifts, sums, compensation, block)."""
+    return 8.0 * (4.0 * d * d + 4.0 * K * d)
+
+
+def one_pass_fits(d: int, copies: int = 1, K: int = 0) -> bool:
+    """Whether ``copies`` one-pass accumulators for K classes in dimension d fit the budgets."""
     return (8.0 * d * d <= ONE_PASS_MAX_SCATTER_BYTES
-            and 8.0 * d * d * 4 * max(1, copies) <= ONE_PASS_TOTAL_BYTES)
+            and one_pass_bytes(d, K) * max(1, copies) <= ONE_PASS_TOTAL_BYTES)
 
 
 def _kahan_add(s: np.ndarray, c: np.ndarray, x: np.ndarray, buf: np.ndarray | None = None) -> None:
@@ -1358,7 +1363,7 @@ def measure_arrays(features, labels, weights=None, bias=None, *, layout: str = "
 
     if passes not in ("auto", 1, 2):
         raise InputError(f"passes must be 'auto', 1 or 2, got {passes!r}")
-    one = (passes != 2 and dtype == "float64" and not _is_torch(features) and one_pass_fits(d))
+    one = (passes != 2 and dtype == "float64" and not _is_torch(features) and one_pass_fits(d, 1, K or 0))
     if passes == 1 and not one:
         raise InputError("passes = 1 needs numpy features, float64 accumulation and a d x d scatter that fits "
                          f"({ONE_PASS_MAX_SCATTER_BYTES / 1e6:.3g} MB)")
