@@ -213,3 +213,17 @@ def test_container_keys_and_progress_line(tmp_path, capsys):
     assert rc == 0 and "100.0% of the samples read" in err
     rc = cli.main(["measure", str(tmp_path / "c.npz"), "--features-key", "emb", "--labels-key", "target_class"])
     assert rc == 0 and "samples read" not in capsys.readouterr().err
+
+
+def test_accumulators_that_do_not_fit_fall_back_to_two_passes(tmp_path, capsys, monkeypatch):
+    assert not MT.one_pass_fits(1024, copies=1, K=50_000)  # 1.6 GB per accumulator
+    assert MT.one_pass_fits(512, copies=5, K=1000)
+    H, y, W, b = synthetic(seed=2, N=400, d=6, K=5)
+    np.savez(tmp_path / "a.npz", features=H, labels=y, weights=W)
+    monkeypatch.setattr(MT, "ONE_PASS_TOTAL_BYTES", 1000.0)
+    assert cli.main(["measure", str(tmp_path / "a.npz"), "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["instance"]["passes"].startswith("two passes") and "do not fit the budget" in out["instance"]["passes"]
+    _close(out["metrics"], reference_metrics(H, y, W), ["nc1", "cdnv_mean", "nc3"])
+    assert cli.main(["measure", str(tmp_path / "a.npz"), "--passes", "1"]) == 2
+    assert "--passes 1 needs" in capsys.readouterr().err
