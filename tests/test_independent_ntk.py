@@ -278,3 +278,18 @@ def test_assumption_etf_needs_balanced_classes():
         assert is_etf is etf
     res = [c for c in cg.CLAIMS if c.id == "ntk.assumption.consequences"][0].run(CTX)
     assert res.verdict is Verdict.VERIFIED
+
+
+def test_unconverged_flow_decides_no_etf_statement():
+    """--time 2 on the block kernel (an ETF in the limit, the paper's theorem): own flow shows the state is far from
+    converged (loss ~ 4 of 6); the solve report must not REFUTE the ETF limit there (nor verify 'not an ETF' for
+    the perturbed imbalanced kernel); at T = 30 it decides."""
+    counts = (4, 4, 4)
+    W, b, H = _own_flow(_kernel(counts, KAPPA, 0.0, 0), counts, "mse", 1e-6, 0, 2.0, 4)
+    Y = np.repeat(np.eye(3), 4, axis=1)
+    assert 0.5 * np.sum((W @ H + b[:, None] - Y) ** 2) > 1.0
+    for cts, rho in ((counts, 0.0), ((6, 3, 2), 0.3)):
+        rep = cg.check_general_instance(cg.build_model(counts=cts, rho=rho), T=2.0)
+        assert {c.name: c.verdict for c in rep.claims}["ntk.general.etf"] is Verdict.INCONCLUSIVE
+    rep = cg.check_general_instance(cg.build_model(counts=counts), T=30.0)
+    assert {c.name: c.verdict for c in rep.claims}["ntk.general.etf"] is Verdict.VERIFIED
