@@ -530,6 +530,8 @@ def load_inputs(features, labels=None, weights=None, bias=None, layout: str = "a
                 hint = " (it looks like W^T, d x K: transpose it)" if W_src.shape[0] == d else ""
                 raise InputError(f"--weights: {W_src.name} must be K x d with d = {d} (one row per class), got shape "
                                  f"{W_src.shape}{hint}")
+            if W_src.shape[0] == 0:
+                raise InputError(f"--weights: {W_src.name} has no rows (shape {W_src.shape}): W must be K x d with K >= 1")
             MT.check_state_budget(W_src.shape[0], d, weights=True, what="--weights")
             W = np.asarray(W_src.read_all(), dtype=np.float64)
             if not np.isfinite(W).all():
@@ -1302,7 +1304,15 @@ def measure_regression(features, targets=None, weights=None, *, layout: str = "a
             raise InputError(f"--targets: {tsrc.name} must be N or N x n, got shape {tsrc.shape}")
         Nt = tsrc.shape[0]
         n = 1 if len(tsrc.shape) == 1 else tsrc.shape[1]
-        lay, why = detect_layout(feat.shape, Nt, layout)
+        if Nt == 0 or n == 0:
+            raise InputError(f"--targets: {tsrc.name} is empty (shape {tsrc.shape})")
+        try:
+            lay, why = detect_layout(feat.shape, Nt, layout)
+        except InputError as exc:
+            if "--layout" in str(exc) and "both axes" not in str(exc):
+                raise
+            raise InputError(f"--targets: {tsrc.name} has {Nt} rows but the features are {feat.shape[0]} x "
+                             f"{feat.shape[1]}: one target row per sample is needed") from None
         N, d = feat.shape if lay == "nd" else feat.shape[::-1]
         axis = 0 if lay == "nd" else 1
         step = int(batch_size) if batch_size else max(1, int(DEFAULT_CHUNK_BYTES // (8 * d)))
@@ -1548,6 +1558,10 @@ def main_from_args(args) -> int:
         print(to_json(out) if args.json else render_checkpoints(out))
         return 0
     if getattr(args, "targets", None) is not None:
+        for opt, v in (("--labels", args.labels), ("--bias", args.bias), ("--predict", args.predict),
+                       ("--ood", getattr(args, "ood", None))):
+            if v is not None:
+                raise InputError(f"--targets: regression features (NRC1-3) take no {opt}; drop {opt} or --targets")
         k = _keys_from_args(args)
         out = measure_regression(args.features, args.targets, args.weights, layout=args.layout,
                                  batch_size=args.batch_size, features_key=k.get("features") or "features",
