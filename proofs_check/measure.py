@@ -200,6 +200,10 @@ def _npy_header(f, name: str):
 def _check_file(path, what: str) -> Path:
     if path is None or str(path) == "":
         raise InputError(f"{what}: no file given")
+    if not isinstance(path, (str, os.PathLike)):
+        raise InputError(f"{what}: a path is needed, got {type(path).__name__}")
+    if "\x00" in str(os.fspath(path)):  # os.stat: ValueError('embedded null byte'), naming nothing
+        raise InputError(f"{what}: the path contains a NUL character")
     p = Path(os.fspath(path)).expanduser()
     try:
         st = os.stat(p)

@@ -537,6 +537,10 @@ def solve(inst: FCInstance, *, n_starts: int = 4, seed: int = 0, certify: bool =
     """
     if isinstance(n_starts, bool) or not isinstance(n_starts, (int, np.integer)) or not 1 <= n_starts <= 64:
         raise InstanceError(f"n_starts (--starts) must be an integer in [1, 64], got {n_starts!r}")
+    from theory._validate import as_float, as_int
+
+    seed = as_int("seed", seed, minimum=0)  # NaN / strings reached SeedSequence (a message without the name)
+    budget_s = as_float("budget_s", budget_s, positive=True)  # NaN switched the wall-clock budget off
     check_budget(inst, int(n_starts))
     t0 = time.perf_counter()
     prob = FCProblem(inst)

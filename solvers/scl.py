@@ -292,6 +292,9 @@ def solve_factored(inst: SCLInstance, *, starts: int = 6, seed: int = 0, maxiter
         time_budget = as_float("time_budget", time_budget, positive=True)
     maxiter = as_int("maxiter", maxiter, minimum=1)
     hops = as_int("hops", hops, minimum=0)
+    # NaN, strings and objects were silently accepted (a NaN target never stops; a string failed inside)
+    stop_at = None if stop_at is None else as_float("stop_at", stop_at)
+    hop_until = None if hop_until is None else as_float("hop_until", hop_until)
     choice = resolve(backend, device, dtype)
     t0 = time.perf_counter()
     y = inst.labels

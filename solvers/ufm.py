@@ -277,12 +277,20 @@ def solve_factored(inst: UFMInstance, *, starts: int = 3, seed: int = 0, init_sc
     and the result is then reported as not converged unless its gradient says otherwise).
     """
     from solvers.backends import resolve
+    from theory._validate import InputError, as_float, as_int
 
-    if starts < 1:
-        raise ValueError(f"starts must be >= 1, got {starts}")
+    # every option checked before work, naming the parameter (NaN maxiter/gtol/stop_at were silently accepted,
+    # rebalance_every = -1 never ended)
+    starts = as_int("starts", starts, minimum=1)
+    seed = as_int("seed", seed, minimum=0)
+    init_scale = as_float("init_scale", init_scale, positive=True)
+    if init_scale > 1e6:  # the random starts overflow (1e300: 'SVD did not converge')
+        raise InputError(f"init_scale must be in (0, 1e6], got {init_scale:g}")
+    maxiter = as_int("maxiter", maxiter, minimum=1)
+    gtol = None if gtol is None else as_float("gtol", gtol, nonnegative=True)
+    stop_at = None if stop_at is None else as_float("stop_at", stop_at)
+    rebalance_every = None if rebalance_every is None else as_int("rebalance_every", rebalance_every, minimum=1)
     if time_budget is not None:  # NaN would switch the budget off (every comparison with NaN is False)
-        from theory._validate import as_float
-
         time_budget = as_float("time_budget", time_budget, positive=True)
     if balance_decay and inst.lw != inst.lh:
         # Exact change of variables W = a W', H = H'/a with a = (lh/lw)^(1/4): the data term is unchanged and

@@ -34,6 +34,12 @@ EDGE = [("-1", -1, False), ("0", 0, False), ("-0.0", -0.0, False), ("1e308", 1e3
         ("int64 max", 2 ** 63 - 1, False)]
 
 OK_ERRORS = (TypeError, ValueError)
+#: seconds one API call may take (the bases are tiny instances)
+CALL_ALARM_S = 20
+
+
+class _Hang(BaseException):
+    pass
 
 
 @dataclass
@@ -174,8 +180,9 @@ EXPENSIVE = {"starts", "n_starts", "maxiter", "hops", "time_budget", "budget_s",
 
 
 #: an absolute tolerance has no scale-free upper bound (a huge atol is vacuous, but where it starts depends on the
-#: values compared, known only when the claim runs): not required to refuse huge values
-SCALE_DEPENDENT = {"atol"}
+#: values compared, known only when the claim runs), and a huge time budget or target value means "no limit":
+#: not required to refuse huge values
+SCALE_DEPENDENT = {"atol", "time_budget", "budget_s", "stop_at", "hop_until", "gtol"}
 
 
 def check(t: Target, param: str, label: str, value, must_refuse: bool) -> APIResult:
@@ -183,10 +190,20 @@ def check(t: Target, param: str, label: str, value, must_refuse: bool) -> APIRes
         must_refuse = False
     if param in EXPENSIVE and label in ("1e308", "int64 max", "Fraction", "tiny"):
         return APIResult(t.name, param, label, "ok")
+    import signal
+
     kw = dict(t.base)
     kw[param] = value
+
+    def _alarm(signum, frame):
+        raise _Hang()
+
+    prev = signal.signal(signal.SIGALRM, _alarm)
+    signal.setitimer(signal.ITIMER_REAL, CALL_ALARM_S)
     try:
         t.build(**kw)
+    except _Hang:
+        return APIResult(t.name, param, label, f"hang: no answer within {CALL_ALARM_S} s")
     except OK_ERRORS as exc:
         msg = str(exc)
         names = t.aliases.get(param, [param])
@@ -197,6 +214,9 @@ def check(t: Target, param: str, label: str, value, must_refuse: bool) -> APIRes
         return APIResult(t.name, param, label, "refused", msg[:200])
     except Exception as exc:  # noqa: BLE001
         return APIResult(t.name, param, label, f"raised {type(exc).__name__}", str(exc)[:200])
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, prev)
     if param in t.sequences and label in ("list", "array"):
         return APIResult(t.name, param, label, "ok")
     if must_refuse and not (value is None and param in t.none_ok):

@@ -357,7 +357,9 @@ def check_outcome(o: Outcome, option: argparse.Action | None = None, value: str 
 
 
 def names_option(line: str, a: argparse.Action, value: str | None) -> bool:
-    cands = list(a.option_strings) + [a.dest, a.dest.replace("_", "-")]
+    if a.nargs == 0:  # a flag changes which other option matters (--summary: --store); any named one will do
+        return True
+    cands = list(a.option_strings) + [a.dest, a.dest.replace("_", "-"), a.dest.replace("_", " ")]
     if a.metavar:
         cands.append(str(a.metavar))
     if value:

@@ -207,3 +207,31 @@ def test_api_string_parameters_refuse_arrays_naming_the_parameter():
         A._ufm(loss=arr, k=3, n=2, d=3, lw=1e-2, lh=1e-2)
     with pytest.raises(ValueError, match="latents must be"):
         A._fc(n_c=2, L=2, s_c=2, d=2, lam=0.1, latents=arr)
+
+
+@pytest.mark.parametrize("build,param", [
+    (lambda: A._ufm_factored(rebalance_every=-1), "rebalance_every"),   # never ended
+    (lambda: A._ufm_factored(maxiter=float("nan")), "maxiter"),         # accepted
+    (lambda: A._ufm_factored(gtol=float("nan")), "gtol"),               # accepted
+    (lambda: A._ufm_factored(stop_at=float("nan")), "stop_at"),         # accepted
+    (lambda: A._ufm_factored(starts=True), "starts"),                   # accepted as 1
+    (lambda: A._ufm_factored(seed=float("nan")), "seed"),               # SeedSequence's message
+    (lambda: A._ufm_factored(init_scale=1e300), "init_scale"),          # 'SVD did not converge'
+    (lambda: A._ufm_factored(starts=10 ** 30), "starts"),               # never ended
+    (lambda: A._scl_factored(hop_until="x"), "hop_until"),              # accepted
+    (lambda: A._scl_factored(stop_at=float("nan")), "stop_at"),         # accepted
+    (lambda: A._fc_solve(budget_s=float("nan")), "budget_s"),           # switched the budget off
+    (lambda: A._fc_solve(seed="3"), "seed"),                            # SeedSequence's message
+])
+def test_solver_options_are_checked_before_work_naming_the_parameter(build, param):
+    with pytest.raises((TypeError, ValueError), match=param):
+        build()
+
+
+@pytest.mark.parametrize("path", [5, "a\x00b.npy", ["x.npy"]])
+def test_measure_api_refuses_what_is_not_a_path(path):
+    from proofs_check.measure import measure
+    from theory._validate import InputError
+
+    with pytest.raises(InputError, match="FEATURES"):
+        measure(path)
