@@ -1436,6 +1436,12 @@ def later_better_claim(direction: str = "later", *, early: int = 0, late: int = 
         if le >= ll:
             raise InputError(f"early layer {le + 1} must come before late layer {ll + 1}")
         gi = int(np.argmax(c.weight_decays))
+        # the CRH is a statement about stationary weights: both compared layers must be stationary in every seed
+        hyp = _stationarity_hypothesis(res, [res.run_index(si, gi) for si in range(len(c.run_seeds))], "later-better",
+                                       [le, ll])
+        if hyp is not None:
+            yield Check("later-better", Verdict.INCONCLUSIVE, "not decided: " + hyp.reason, hyp.evidence)
+            return
         sign = 1.0 if direction == "later" else -1.0
         x, rows = {}, {}
         for si, s in enumerate(c.run_seeds):
@@ -1654,6 +1660,12 @@ def noise_claim(coefficient: float = 1.0, *, cfg: T.CRHExperiment | None = None,
         prob = _ms_problem(res, "noise")
         if prob is not None:
             yield prob
+            return
+        # SGD stationarity of the layers below the noisy neurons (their mean gradient is the clean one, so
+        # E[g h^T] = gamma W there at stationarity; the output layer's own balance is the statement under test)
+        hyp = _stationarity_hypothesis(res, range(len(c.runs)), "noise", list(range(c.n_layers - 1)))
+        if hyp is not None:
+            yield Check("noise", Verdict.INCONCLUSIVE, "not decided: " + hyp.reason, hyp.evidence)
             return
         sig2, li = c.neuron_noise ** 2, c.n_layers - 1
         rng = _rng(ctx, 25)
