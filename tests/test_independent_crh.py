@@ -209,3 +209,22 @@ def test_noise_and_layer_claims_need_stationary_runs():
     for d in ("later", "earlier"):
         assert C.later_better_claim(direction=d, cfg=cfg, id="x").run(CTX).verdict is Verdict.INCONCLUSIVE
     assert C.noise_claim().run(CTX).verdict is Verdict.VERIFIED  # the shipped (stationary) runs decide
+
+
+def test_lazy_claims_need_lazy_runs():
+    """init scale 1 (feature learning, own check: the weights move by more than 1%): the lazy statements are not
+    decided (before: REFUTED by alignments of a non-lazy run); the shipped lazy runs decide."""
+    import dataclasses
+
+    cfg = dataclasses.replace(C.LAZY_QUICK, init_scale=1.0)
+    res = C.experiment(cfg)
+    move = max(float(np.linalg.norm(res.W_final[0][l] - res.W_init[0][l]) / np.linalg.norm(res.W_init[0][l]))
+               for l in range(cfg.n_layers))
+    assert move > 0.01
+    for claim in (C.lazy_claim(cfg=cfg, id="x"),
+                  C.lazy_claim(forced=C.LAZY_FORCED, unchanged=C.LAZY_UNCHANGED, max_change=C.LAZY_RWA_CHANGE, cfg=cfg,
+                               id="y")):
+        assert claim.run(CTX).verdict is Verdict.INCONCLUSIVE
+    ids = {c.id: c for c in C.CLAIMS}
+    assert ids["crh.lazy.no-alignment"].run(CTX).verdict is Verdict.REFUTED
+    assert ids["crh.lazy.no-alignment-corrected"].run(CTX).verdict is Verdict.VERIFIED
