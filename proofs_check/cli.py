@@ -202,8 +202,12 @@ def main(argv: list[str] | None = None) -> int:
         print(f"ncproofs: error: {bad}", file=sys.stderr)
         return 2
     where = " ".join(x for x in (getattr(args, "command", None), getattr(args, "family", None)) if x) or "ncproofs"
+    guard = _StdoutGuard(sys.stdout)
+    sys.stdout = guard
     try:
-        return _dispatch(parser, args, smap, tmap, emap)
+        rc = _dispatch(parser, args, smap, tmap, emap)
+        sys.stdout.flush()  # a full disk under `> out.txt` is reported here, not in a traceback at exit
+        return rc
     except InputError as exc:
         # the message names the parameter and the constraint
         print(f"ncproofs: error: {_one_line(exc)}", file=sys.stderr)
@@ -221,12 +225,18 @@ def main(argv: list[str] | None = None) -> int:
         # an OS error on a path the user named (ENAMETOOLONG, ENOSPC, EACCES, EROFS, ...): the
         # user's environment, not a defect; one line naming the path. Without a path it is a defect.
         line = _os_error_line(exc)
+        if line is None and guard.failed is exc:  # `> /dev/full`, a full disk, a closed terminal
+            guard.drop()
+            line = f"standard output: {exc.strerror or exc} (errno {exc.errno})"
         if line is None:
             return _internal_error(exc, where, debug, args)
         print(f"ncproofs: error: {line}", file=sys.stderr)
         return 2
     except Exception as exc:  # a defect of the tool, never reported as bad input
         return _internal_error(exc, where, debug, args)
+    finally:
+        if sys.stdout is guard:
+            sys.stdout = guard.stream
 
 
 def _internal_error(exc: BaseException, where: str, debug: bool, args) -> int:
@@ -237,12 +247,48 @@ def _internal_error(exc: BaseException, where: str, debug: bool, args) -> int:
         sys.stderr.write(tb)
     print(f"ncproofs: internal error in {where}: {type(exc).__name__}: {_one_line(exc)} "
           "(rerun with --debug for the traceback)", file=sys.stderr)
-    if getattr(args, "json", False) is True:
+    if getattr(args, "json", False) is True and not isinstance(exc, OSError):
         from proofs_check.envelope import envelope
 
         print(json.dumps(envelope(getattr(args, "command", None) or "ncproofs", {
             "verdict": "ERROR", "reason": f"internal error: {type(exc).__name__}: {_one_line(exc)}", "traceback": tb})))
     return 1
+
+
+class _StdoutGuard:
+    """sys.stdout during a command: remembers an OS error writing it (``> /dev/full``, a full disk), so that
+    it is reported as one line about standard output instead of an internal error; delegates the rest."""
+
+    def __init__(self, stream):
+        self.stream = stream
+        self.failed: OSError | None = None
+
+    def write(self, text):
+        try:
+            return self.stream.write(text)
+        except OSError as exc:
+            self.failed = exc
+            raise
+
+    def flush(self):
+        try:
+            return self.stream.flush()
+        except OSError as exc:
+            self.failed = exc
+            raise
+
+    def drop(self) -> None:
+        """Send what is still buffered to /dev/null (fd 1 replaced), so the flush at exit adds no message."""
+        try:
+            null = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(null, self.stream.fileno())
+            os.close(null)
+            self.stream.flush()
+        except (OSError, ValueError, AttributeError):  # no file descriptor behind stdout (tests): nothing to drop
+            pass
+
+    def __getattr__(self, name):
+        return getattr(self.stream, name)
 
 
 def _os_error_line(exc: OSError) -> str | None:

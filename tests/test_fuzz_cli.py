@@ -235,3 +235,18 @@ def test_measure_api_refuses_what_is_not_a_path(path):
 
     with pytest.raises(InputError, match="FEATURES"):
         measure(path)
+
+
+@pytest.mark.parametrize("argv", [["list"], ["cite"], ["table", "ufm", "--loss", "ce", "--classes", "3", "--lambda",
+                                                        "1e-2"],
+                                  ["solve", "ufm-ce", "-k", "3", "-n", "2", "-d", "3", "--lambda-w", "1e-2",
+                                   "--lambda-h", "1e-2", "--json"]])
+def test_standard_output_on_a_full_disk_is_one_line(tmp_path, argv):
+    """`> /dev/full`: was an internal error (and, with --json, two tracebacks)."""
+    if not os.path.exists("/dev/full"):
+        pytest.skip("no /dev/full on this system")
+    with open("/dev/full", "w") as full:
+        r = subprocess.run([sys.executable, "-m", "proofs_check", *argv], cwd=tmp_path, stdout=full,
+                           stderr=subprocess.PIPE, text=True, timeout=120)
+    assert r.returncode == 2, r.stderr
+    assert r.stderr.strip().splitlines() == ["ncproofs: error: standard output: No space left on device (errno 28)"]
