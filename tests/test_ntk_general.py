@@ -330,7 +330,7 @@ def test_cli_table_two_classes_always_etf(cli):
 @pytest.mark.parametrize("args,word", [(("--counts", "6,3,2", "--time", "1e9"), "work budget"),
                                        (("--counts", "6,3,2", "--sgd-batch", "2", "--step-size", "0.1", "--steps", "100000000"), "steps"),
                                        (("--counts", "6,3,2", "--gamma", "1,0.5,0"), "--gamma"),
-                                       (("--kernel-perturbation", "-0.5"), "rho"),
+                                       (("--kernel-perturbation", "-0.5"), "--kernel-perturbation"),
                                        (("--counts", "6,3,2", "--steps", "10"), "--step-size")])
 def test_cli_refusals_before_work(cli, args, word):
     r = cli("solve", "ntk", *args)
