@@ -317,3 +317,14 @@ def test_ce_bound_holds_at_own_points():
         val = ce + 0.15 * (np.sum(H * H) + np.sum(W1 * W1) + np.sum(W2 * W2))
         if val <= math.log(K):
             assert int(np.sum(np.linalg.svd(O, compute_uv=False) > tau)) <= B
+
+
+def test_ce_bound_violation_needs_a_point_below_the_zero_point():
+    """The CE rank bound is derived for points with objective <= log K: a 'violation' at a point above log K is no
+    witness (INCONCLUSIVE); below log K it is (REFUTED)."""
+    inst = T.balanced(2, "linear", "ce", 3, 1, 3, 0.01)
+    above = {"tau": 0.1, "zero_value": math.log(3), "per_seed": [{"seed": 0, "value": 1.2, "count": 3}]}
+    below = {"tau": 0.1, "zero_value": math.log(3), "per_seed": [{"seed": 0, "value": 0.5, "count": 3}]}
+    assert C.ce_bound_check("x", inst, above, 1).verdict is Verdict.INCONCLUSIVE
+    assert C.ce_bound_check("x", inst, below, 1).verdict is Verdict.REFUTED
+    assert C.ce_bound_check("x", inst, below, 3).verdict is Verdict.VERIFIED

@@ -364,6 +364,10 @@ def ce_bound_check(name: str, inst, m: dict, B) -> Check:
         ev["note"] = "the bound is derived for the linear model; for ReLU it is a conjecture being measured"
     if not isinstance(B, (int, np.integer)):
         return Check(name, Verdict.INCONCLUSIVE, "no integer bound", ev)
+    zero = m.get("zero_value", math.log(inst.K))
+    if best["count"] > B and not best["value"] <= zero:  # the bound is about points at or below the zero point
+        return Check(name, Verdict.INCONCLUSIVE, f"the lowest point found (value {fmt(best['value'])}) is above the zero "
+                     f"point's log K = {fmt(zero)}: no witness about the minimisers", ev)
     if best["count"] > B:
         return Check(name, Verdict.REFUTED, f"the lowest point found (value {fmt(best['value'])}) has {best['count']} "
                      f"singular values above tau = {m['tau']:g} > bound {B}", ev)
