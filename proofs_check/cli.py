@@ -303,6 +303,9 @@ def _os_error_line(exc: OSError) -> str | None:
     return f"{shown}: {exc.strerror} (errno {exc.errno})"
 
 
+#: ``run --jobs`` at most (processes forked for the claims)
+MAX_JOBS = 64
+
 #: Largest integer any option accepts: integers are stored as int64 (seeds, counts, sizes).
 INT_OPTION_MAX = 2 ** 63 - 1
 
@@ -428,8 +431,8 @@ def _dispatch(parser, args, smap, tmap, emap) -> int:
         from proofs_check.runner import default_workers
 
         jobs = default_workers() if args.jobs is None else args.jobs
-        if jobs < 1:
-            raise UsageError(f"--jobs must be >= 1, got {jobs}")
+        if not 1 <= jobs <= MAX_JOBS:  # --jobs 100000 forked one process per claim
+            raise UsageError(f"--jobs must be in [1, {MAX_JOBS}], got {jobs}")
         cache = None if args.no_cache or not runcache.enabled_by_env() else runcache.RunCache()
         if args.clear_cache:
             runcache.RunCache().clear()

@@ -463,6 +463,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--jsonl", default=None, help="append one JSON line per problem")
     ap.add_argument("--systematic", action="store_true", help="every command x option x value (SHORT)")
     ap.add_argument("--start", type=int, default=0, help="systematic: first case")
+    ap.add_argument("--pairs", type=float, default=0.25, help="random mode: share of cases with two hostile options")
     ns = ap.parse_args(argv)
     _limit_memory(ns.memory_gb)
     import tempfile
@@ -475,7 +476,7 @@ def main(argv: list[str] | None = None) -> int:
     rng = random.Random(ns.seed)
     bad = 0
     todo = (systematic(files, outs, ns.only)[ns.start:ns.start + ns.cases] if ns.systematic
-            else cases(files, outs, rng, ns.cases, ns.only))
+            else cases(files, outs, rng, ns.cases, ns.only, pairs=ns.pairs))
     for c in todo:
         o = run_case(c, cwd, ns.alarm)
         if o.problem:
