@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 from proofs_check.commands import UsageError
+from theory._validate import InputError
 from proofs_check.sweep.config import MAX_WORKERS, SweepSpec, load_config
 from proofs_check.sweep.execution import SweepInterrupted, run_sweep
 from proofs_check.sweep.dask_backend import DEFAULT_CONNECT_TIMEOUT
@@ -99,6 +100,10 @@ def _check_store_file(path: str, *, must_exist: bool) -> None:
         check_output_path(path, "--store")  # its folder exists and is writable, before any work
 
 
+def _short_path(text: str) -> str:
+    return text if len(text) <= 80 else text[:40] + "…" + text[-20:]
+
+
 def main_from_args(args) -> int:
     """Run ``ncproofs sweep`` with parsed arguments (:func:`add_arguments`).
 
@@ -116,7 +121,13 @@ def main_from_args(args) -> int:
             return _summary(args)
         if not args.config:
             raise UsageError("sweep needs CONFIG (a TOML file), or --summary --store PATH")
-        spec = load_config(args.config)
+        try:
+            spec = load_config(args.config)
+        except InputError as exc:  # name the file the key is in ('[sweep] table is missing' named neither)
+            msg = str(exc)
+            if str(args.config) in msg:
+                raise
+            raise UsageError(f"CONFIG {_short_path(str(args.config))}: {msg}") from None
         if getattr(args, "rigorous", False):
             spec.rigorous = True
         path = _store_path(args, spec)
