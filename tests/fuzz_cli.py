@@ -416,8 +416,14 @@ SHORT = {
 }
 
 
-def systematic(files: dict, outs: list[str], only: str | None = None) -> list[Case]:
-    """Every command x option x value of its kind (``SHORT``; every hostile file / output target)."""
+#: sizes inside the options' own ranges: the command must refuse them by its budget or finish fast
+SIZES = {"int": ["1000", "100000", "10000000"], "list": ["1000,1000", "100000,2", "2," * 999 + "2"],
+         "float": ["1e-12", "1e-6", "1e6"]}
+
+
+def systematic(files: dict, outs: list[str], only: str | None = None, sizes: bool = False) -> list[Case]:
+    """Every command x option x value of its kind (``SHORT``; every hostile file / output target), or with
+    ``sizes`` the large values of ``SIZES`` (budgets: refused before work or fast)."""
     cmds = commands()
     out = []
     for cmd, p in cmds.items():
@@ -427,8 +433,13 @@ def systematic(files: dict, outs: list[str], only: str | None = None) -> list[Ca
             if isinstance(a, argparse._VersionAction) or a.dest == "rigorous":
                 continue
             k = kind_of(a)
-            vals = (list(files["hostile"].values()) if k == "infile" else outs + ["p.exe", "p.png/"]
-                    if k == "outfile" else SHORT[k])
+            if sizes:
+                if k not in SIZES or "seed" in a.dest:
+                    continue
+                vals = SIZES[k]
+            else:
+                vals = (list(files["hostile"].values()) if k == "infile" else outs + ["p.exe", "p.png/"]
+                        if k == "outfile" else SHORT[k])
             for v in vals:
                 out.append(Case(cmd, mutate(base_argv(cmd, files), cmd, a, v), [(a.dest, v)]))
     return out
@@ -463,6 +474,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--jsonl", default=None, help="append one JSON line per problem")
     ap.add_argument("--systematic", action="store_true", help="every command x option x value (SHORT)")
     ap.add_argument("--start", type=int, default=0, help="systematic: first case")
+    ap.add_argument("--sizes", action="store_true", help="every command x size option x large value (SIZES)")
     ap.add_argument("--pairs", type=float, default=0.25, help="random mode: share of cases with two hostile options")
     ns = ap.parse_args(argv)
     _limit_memory(ns.memory_gb)
@@ -475,7 +487,7 @@ def main(argv: list[str] | None = None) -> int:
     cwd.mkdir(exist_ok=True)
     rng = random.Random(ns.seed)
     bad = 0
-    todo = (systematic(files, outs, ns.only)[ns.start:ns.start + ns.cases] if ns.systematic
+    todo = (systematic(files, outs, ns.only, ns.sizes)[ns.start:ns.start + ns.cases] if ns.systematic or ns.sizes
             else cases(files, outs, rng, ns.cases, ns.only, pairs=ns.pairs))
     for c in todo:
         o = run_case(c, cwd, ns.alarm)

@@ -145,6 +145,8 @@ LONG = ",".join(["2"] * 5000)
       "100000000"], ["--starts must be in [1, 1000]"]),
     (["solve", "ufm", "--loss", "ce", "-k", "3", "-n", "2", "-d", "3", "--lambda-w", "1e-2", "--lambda-h", "1e-2",
       "--starts", "100000000"], ["--starts"]),
+    # a table of general-kernel flows had no total budget (each flow was checked alone): C = 1000 ran for minutes
+    (["table", "ntk", "--counts", ",".join(["2"] * 1000)], ["--counts", "work budget"]),
     # --jobs 100000 forked one process per claim
     (["run", "--only", "geometry", "--jobs", "100000"], ["--jobs must be in [1, 64]"]),
     # '../' reached Dask's IDNA encoder (UnicodeError: internal error)

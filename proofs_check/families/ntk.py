@@ -82,6 +82,31 @@ def _check_general_options(rhos, counts_lists) -> None:
                                 "general kernel")
 
 
+def _check_table_work(cg, counts, rhos, kappa, args) -> None:
+    """The table's flows together within one flow's work budget, estimated before any flow runs (each flow
+    was checked alone: --counts 1000,1000 ran for minutes, 200 such rows for hours)."""
+    from solvers import ntk_general as sg
+
+    if len(counts) * len(rhos) > cg.MAX_TABLE_ROWS:
+        return  # table_rows refuses it with its own message
+    # a lower bound first, from the sizes alone (stiffness >= N: steps >= 300 + T N / 4; n = C + 1 features), so
+    # that a huge grid is refused before any kernel is built (C = 1000 took a minute to build)
+    low = sum((300.0 + cg.DEFAULT_T * sum(c) / 4.0) * 12.0 * 6.0 * len(c) * (len(c) + 1) * sum(c)
+              for c in counts) * len(rhos)
+    if low > sg.MAX_FLOPS:
+        raise InstanceError(f"--counts x --kernel-perturbation: the table's flows need more than ~{low:.3g} flops in "
+                            f"all, above the work budget {sg.MAX_FLOPS:g}; fewer or smaller --counts")
+    total = 0.0
+    for c in counts:
+        for rho in rhos:
+            model = cg.build_model(counts=tuple(c), kappa=kappa, rho=rho, seed=args.seed, loss=args.loss)
+            st0 = sg.init_random(model, model.C + 1, cg.DEFAULT_EPS, args.seed)
+            total += sg.estimate_steps(model, st0, cg.DEFAULT_T)["flops"]
+    if total > sg.MAX_FLOPS:
+        raise InstanceError(f"--counts x --kernel-perturbation: the table's flows need ~{total:.3g} flops in all, "
+                            f"above the work budget {sg.MAX_FLOPS:g}; fewer or smaller --counts")
+
+
 def run_general_solve(args: argparse.Namespace) -> dict:
     from proofs_check.claims import ntk_general as cg
 
@@ -238,6 +263,7 @@ def build_general_table(args: argparse.Namespace) -> Table:
     if args.kappa is not None and len(args.kappa) > 1:
         raise InstanceError("one --kappa with --kernel-perturbation/--counts")
     kappa = _triple("kappa", args.kappa[0]) if args.kappa else cg.KAPPA
+    _check_table_work(cg, counts, rhos, kappa, args)
     rows = cg.table_rows(counts, rhos, kappa, args.loss, args.seed)
     cols = ["counts", "rho", "NC1(T)", "ETF distance", "min cosine", "max cosine", "integration error (distance)", "reached"]
     caption = (f"Small-initialisation flows (eps = 1e-6, T = 30, n = C + 1, {args.loss}, kappa = {tuple(kappa)}, seed "
