@@ -161,7 +161,7 @@ def test_reproduced_defects_are_one_line_refusals(zoo, argv, needles):
 
 import fuzz_api as A  # noqa: E402
 
-_FAST_TARGETS = [t for t in A.TARGETS if not t.name.startswith("solvers.")]
+_FAST_TARGETS = [t for t in A.TARGETS if not t.name.startswith("solvers.")]  # the solvers' own test: refusals only
 
 
 @pytest.mark.parametrize("target", _FAST_TARGETS, ids=lambda t: t.name)
@@ -170,7 +170,6 @@ def test_api_constructors_refuse_hostile_values_naming_the_parameter(target):
     assert not bad, "\n".join(f"{r.target}.{r.param} = {r.label}: {r.outcome} {r.message}" for r in bad)
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize("target", [t for t in A.TARGETS if t.name.startswith("solvers.")], ids=lambda t: t.name)
 def test_api_solvers_refuse_hostile_values_naming_the_parameter(target):
     bad = A.problems([target])
