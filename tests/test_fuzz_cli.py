@@ -147,6 +147,8 @@ LONG = ",".join(["2"] * 5000)
       "--starts", "100000000"], ["--starts"]),
     # a table of general-kernel flows had no total budget (each flow was checked alone): C = 1000 ran for minutes
     (["table", "ntk", "--counts", ",".join(["2"] * 1000)], ["--counts", "work budget"]),
+    # the default n = C + 1 > 256 was refused only after the N x N kernel was built (a minute for C = 1000)
+    (["solve", "ntk", "--counts", ",".join(["2"] * 1000)], ["--counts", "limit 256"]),
     # --jobs 100000 forked one process per claim
     (["run", "--only", "geometry", "--jobs", "100000"], ["--jobs must be in [1, 64]"]),
     # '../' reached Dask's IDNA encoder (UnicodeError: internal error)

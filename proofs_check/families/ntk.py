@@ -116,6 +116,10 @@ def run_general_solve(args: argparse.Namespace) -> dict:
     if args.steps is not None and args.step_size is None:
         raise InstanceError("--steps needs --step-size ETA (discrete steps)")
     _check_general_options([args.kernel_perturbation], [args.counts])
+    C = len(args.counts) if args.counts else args.classes
+    if args.feature_dim is None and C is not None and C + 1 > 256:  # before the N x N kernel is built (a minute)
+        raise InstanceError(f"--counts / --classes: the default feature dimension n = C + 1 = {C + 1} exceeds the "
+                            "limit 256 (pass --feature-dim, or fewer classes)")
     if args.step_size is not None and not STEP_SIZE_RANGE[0] <= args.step_size <= STEP_SIZE_RANGE[1]:
         # 1e-320 made ceil(T / eta) infinite (OverflowError), 1e308 overflowed the state in the first step
         raise InstanceError(f"--step-size must be in [{STEP_SIZE_RANGE[0]:g}, {STEP_SIZE_RANGE[1]:g}], "
