@@ -306,7 +306,8 @@ def check_instance(inst: T.UFMInstance, *, method: str = "auto", starts: int = 3
                        certificate=best_cert.to_dict() if best_cert else None, geometry=geometry, claims=claims,
                        routes=routes, diagnostics=diagnostics, seconds=time.perf_counter() - t0,
                        extra={"tolerance": {"value": tol, "value_rtol": VALUE_RTOL, "value_atol": VALUE_ATOL,
-                                            "phase_rtol": PHASE_RTOL}})
+                                            "phase_rtol": PHASE_RTOL}},
+                       live={"instance": inst})  # --rigorous bounds this instance as it is
 
 
 def _phase_name(rho0: float) -> str:
@@ -805,7 +806,7 @@ def check_general(p: "SG.GeneralUFM", *, starts: int = 2, seed: int = 0, claimed
                                "targets truncated to rank d (exact by von Neumann's trace inequality)"},
                                {"value": best, "method": "closed form truncated to rank d", "rank_limit": p.d},
                                _below_rank_certificate(cert_d, best), {"relaxation_rank": rank}, claims, {},
-                               diagnostics, seconds=time.perf_counter() - t0)
+                               diagnostics, seconds=time.perf_counter() - t0, live=live)
         full_est = SG.estimate(p, starts)
         if X is None or full_est["bytes"] > MEMORY_CAP or full_est["seconds"] > TIME_LIMIT_S:
             ev = {"relaxation_lower_bound": lower, "relaxation_rank": rank, "d": p.d,
@@ -820,7 +821,7 @@ def check_general(p: "SG.GeneralUFM", *, starts: int = 2, seed: int = 0, claimed
             return SolveReport("ufm", p.to_dict(), {"value": None, "note": "no prediction: d is below the rank of the "
                                "relaxation's optimum"}, None, _below_rank_certificate(cert, None),
                                {"relaxation_rank": rank}, claims, {"factored-relaxation": sol.to_dict()}, diagnostics,
-                               seconds=time.perf_counter() - t0)
+                               seconds=time.perf_counter() - t0, live=live)
         with blas_threads(0):
             sd = SG.solve_factored(p, rank=p.d, starts=starts, seed=seed + 1, x_init=(X, b),
                                    time_budget=time_budget)
@@ -1508,7 +1509,10 @@ def certify_value(p: "SG.GeneralUFM", *, starts: int = 1, seed: int = 0, time_bu
                           certificate=cert.method)
     out.update(value=cert.upper, lower_bound=cert.lower_bound, gap=cert.gap, certified=chk.verdict == Verdict.VERIFIED,
                verdict=chk.verdict.value if hasattr(chk.verdict, "value") else str(chk.verdict), reason=chk.reason,
-               tolerance=tol, candidate=how, certificate=cert.method)
+               tolerance=tol, candidate=how, certificate=cert.method,
+               # the certified candidate, for `table ufm --rigorous` (the ball recipe bounds it: no second solve)
+               live={"problem": p, "layout": layout, "point": pt,
+                     "X": None if pt is not None else sol.variables["X"], "b": None if pt is not None else sol.variables["b"]})
     if p.kind == "classification" and np.unique(p.counts).size > 1:
         if pt is not None:
             geo = SG.geometry_grouped(p, pt, layout)
