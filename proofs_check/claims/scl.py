@@ -20,9 +20,12 @@ from proofs_check.core import (Check, Claim, Provenance, RunContext, SolveReport
                                fmt, geometry_is, hypothesis_fails, is_finite, lower_bound_claim, optimum_matches,
                                point_statement, symbolic_true, symbolic_zero, tolerance, within)
 from solvers import scl as S
+from solvers import scl_engine as E
+# the engine's names that callers import from here (proofs_check/families/scl.py, claims/scl_thread.py)
+from solvers.scl_engine import SOLVER_TIME_BUDGET_S, certify_instance, loss_roundoff  # noqa: F401
 from theory import scl as T
 from theory._validate import InputError
-from theory.geometry import GEOMETRY_TOL, class_means, classify_gram, cosine_matrix, nc_metrics, within_class_max_deviation
+from theory.geometry import GEOMETRY_TOL, class_means, classify_gram, cosine_matrix
 
 FAMILY = "scl"
 KINI = "Kini et al., ICLR 2024 (arXiv 2306.07960); docs/scl.md"
@@ -37,13 +40,7 @@ GRAF = "Graf et al., ICML 2021; docs/scl.md"
 #: round-off allowance of the proven bound in use (shown in the evidence). No absolute floor beyond the
 #: round-off: the earlier 1e-8 accepted a 1% error of the (2,2,2), tau = 0.05 optimum 4.9e-8.
 VALUE_RTOL = 1e-9
-#: Round-off of one anchor term of the loss in units of eps * (1/tau + log N + 1) (measured <= 1.3,
-#: (3,3,3) at tau = 1e-4; 64 leaves a wide margin and is still < 1e-9 relative at tau >= 1e-2).
-LOSS_ROUNDOFF_ULPS = 64.0
-#: The factored solver's perturbation restarts stop once its value is this close (relative) to the
-#: cheap proven bound (a stopping rule of an auxiliary route, not a verdict tolerance).
-HOP_RTOL = 1e-6
-HOP_ATOL = 1e-8
+# (LOSS_ROUNDOFF_ULPS, loss_roundoff, the hop stop and the solver's work budgets live in solvers/scl_engine.py.)
 
 #: Within-class collapse: every minimiser has max ||h_i - mu_{y_i}|| <= this (proven radius).
 COLLAPSE_TOL = 1e-4
@@ -61,43 +58,12 @@ WITNESS_RTOL = 1e-9
 #: exceed the reference by more than this to refute "the optimum is below the reference".
 REFERENCE_RTOL = 1e-12
 
-#: Seconds the factored solver may run inside one instance check (the certificates need the rest of
-#: the ~2 minute budget; theory.scl.TIME_LIMIT_S).
-SOLVER_TIME_BUDGET_S = 90.0
-
-#: Seconds the factored solver may run when the predicted closed form is already certified optimal
-#: by the class-reduced dual (the solver is then an auxiliary cross-check of the value).
-AUX_SOLVER_BUDGET_S = 10.0
-
-#: Certificate first (issue: the factored solve used to run a fixed 10 s whose result was discarded): where the
-#: predicted closed form is certified by the cheap bounds, the factored solve is a bounded confirmation of at most
-#: CONFIRM_MAX_ITERS L-BFGS iterations and CONFIRM_WORK_FLOPS flops of loss evaluations (a work budget: the same
-#: verdict at any machine load; ~3 s at the ~1e9 flop/s measured on the 2-core machine), skipped below
-#: CONFIRM_MIN_ITERS iterations. WALL_SAFETY_S is only a safety net, far above the work budget.
-#: The factored solve (--method factored, or when no certificate closes): SOLVER_WORK_FLOPS of loss evaluations in
-#: all (0.75 x the 120 s x 5e8 flop/s limit of theory.scl.check_budget), per run between SOLVER_MIN_ITERS and
-#: SOLVER_MAX_ITERS L-BFGS iterations (measured 50-260 evaluations per converged start at N = 200).
-SOLVER_WORK_FLOPS = 4.5e10
-SOLVER_MIN_ITERS = 50
-SOLVER_MAX_ITERS = 5000
-CONFIRM_MAX_ITERS = 200
-CONFIRM_MIN_ITERS = 20
-CONFIRM_WORK_FLOPS = 3e9
-WALL_SAFETY_S = 600.0
-
 #: Spec reference values (docs/scl.md table, 6 decimals).
 SPEC_REFERENCES = {((5, 3, 2), 0.5): (12.422968, 10.465194),
                    ((4, 4, 4), 0.5): (16.881050, 14.679291),
                    ((3, 2), 1.0): (4.506563, 3.141731)}
 #: Six printed decimals: half a unit in the last place.
 SPEC_ATOL = 5e-7
-
-
-def loss_roundoff(inst: T.SCLInstance) -> float:
-    """Round-off bound of the loss evaluated in float64 at a feasible point of ``inst``: every anchor
-    term (one per sample and batch holding it) is a log-sum-exp of logits of size <= 1/tau."""
-    anchors = inst.N if inst.batches is None else sum(len(b) for b in inst.batches)
-    return LOSS_ROUNDOFF_ULPS * float(np.finfo(float).eps) * anchors * (1.0 / inst.tau + np.log(max(inst.N, 2)) + 1.0)
 
 
 def _tol(value: float, allowance: float = 0.0, inst: T.SCLInstance | None = None) -> float:
@@ -130,107 +96,6 @@ def _class_gram_of(G: np.ndarray, counts) -> np.ndarray:
     n = np.asarray(counts, dtype=float)
     U = (y[:, None] == np.arange(len(counts))[None, :]) / n[None, :]
     return U.T @ G @ U
-
-
-# --------------------------------------------------------------------------------------
-# Certificates for one instance (proven lower bound; geometry certificate at a predicted point)
-# --------------------------------------------------------------------------------------
-
-class Bounds:
-    """The best proven lower bound found for an instance, where it came from, and its allowance."""
-
-    def __init__(self):
-        self.value: float | None = None
-        self.allowance = 0.0
-        self.route = None
-        self.routes: dict = {}
-
-    def offer(self, name: str, value, allowance: float = 0.0, **info):
-        self.routes[name] = {"lower_bound": value, "allowance": allowance, **info}
-        if is_finite(value) and (self.value is None or value > self.value):
-            self.value, self.allowance, self.route = float(value), float(allowance), name
-
-
-def _center_gram(inst: T.SCLInstance, face: str) -> np.ndarray:
-    if face == "orthogonal-frame":
-        return T.of_gram(inst.counts)
-    H = T.etf_features(inst.counts, max(inst.k - 1, 1))
-    return H.T @ H
-
-
-def certify_instance(inst: T.SCLInstance, H: np.ndarray | None, *, face: str | None = None, solver: str = "CLARABEL",
-                     upper: float | None = None, diagnostics: list | None = None, reduced=None, exact_face=None,
-                     conic: bool = True):
-    """Proven lower bound on the instance's loss (every route's bound is a repaired dual point, see
-    solvers.scl.gram_certificate / class_reduced_dual / of_closed_form_certificate), and the geometry certificate
-    at the predicted collapsed configuration ``face`` when one is asked for. ``reduced``: a class-reduced dual
-    already computed (reused instead of recomputed); ``exact_face``: the closed-form dual point at the face (it
-    replaces the dense N x N certificate at the face: exact, O(k)); ``conic=False`` skips the conic route.
-    Returns (Bounds, GramCertificate | None)."""
-    diagnostics = diagnostics if diagnostics is not None else []
-    bounds = Bounds()
-    y = inst.labels
-    k, N = inst.k, inst.N
-    tau, nonneg = inst.tau, inst.nonneg
-    face_cert = None
-    if inst.full_batch:  # the class-reduced dual: O(k^3), valid at any candidate
-        if reduced is not None and H is None:
-            red = reduced
-        else:
-            cands = S.reduced_candidates(inst, H)
-            red = S.class_reduced_dual(inst.counts, tau, nonneg=nonneg, candidates=cands)
-        best = max((a for a in red.attempts if is_finite(a["lower_bound"])), key=lambda a: a["lower_bound"], default=None)
-        bounds.offer("class-reduced dual", red.value, best["allowance"] if best else 0.0,
-                     method="linearisation dual of the k x k class-reduced relaxation at candidate class matrices")
-    if exact_face is not None and face is not None:
-        bounds.offer("closed-form dual point at the predicted " + face, exact_face.lower_bound, 0.0,
-                     method=exact_face.method)
-        face_cert = exact_face
-    if N <= T.GRAM_CERT_MAX:
-        centers = []
-        if face is not None and exact_face is None:
-            centers.append(("dual at the predicted " + face, _center_gram(inst, face), face))
-        if H is not None:
-            centers.append(("dual at the solver's point", H.T @ H, None))
-        for name, G0, fc in centers:
-            try:
-                c = S.gram_certificate(G0, y, inst.batches, tau, nonneg=nonneg, face=fc, counts=inst.counts, method=name)
-            except np.linalg.LinAlgError as exc:  # an eigensolver failure is route trouble, not a verdict
-                diagnostics.append(f"{name}: eigensolver failed ({exc})")
-                continue
-            bounds.offer(name, c.lower_bound, c.allowance, psd_shift=c.psd_shift, complementarity=c.complementarity)
-            if fc is not None:
-                face_cert = c
-    elif exact_face is None:
-        diagnostics.append(f"N = {N} > {T.GRAM_CERT_MAX}: no N x N Gram certificate (geometry not certified)")
-    tight = bounds.value is not None and upper is not None and within(upper - bounds.value, _tol(upper, bounds.allowance, inst))
-    if conic and not tight and N <= S.MAX_CERTIFICATE_SAMPLES:
-        cones = T.estimate_cost(inst)["exp_cones"]
-        if cones <= T.CONIC_MAX_CONES:
-            rel = S.gram_relaxation(inst.counts, inst.batches, tau, nonneg=nonneg, solver=solver)
-            for w in rel.warnings[:3]:
-                diagnostics.append(f"conic solver warning: {w}")
-            bounds.offer("dual at the conic solver's point", rel.value, 0.0, status=rel.status,
-                         solver_objective=rel.objective, seconds=rel.seconds)
-            if not rel.ok:
-                diagnostics.append(f"conic route gave no bound (status {rel.status})")
-        else:
-            diagnostics.append(f"conic route skipped: {cones} exponential cones > {T.CONIC_MAX_CONES}")
-    return bounds, face_cert
-
-
-def _better_etf_certificate(inst: T.SCLInstance, face_cert):
-    """Balanced full-batch UFM (n >= 2): the closed-form dual point at the collapsed ETF
-    (solvers.scl.etf_closed_form_certificate: exact complementarity, E = eps) when it gives a smaller Gram
-    radius than the numeric one (it does wherever the numeric margin drowns in round-off, e.g. tau <= 0.1)."""
-    if inst.nonneg or not inst.full_batch or not inst.balanced or inst.counts[0] < 2 or inst.k < 2:
-        return face_cert
-    cf = S.etf_closed_form_certificate(inst.counts, inst.tau)
-    bc = cf.bounds(0.0)
-    bn = face_cert.bounds(0.0) if face_cert is not None and face_cert.face is not None else None
-    if bc is not None and (bn is None or bc["gram_radius"] < bn["gram_radius"]):
-        return cf
-    return face_cert
 
 
 def _geometry_statement(name: str, cls, claimed: str, r: float, lip: float, how: str, ev: dict) -> Check:
@@ -266,7 +131,7 @@ def geometry_checks(inst: T.SCLInstance, face_cert, *, claimed_geometry: str, pr
     statement holds with room for the radius, REFUTED when it fails everywhere within the radius,
     INCONCLUSIVE without a certificate (never decided from a value gap). Balanced UFM also tries the
     closed-form dual point at the ETF (exact: radius 0 for the minimisers at every tau; docs/scl.md)."""
-    face_cert = _better_etf_certificate(inst, face_cert)
+    face_cert = E.better_etf_certificate(inst, face_cert)
     face = face_cert.face if face_cert is not None else None
     b = face_cert.bounds(0.0) if face is not None else None
     names = [prefix + "geometry-" + claimed_geometry.replace("simplex-", ""), prefix + "within-class-collapse",
@@ -289,7 +154,7 @@ def geometry_checks(inst: T.SCLInstance, face_cert, *, claimed_geometry: str, pr
         how = (f"closed-form dual point at the collapsed {face} (exact complementarity, S's spectrum analytic, "
                f"{sig}; E = 0 for every minimiser, docs/scl.md)")
     else:
-        G0 = _center_gram(inst, face)
+        G0 = E.center_gram(inst, face)
         M0 = _class_gram_of(G0, inst.counts)
         y = inst.labels
         U = (y[:, None] == np.arange(inst.k)[None, :]) / np.asarray(inst.counts, float)[None, :]
@@ -319,14 +184,16 @@ IMBALANCED_GEOMETRY_IDS = {"other": "geometry-not-etf", "simplex-etf": "geometry
 
 
 def imbalanced_geometry_checks(inst: T.SCLInstance, H: np.ndarray, *, claimed_geometry: str = "other",
-                               minority_closer: bool = True, prefix: str = "", names: dict | None = None) -> list[Check]:
+                               minority_closer: bool = True, prefix: str = "", names: dict | None = None,
+                               evidence: dict | None = None) -> list[Check]:
     """Full-batch UFM without a closed-form minimiser (imbalanced counts): the solver's point is polished
     into a collapsed candidate G0 = U A0 U^T and certified by the dense Gram dual point with the face of
     G0 (solvers.scl.collapsed_certificate); the growth of the loss around G0 turns the certified gap into a
     proven radius (docs/scl.md, "Imbalanced UFM"). Three point statements at G0: within-class collapse,
     the class-mean geometry (``claimed_geometry``: "other" = neither ETF nor OF) and "the two smallest
     classes' means are closer (larger cosine) than the two largest classes'" (or, ``minority_closer=False``,
-    the opposite)."""
+    the opposite). ``evidence``: the engine's :func:`solvers.scl_engine.collapsed_evidence` at ``H`` when already
+    computed (``SCLResult.collapsed``), else it is computed here."""
     names = names or {}
     n_geo = names.get("geometry", prefix + IMBALANCED_GEOMETRY_IDS.get(claimed_geometry, "geometry-" + claimed_geometry))
     n_col = names.get("collapse", prefix + "within-class-collapse")
@@ -335,21 +202,17 @@ def imbalanced_geometry_checks(inst: T.SCLInstance, H: np.ndarray, *, claimed_ge
     counts = inst.counts
     order = np.argsort(counts, kind="stable")
     small, large = order[:2], order[-2:]
-    A_sol = S.class_mean_gram(H, y)
+    evidence = evidence if evidence is not None else E.collapsed_evidence(inst, H)
+    A_sol = evidence["A_sol"]
     cos_s = np.array(cosine_matrix(class_means(H, y)), dtype=float)
     ev0 = {"solver_point_classification": classify_gram(A_sol).classification,
            "cos_minority_at_solver_point": float(cos_s[small[0], small[1]]),
            "cos_majority_at_solver_point": float(cos_s[large[0], large[1]]),
            "minority_pair": [int(c) for c in small], "majority_pair": [int(c) for c in large]}
     all_names = [n_col, n_geo, n_min]
-    if inst.nonneg or not inst.full_batch or inst.N > T.GRAM_CERT_MAX:
-        why = (f"N = {inst.N} > {T.GRAM_CERT_MAX}: no N x N Gram certificate" if inst.N > T.GRAM_CERT_MAX
-               else "the collapsed-candidate certificate is for full-batch UFM")
-        return [_no_cert(nm, why, ev0) for nm in all_names]
-    try:
-        cert = S.collapsed_certificate(counts, inst.tau, A_sol)
-    except np.linalg.LinAlgError as exc:
-        return [_no_cert(nm, f"eigensolver failed ({exc})", ev0) for nm in all_names]
+    cert = evidence["cert"]
+    if cert is None:
+        return [_no_cert(nm, evidence["why"], ev0) for nm in all_names]
     b = cert.bounds(0.0) if cert.face is not None else None
     if b is None:
         why = cert.face_reason or "no positive curvature bound around the candidate"
@@ -382,7 +245,7 @@ def imbalanced_geometry_checks(inst: T.SCLInstance, H: np.ndarray, *, claimed_ge
     return out
 
 
-def _certified_value_check(name: str, value: float, bounds: Bounds, inst: T.SCLInstance) -> Check:
+def _certified_value_check(name: str, value: float, bounds: E.BoundRoutes, inst: T.SCLInstance) -> Check:
     """The reported optimum (a feasible value) is the global optimum within the tolerance
     (``core.certified_optimum``)."""
     from proofs_check.core import certified_optimum
@@ -391,7 +254,7 @@ def _certified_value_check(name: str, value: float, bounds: Bounds, inst: T.SCLI
                              note=bounds.route or "", evidence={"route": bounds.route})
 
 
-def _below_check(name: str, reference: float, feasible: float, bounds: Bounds, what: str,
+def _below_check(name: str, reference: float, feasible: float, bounds: E.BoundRoutes, what: str,
                  inst: T.SCLInstance) -> Check:
     """The statement "min < reference" (strictly, by more than the tolerance; ``core.min_below``): VERIFIED
     by a feasible point below reference - tol; REFUTED by a proven lower bound >= reference (both ends widened
@@ -407,229 +270,140 @@ def _below_check(name: str, reference: float, feasible: float, bounds: Bounds, w
 # check_instance: the one verdict engine of `ncproofs solve scl`
 # --------------------------------------------------------------------------------------
 
-def solver_iterations(inst, starts: int, hops: int) -> int:
-    """L-BFGS iterations per run (start or hop) of the factored solve: SOLVER_WORK_FLOPS of loss evaluations shared
-    by starts + hops runs, clamped to [SOLVER_MIN_ITERS, SOLVER_MAX_ITERS]. A work budget: the same command stops at
-    the same iterate at any machine load (the wall-clock limit is only a safety net)."""
-    ev = T.estimate_cost(inst)["eval_flops"]
-    return int(max(SOLVER_MIN_ITERS, min(SOLVER_MAX_ITERS, SOLVER_WORK_FLOPS / (max(ev, 1.0) * (starts + hops)))))
+def _prediction(inst: T.SCLInstance, predicted_value, predicted_geometry):
+    """(theorem, predicted value, claimed geometry) for the instance: Kini et al. Theorems 1/2 for UFM+, Graf et al.
+    for balanced full-batch UFM (n >= 2); ``predicted_*`` override them (the factories feed false statements)."""
+    if inst.nonneg:
+        theorem = "Kini et al. " + ("Theorem 1" if inst.full_batch else "Theorem 2") + " (reconstructed)"
+        pred = (float(T.theorem2_bound(inst.counts, inst.batches, inst.tau)) if predicted_value is None
+                else float(predicted_value))
+        return theorem, pred, predicted_geometry or "orthogonal-frame"
+    if inst.full_batch and inst.balanced and inst.counts[0] >= 2:
+        pred = T.etf_value(inst.counts, inst.tau) if predicted_value is None else float(predicted_value)
+        return "Graf et al. balanced ETF value (reconstructed)", pred, predicted_geometry or "simplex-etf"
+    return None, None, None
 
 
-def _solve(inst, *, starts, seed, hops, hop_until, backend_opts, time_budget):
-    hops = hops if inst.full_batch and hop_until is not None else 0
-    return S.solve_factored(inst, starts=starts, seed=seed, hops=hops, hop_until=hop_until,
-                            maxiter=solver_iterations(inst, starts, hops),
-                            time_budget=max(float(time_budget), WALL_SAFETY_S), **(backend_opts or {}))
+def _confirmation_check(name: str, res: E.SCLResult, inst: T.SCLInstance) -> Check:
+    """The bounded confirmation solve against the certified optimum: a feasible value below the proven lower bound
+    by more than the tolerance is a certificate defect (REFUTED); otherwise an independent value above it."""
+    conf, bounds = res.confirmation, res.bounds
+    value = conf["value"]
+    tolc = _tol(value, bounds.allowance, inst)
+    gapc = value - bounds.value
+    evc = {"confirmation_value": value, "proven_lower_bound": bounds.value, "tolerance": tolc,
+           "iterations_budget": conf["iterations_budget"], "converged": conf["converged"],
+           "excess_over_certified_optimum": gapc}
+    if exceeds(-gapc, tolc):
+        return Check(name, Verdict.REFUTED, f"the factored solve found {fmt(value)} below the proven lower bound "
+                     f"{fmt(bounds.value)}: a certificate defect", evc)
+    return Check(name, Verdict.VERIFIED, f"an independent factored solve (random start, bounded work) found "
+                 f"{fmt(value)}, {fmt(gapc, 3)} above the certified optimum (never below it)", evc)
+
+
+def _of_geometry_checks(inst, res, geometry, analysis, prefix) -> list[Check]:
+    """UFM+: the minimiser is the collapsed OF, unless a hypothesis fails (d < k, two singleton classes, a batching
+    whose minimiser is not unique: then NOT_APPLICABLE with the reason and, where one exists, a second minimiser)."""
+    k, d = inst.k, inst.d
+    if d < k:
+        return [hypothesis_fails(prefix + "geometry-of", f"d = {d} < k = {k}: no orthogonal frame exists")]
+    if inst.full_batch and sum(1 for n in inst.counts if n == 1) >= 2:
+        singles = [c for c, n in enumerate(inst.counts) if n == 1]
+        return [hypothesis_fails(prefix + "geometry-of", f"classes {singles[:2]} are singletons and never constrained "
+                                 "against each other: the minimiser is not unique (they may share a direction)")]
+    if analysis is not None and analysis.of_unique is not True:
+        ev = {"analysis": analysis.to_dict()}
+        H2 = T.alternative_minimiser(inst.counts, inst.batches, max(d, k + 1))
+        txt = ("non-unique minimiser: " if analysis.of_unique is False else "") + analysis.reason
+        if H2 is not None:
+            ev["second_minimiser_value"] = S.scl_loss(H2, inst.labels, inst.batches, inst.tau, grad=False)
+            ev["second_minimiser_gram_diff"] = float(np.max(np.abs(H2.T @ H2 - T.of_gram(inst.counts))))
+            txt += (f"; second minimiser{f' ({analysis.witness})' if analysis.witness else ''} has loss "
+                    f"{fmt(ev['second_minimiser_value'])} and a Gram {fmt(ev['second_minimiser_gram_diff'], 3)} from "
+                    "the OF's")
+        return [hypothesis_fails(prefix + "geometry-of", "C1 and C2 (unique minimiser): " + txt, ev)]
+    return geometry_checks(inst, res.face_cert, claimed_geometry=geometry, prefix=prefix)
+
+
+def _bound_checks(inst, res, pred, geometry, analysis, prefix) -> list[Check]:
+    """A predicted value (Theorem 1/2 bound for UFM+, the ETF value for balanced UFM): the lower bound, the optimal
+    value where the dimension allows it, and the geometry of every minimiser."""
+    bounds, upper, k, d = res.bounds, res.upper, inst.k, inst.d
+    tol = _tol(pred, bounds.allowance, inst)
+    ev = {"feasible_values": res.feasible}
+    how = bounds.route or ""
+    name_lb = "theorem-lower-bound" if inst.nonneg else "etf-lower-bound"
+    out = [lower_bound_claim(prefix + name_lb, pred, proven_lower=bounds.value, feasible_value=upper, tol=tol,
+                             certificate=how, evidence=ev)]
+    need = (T.required_dim_for_bound(inst.counts) if inst.full_batch else k) if inst.nonneg else k - 1
+    if d >= need:
+        out.append(optimum_matches(prefix + "optimal-value", pred, attained=upper, lower_bound=bounds.value, tol=tol,
+                                   converged=res.converged, certificate=how, evidence=ev))
+    elif inst.nonneg:
+        out.append(hypothesis_fails(prefix + "optimal-value", f"d = {d} < {need}: the bound is attained only with "
+                                    f"d >= {need} (best value found {fmt(upper)}, bound {fmt(pred)})",
+                                    {"found_value": upper, "bound": pred, "required_dim": need}))
+    else:
+        out.append(hypothesis_fails(prefix + "optimal-value", f"d = {d} < k - 1 = {k - 1}: no simplex ETF exists",
+                                    {"found_value": upper, "etf_value": pred}))
+    if inst.nonneg:
+        out += _of_geometry_checks(inst, res, geometry, analysis, prefix)
+    elif d >= need:
+        out += geometry_checks(inst, res.face_cert, claimed_geometry=geometry, prefix=prefix)
+    return out
+
+
+def _no_prediction_checks(inst, res, predicted_geometry, prefix):
+    """UFM without a closed-form optimum: the certified optimum, and where Kini et al. state it, "below the ETF
+    value" with the minimiser's geometry (imbalanced full batch) or "the ETF is not the minimiser" (mini-batch).
+    Returns (theorem, claimed geometry, checks)."""
+    theorem, geometry = None, None
+    k, bounds, sol = inst.k, res.bounds, res.sol
+    out = [_certified_value_check(prefix + "certified-optimum", res.upper, bounds, inst)]
+    etf_conf = res.feasible.get("collapsed ETF")
+    if inst.full_batch and not inst.balanced and k >= 3 and etf_conf is not None:
+        theorem = "Kini et al., imbalanced UFM: not an ETF, optimum below the ETF value (reconstructed)"
+        out.append(_below_check(prefix + "optimum-below-etf-value", T.etf_value(inst.counts, inst.tau), sol.value,
+                                bounds, "the collapsed-ETF value", inst))
+        geometry = predicted_geometry or "other"
+        out += imbalanced_geometry_checks(inst, res.H, claimed_geometry=geometry, prefix=prefix, evidence=res.collapsed)
+    elif not inst.full_batch and etf_conf is not None:
+        theorem = "Kini et al., mini-batch UFM: the ETF is not the minimiser in general (reconstructed)"
+        out.append(_below_check(prefix + "etf-not-minimiser", etf_conf, sol.value, bounds,
+                                "the collapsed ETF's value", inst))
+    if inst.full_batch and inst.balanced and inst.counts[0] < 2:
+        out.append(hypothesis_fails(prefix + "optimal-value", "Graf et al. need n >= 2 samples per class"))
+    return theorem, geometry, out
 
 
 def instance_checks(inst: T.SCLInstance, *, starts: int = 6, seed: int = 0, hops: int = 20, solver: str = "CLARABEL",
                     backend_opts: dict | None = None, predicted_value: float | None = None,
                     predicted_geometry: str | None = None, analysis=None, time_budget: float = SOLVER_TIME_BUDGET_S,
                     prefix: str = "", method: str = "auto") -> dict:
-    """Solve, certify and judge one instance; returns the pieces of a SolveReport (checks, predicted,
-    solution, certificate, diagnostics...). ``predicted_value`` / ``predicted_geometry`` override the
-    theory's predictions (the claim factories feed false statements through them)."""
-    diagnostics: list[str] = []
-    k, N, tau, d = inst.k, inst.N, inst.tau, inst.d
-    y = inst.labels
+    """State and judge the statements about one instance from what the SCL engine found
+    (:func:`solvers.scl_engine.solve_instance`: the point or the certified predicted configuration, the proven
+    lower bound and its route, the geometry certificate, the routes tried with why); returns the pieces of a
+    SolveReport (checks, predicted, solution, certificate, geometry, diagnostics, ...). ``predicted_value`` /
+    ``predicted_geometry`` override the theory's predictions (the claim factories feed false statements through
+    them); they never change what the engine runs."""
     if inst.batches is not None and analysis is None:
-        analysis = T.analyze_batching(inst.counts, inst.batches, max(d, k))
-    theorem, geometry, face, applies = None, None, None, True
+        analysis = T.analyze_batching(inst.counts, inst.batches, max(inst.d, inst.k))
+    theorem, pred, geometry = _prediction(inst, predicted_value, predicted_geometry)
+    res = E.solve_instance(inst, starts=starts, seed=seed, hops=hops, solver=solver, backend_opts=backend_opts,
+                           time_budget=time_budget, method=method, tol=lambda v, a=0.0: _tol(v, a, inst))
     checks: list[Check] = []
-    n_single = sum(1 for n in inst.counts if n == 1)
-    if inst.nonneg:
-        theorem = "Kini et al. " + ("Theorem 1" if inst.full_batch else "Theorem 2") + " (reconstructed)"
-        pred = float(T.theorem2_bound(inst.counts, inst.batches, tau)) if predicted_value is None else float(predicted_value)
-        geometry = predicted_geometry or "orthogonal-frame"
-        face = "orthogonal-frame" if d >= k else None
+    if res.confirmation is not None:
+        checks.append(_confirmation_check(prefix + "confirmation-solve", res, inst))
+    if pred is not None:
+        checks += _bound_checks(inst, res, pred, geometry, analysis, prefix)
     else:
-        balanced = inst.full_batch and inst.balanced and inst.counts[0] >= 2
-        pred = (T.etf_value(inst.counts, tau) if predicted_value is None else float(predicted_value)) if balanced else None
-        if balanced:
-            theorem = "Graf et al. balanced ETF value (reconstructed)"
-            geometry = predicted_geometry or "simplex-etf"
-            face = "simplex-etf" if d >= k - 1 else None
-    # feasible configurations: the predicted one where it exists at dimension d (and the solver's point below);
-    # the OF from its Gram (no d x N product: at k = 1000 that product alone is 8e9 flops)
-    feasible = {}
-    if inst.nonneg and d >= k:
-        feasible["orthogonal frame"] = S.scl_loss(T.of_gram(inst.counts), y, inst.batches, tau, gram=True, grad=False)
-    elif inst.nonneg and inst.full_batch and d >= T.required_dim_for_bound(inst.counts):
-        feasible["shared singletons"] = S.scl_loss(T.shared_singletons_features(inst.counts, d), y, None, tau, grad=False)
-    if not inst.nonneg and d >= k - 1 and k >= 2:
-        feasible["collapsed ETF"] = S.scl_loss(T.etf_features(inst.counts, d), y, inst.batches, tau, grad=False)
-    closed = min(feasible.values(), default=None)
-    # certificate first (docs/scl.md, "Certificate first"): the cheap proven bounds at the predicted closed form
-    hop_until, pre, exact_face, first = None, None, None, None
-    if inst.nonneg and inst.full_batch and face == "orthogonal-frame":
-        cb0 = S.compile_batching(y, None)
-        exact_face = S.of_closed_form_certificate(inst.counts, tau, F0=feasible["orthogonal frame"],
-                                                  F0_rounding=S.loss_rounding(cb0, tau))
-    if inst.full_batch:
-        pre = S.class_reduced_dual(inst.counts, tau, nonneg=inst.nonneg, candidates=S.reduced_candidates(inst))
-        if pre.ok:
-            hop_until = pre.value + tolerance(pre.value, rtol=HOP_RTOL, atol=HOP_ATOL)
-    certified_first = False
-    if method == "auto" and closed is not None and face is not None:
-        if inst.full_batch:
-            first = certify_instance(inst, None, face=face, solver=solver, upper=closed, diagnostics=[], reduced=pre,
-                                     exact_face=exact_face, conic=False)
-        elif N <= T.GRAM_CERT_MAX:
-            first = certify_instance(inst, None, face=face, solver=solver, upper=closed, diagnostics=[], conic=False)
-        if first is not None and is_finite(first[0].value) and within(closed - first[0].value,
-                                                                       _tol(closed, first[0].allowance, inst)):
-            certified_first = True
-    sol = None
-    if certified_first:
-        # the closed form is certified optimal: the factored solve is a bounded confirmation (work budget in
-        # evaluations), run only when it fits CONFIRM_WORK_FLOPS; its value is an extra independent check
-        ev_flops = T.estimate_cost(inst)["eval_flops"]
-        iters = int(min(CONFIRM_MAX_ITERS, CONFIRM_WORK_FLOPS / max(ev_flops, 1.0)))
-        if iters >= CONFIRM_MIN_ITERS:
-            sol = S.solve_factored(inst, starts=1, seed=seed, hops=0, maxiter=iters, time_budget=WALL_SAFETY_S,
-                                   **(backend_opts or {}))
-        else:
-            diagnostics.append(f"confirmation solve skipped: {CONFIRM_MIN_ITERS} iterations of ~{ev_flops:.3g} flops "
-                               f"exceed its work budget of {CONFIRM_WORK_FLOPS:.3g} flops (the certificate decides; "
-                               "--method factored runs the solver)")
-    else:
-        if first is not None:
-            diagnostics.append("the predicted closed form is not certified by the cheap bounds: factored solve")
-        try:
-            T.check_budget(inst, starts=starts, hops=hops, factored=True)
-            sol = _solve(inst, starts=starts, seed=seed, hops=hops, hop_until=hop_until, backend_opts=backend_opts,
-                         time_budget=time_budget)
-        except InputError as exc:
-            if first is None:
-                raise
-            diagnostics.append(f"factored solve refused by its budget ({exc})")
-    if sol is not None and sol.diagnostics.get("time_budget_reached"):
-        diagnostics.append(f"factored solver: stopped by the wall-clock safety limit "
-                           f"({fmt(sol.diagnostics.get('time_budget'), 3)} s); the work budget was not reached; the best "
-                           "point so far is used")
-    H = sol.variables["H"] if sol is not None else None
-    if sol is not None:
-        feasible = {"solver": sol.value, **feasible}
-    best_name = min(feasible, key=feasible.get) if feasible else None
-    upper = feasible[best_name] if feasible else None
-    converged = sol.converged if sol is not None else True
-    if certified_first:  # the certificate decided; the confirmation's point is not re-certified (N x N work)
-        bounds, face_cert = first
-    else:
-        bounds, face_cert = certify_instance(inst, H, face=face, solver=solver, upper=upper, diagnostics=diagnostics,
-                                             reduced=pre if H is None else None, exact_face=exact_face)
-    if certified_first and sol is not None:
-        tolc = _tol(sol.value, bounds.allowance, inst)
-        evc = {"confirmation_value": sol.value, "proven_lower_bound": bounds.value, "tolerance": tolc,
-               "iterations_budget": iters, "converged": sol.converged}
-        gapc = sol.value - bounds.value
-        evc["excess_over_certified_optimum"] = gapc
-        if exceeds(-gapc, tolc):
-            checks.append(Check(prefix + "confirmation-solve", Verdict.REFUTED, f"the factored solve found "
-                                f"{fmt(sol.value)} below the proven lower bound {fmt(bounds.value)}: a certificate defect",
-                                evc))
-        else:
-            checks.append(Check(prefix + "confirmation-solve", Verdict.VERIFIED, f"an independent factored solve (random "
-                                f"start, bounded work) found {fmt(sol.value)}, {fmt(gapc, 3)} above the certified optimum "
-                                "(never below it)", evc))
-    certificate = {"lower_bound": bounds.value, "gap": None if bounds.value is None else upper - bounds.value,
-                   "upper": upper, "upper_from": best_name, "method": bounds.route, "allowance": bounds.allowance,
-                   "routes": bounds.routes}
-    ev_common = {"feasible_values": feasible}
-    if inst.nonneg:
-        tol = _tol(pred, bounds.allowance, inst)
-        checks.append(lower_bound_claim(prefix + "theorem-lower-bound", pred, proven_lower=bounds.value,
-                                        feasible_value=upper, tol=tol, certificate=bounds.route or "",
-                                        evidence=ev_common))
-        need = T.required_dim_for_bound(inst.counts) if inst.full_batch else k
-        if d >= need:
-            checks.append(optimum_matches(prefix + "optimal-value", pred, attained=upper, lower_bound=bounds.value,
-                                          tol=tol, converged=converged, certificate=bounds.route or "",
-                                          evidence=ev_common))
-        else:
-            checks.append(hypothesis_fails(prefix + "optimal-value", f"d = {d} < {need}: the bound is attained only with "
-                                           f"d >= {need} (best value found {fmt(upper)}, bound {fmt(pred)})",
-                                           {"found_value": upper, "bound": pred, "required_dim": need}))
-        if d < k:
-            checks.append(hypothesis_fails(prefix + "geometry-of", f"d = {d} < k = {k}: no orthogonal frame exists"))
-        elif inst.full_batch and n_single >= 2:
-            singles = [c for c, n in enumerate(inst.counts) if n == 1]
-            checks.append(hypothesis_fails(prefix + "geometry-of", f"classes {singles[:2]} are singletons and never "
-                                           "constrained against each other: the minimiser is not unique (they may share "
-                                           "a direction)"))
-        elif analysis is not None and analysis.of_unique is not True:
-            ev = {"analysis": analysis.to_dict()}
-            H2 = T.alternative_minimiser(inst.counts, inst.batches, max(d, k + 1))
-            txt = ("non-unique minimiser: " if analysis.of_unique is False else "") + analysis.reason
-            if H2 is not None:
-                ev["second_minimiser_value"] = S.scl_loss(H2, y, inst.batches, tau, grad=False)
-                ev["second_minimiser_gram_diff"] = float(np.max(np.abs(H2.T @ H2 - T.of_gram(inst.counts))))
-                txt += (f"; second minimiser{f' ({analysis.witness})' if analysis.witness else ''} has loss {fmt(ev['second_minimiser_value'])} and a Gram "
-                        f"{fmt(ev['second_minimiser_gram_diff'], 3)} from the OF's")
-            checks.append(hypothesis_fails(prefix + "geometry-of", "C1 and C2 (unique minimiser): " + txt, ev))
-        else:
-            checks += geometry_checks(inst, face_cert, claimed_geometry=geometry, prefix=prefix)
-    elif pred is not None:
-        tol = _tol(pred, bounds.allowance, inst)
-        checks.append(lower_bound_claim(prefix + "etf-lower-bound", pred, proven_lower=bounds.value, feasible_value=upper,
-                                        tol=tol, certificate=bounds.route or "", evidence=ev_common))
-        if d >= k - 1:
-            checks.append(optimum_matches(prefix + "optimal-value", pred, attained=upper, lower_bound=bounds.value,
-                                          tol=tol, converged=converged, certificate=bounds.route or "",
-                                          evidence=ev_common))
-            checks += geometry_checks(inst, face_cert, claimed_geometry=geometry, prefix=prefix)
-        else:
-            checks.append(hypothesis_fails(prefix + "optimal-value", f"d = {d} < k - 1 = {k - 1}: no simplex ETF exists",
-                                           {"found_value": upper, "etf_value": pred}))
-    else:
-        checks.append(_certified_value_check(prefix + "certified-optimum", upper, bounds, inst))
-        etf_conf = feasible.get("collapsed ETF")
-        if inst.full_batch and not inst.balanced and k >= 3 and etf_conf is not None:
-            theorem = "Kini et al., imbalanced UFM: not an ETF, optimum below the ETF value (reconstructed)"
-            checks.append(_below_check(prefix + "optimum-below-etf-value", T.etf_value(inst.counts, tau), sol.value,
-                                       bounds, "the collapsed-ETF value", inst))
-            geometry = predicted_geometry or "other"
-            checks += imbalanced_geometry_checks(inst, H, claimed_geometry=geometry, prefix=prefix)
-        elif not inst.full_batch and etf_conf is not None:
-            theorem = "Kini et al., mini-batch UFM: the ETF is not the minimiser in general (reconstructed)"
-            checks.append(_below_check(prefix + "etf-not-minimiser", etf_conf, sol.value, bounds,
-                                       "the collapsed ETF's value", inst))
-        if inst.full_batch and inst.balanced and inst.counts[0] < 2:
-            checks.append(hypothesis_fails(prefix + "optimal-value", "Graf et al. need n >= 2 samples per class"))
-    # the solver's point against the proven radius (a cross-check of the certificate; never decides)
-    if sol is not None and face_cert is not None and face_cert.face is not None and N <= T.GRAM_CERT_MAX:
-        G0 = _center_gram(inst, face_cert.face)
-        eps = max(0.0, sol.value - face_cert.center_value)
-        b = face_cert.bounds(eps)
-        if b is not None:
-            dist = float(np.linalg.norm(H.T @ H - G0))
-            if dist > b["gram_radius"] * (1 + 1e-9) + 1e-9 * max(1.0, float(N)):  # + the float Gram's rounding
-                diagnostics.append(f"solver point is {fmt(dist, 3)} from the certified center, beyond the proven radius "
-                                   f"{fmt(b['gram_radius'], 3)} for its value excess {fmt(eps, 3)}: certificate defect?")
+        theorem, geometry, more = _no_prediction_checks(inst, res, predicted_geometry, prefix)
+        checks += more
     predicted = {"value": pred, "theorem": theorem, "geometry": geometry,
-                 "theorem1_bound": T.theorem1_bound(inst.counts, tau), "etf_value": T.etf_value(inst.counts, tau)}
-    if H is not None:
-        cls = classify_gram(_mean_gram(H, y))
-        dev = within_class_max_deviation(H, y)
-        geom = {"classification": cls.classification, "distance_etf": cls.distance_etf, "distance_of": cls.distance_of,
-                "class_mean_cosines": cosine_matrix(class_means(H, y)) if k <= 200 else None,
-                "metrics": nc_metrics(H, y).to_dict(), "within_class_max_deviation": dev,
-                "collapsed": bool(dev <= COLLAPSE_TOL), "note": "measured at the solver's point (not a statement)"}
-    else:  # certificate first, no solve: the certified center (its geometry is the statement's, proven above)
-        M0 = np.eye(k) if face == "orthogonal-frame" else (
-            k / (k - 1.0) * (np.eye(k) - 1.0 / k) if face == "simplex-etf" else None)
-        cls = classify_gram(M0) if M0 is not None else None
-        geom = {"classification": None if cls is None else cls.classification,
-                "distance_etf": None if cls is None else cls.distance_etf,
-                "distance_of": None if cls is None else cls.distance_of, "within_class_max_deviation": 0.0,
-                "note": f"no factored solve (certificate first): the certified center, the collapsed {face}"}
-    solution = ({**sol.to_dict(), "start_values": sol.diagnostics.get("start_values")} if sol is not None else
-                {"value": upper, "method": "closed form certified (no factored solve: --method factored runs one)",
-                 "converged": True, "seconds": 0.0})
-    return {"checks": checks, "predicted": predicted, "certificate": certificate, "geometry": geom,
-            "solution": solution,
-            "diagnostics": diagnostics, "analysis": analysis, "bounds": bounds, "face_cert": face_cert, "sol": sol,
-            "feasible": feasible}
+                 "theorem1_bound": T.theorem1_bound(inst.counts, inst.tau), "etf_value": T.etf_value(inst.counts, inst.tau)}
+    return {"checks": checks, "predicted": predicted, "certificate": res.certificate, "geometry": res.geometry,
+            "solution": res.solution, "diagnostics": res.diagnostics, "analysis": analysis, "bounds": res.bounds,
+            "face_cert": res.face_cert, "sol": res.sol, "feasible": res.feasible, "result": res}
 
 
 def check_instance(inst: T.SCLInstance, *, starts: int = 6, seed: int = 0, hops: int = 20, solver: str = "CLARABEL",

@@ -16,6 +16,7 @@ from proofs_check.core import (Check, Claim, Provenance, RunContext, Verdict, cl
                                hypothesis_fails, is_finite, optimum_matches, symbolic_true, symbolic_zero, tolerance,
                                within)
 from solvers import scl as S
+from solvers import scl_engine as E
 from theory import scl as T
 
 FAMILY = "scl"
@@ -269,7 +270,7 @@ def make_binary_antipodal_claim(value=T.binary_antipodal_value, geometry: str = 
             H[0, y == 0] = 1.0
             H[0, y == 1] = -1.0
             val = S.scl_loss(H, y, None, tau, grad=False)
-            bounds, _ = C.certify_instance(inst, H, upper=val, conic=False)
+            bounds, _ = E.certify_instance(inst, H, upper=val, conic=False)
             pred = float(value(counts, tau))
             yield optimum_matches(f"antipodal value [{lab}]", pred, attained=val, lower_bound=bounds.value,
                                   tol=C._tol(pred, bounds.allowance, inst), certificate=bounds.route or "")
