@@ -1,0 +1,278 @@
+"""One pass over the samples (docs/measure.md, "One pass"): :class:`ClassStats`.
+
+Shifted sums, per-class squared norms and the d x d scatter about per-class shifts, accumulated in
+float64 with a Kahan-compensated sum of blocks; :meth:`ClassStats.merge` adds the statistics of
+disjoint parts exactly when the shifts agree. Re-exported by :mod:`theory.metrics` (which holds the
+memory budgets :func:`theory.metrics.one_pass_fits`). This module does not import ``solvers`` or
+``proofs_check``.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from theory._validate import InputError
+from theory.metrics_stream import SQUARE_MAX, _check_underflow, _chunk, _is_torch, _nonfinite, check_state_budget
+
+# ---------------------------------------------------------------------------------------------
+# One pass: shifted sums and the within-class scatter about per-class shifts (docs/measure.md)
+# ---------------------------------------------------------------------------------------------
+
+#: Rows summed by plain float64 BLAS/numpy accumulation before the block is added to the Kahan-compensated
+#: totals (docs/measure.md, "One pass": the block's rounding is at most ~BLOCK_ROWS u relative, the
+#: compensated sum of blocks adds O(u)). A Kahan step on d x d per chunk would cost as much as the chunk's
+#: products at d = 512 (measured: 10 ms against 16 ms for the B = 2048 syrk).
+BLOCK_ROWS = 32768
+
+#: Largest d x d scatter (bytes of one float64 matrix) the one-pass accumulator keeps; it holds four
+#: (the sum, its compensation, the block sum and a buffer). Above it, measure falls back to two
+#: passes (the K x K projection of docs/metrics.md when d > K): docs/measure.md, "One pass".
+ONE_PASS_MAX_SCATTER_BYTES = 64_000_000
+
+
+def _kahan_add(s: np.ndarray, c: np.ndarray, x: np.ndarray, buf: np.ndarray | None = None) -> None:
+    """s + x with Kahan's compensation c, in place (true sum ~ s - c). ``x`` is overwritten."""
+    np.subtract(x, c, out=x)          # y = x - c
+    t = np.add(s, x, out=buf)          # t = s + y
+    np.subtract(t, s, out=c)
+    np.subtract(c, x, out=c)          # c = (t - s) - y
+    s[...] = t
+
+
+class ClassStats:
+    """One pass over the samples: counts, the within-class scatter and the class sums about per-class shifts.
+
+    The shifted-data algorithm (docs/measure.md, "One pass"): for each class c a shift k_c (the mean of
+    the class's samples in the first chunk where it appears, or a given row) is fixed once; then, with
+    a_i = h_i - k_{y_i},
+
+    - s_c = sum_{y_i = c} a_i (K x d), q_c = sum_{y_i = c} ||a_i||^2, T = sum_i a_i a_i^T (d x d),
+
+    accumulated in float64, each chunk's contribution added with Kahan compensation. At the end,
+    with d_c = s_c / n_c: mu_c = k_c + d_c, n_c sigma_c^2 = q_c - n_c ||d_c||^2 and
+    N Sigma_W = T - sum_c n_c d_c d_c^T. The subtraction loses at most a factor
+    kappa = 1 + sum_c n_c ||d_c||^2 / (N tr Sigma_W) <= 1 + max_c n_c / m_c (m_c: samples of class c in
+    its shift chunk) in relative accuracy, whatever the norm of the means (the naive one-pass formula
+    sum h h^T - sum n_c mu_c mu_c^T loses ||mu||^2 / sigma^2 instead).
+
+    numpy, float64, rows are samples (``layout`` "dn" transposes). ``shift`` (K x d, optional) fixes
+    every shift in advance, so accumulators of disjoint parts of the data can be merged exactly by
+    addition (:meth:`merge`). ``scatter=False`` keeps no d x d matrix (only sums, counts, q).
+    """
+
+    def __init__(self, num_classes: int, dim: int, *, shift: np.ndarray | None = None, scatter: bool = True,
+                 where: str = ""):
+        for name, v in (("num_classes", num_classes), ("dim", dim)):
+            if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 1:
+                raise InputError(f"{name} must be an integer >= 1, got {v!r}")
+        K, d = int(num_classes), int(dim)
+        check_state_budget(K, d, what=f"{where}features")
+        self.K, self.d, self.fixed_K, self.where = K, d, True, where
+        self.dtype = "float64"
+        self.torch_device = None
+        self.counts = np.zeros(K, dtype=np.int64)
+        if shift is None:
+            self.shift = np.zeros((K, d))
+            self.has_shift = np.zeros(K, dtype=bool)
+        else:
+            sh = np.asarray(shift, dtype=np.float64)
+            if sh.shape != (K, d) or not np.isfinite(sh).all():
+                raise InputError(f"{where}shift must be a finite K x d = {K} x {d} array, got shape {sh.shape}")
+            self.shift = sh
+            self.has_shift = np.ones(K, dtype=bool)
+        self.s = np.zeros((K, d))
+        self.s_c = np.zeros((K, d))
+        self.q = np.zeros(K)
+        self.q_c = np.zeros(K)
+        self.scatter = bool(scatter)
+        if self.scatter:
+            if 8.0 * d * d > ONE_PASS_MAX_SCATTER_BYTES:
+                raise InputError(f"{where}features: the one-pass d x d scatter at d = {d} needs "
+                                 f"{8.0 * d * d / 1e6:.3g} MB per matrix, above {ONE_PASS_MAX_SCATTER_BYTES / 1e6:.3g} "
+                                 "MB (use the two-pass ClassMeans / ClassScatter)")
+            self.T = np.zeros((d, d), order="F")
+            self.T_c = np.zeros((d, d), order="F")
+            self._buf = np.zeros((d, d), order="F")
+            self._Tb = np.zeros((d, d), order="F")
+        else:
+            self.T = self.T_c = self._buf = self._Tb = None
+        self._sb = np.zeros((K, d))
+        self._qb = np.zeros(K)
+        self._block_rows = 0
+        self._A = None
+        self.N = 0
+        self.min_value = math.inf
+        self.max_value = -math.inf
+
+    # ------------------------------------------------------------------------------------------
+    def update(self, features, labels, layout: str = "nd") -> "ClassStats":
+        """Add a chunk (B x d, or d x B with layout "dn"; numpy or torch, any real dtype)."""
+        X, y = _chunk(features, labels, layout, self.d, self.K, self.where)
+        if _is_torch(X):
+            X = X.detach().cpu().numpy()
+        if _is_torch(y):
+            y = y.cpu().numpy()
+        B = int(X.shape[0])
+        if B == 0:
+            return self
+        if X.dtype.kind != "f":
+            X = X.astype(np.float64)
+        lo, hi = float(X.min()), float(X.max())
+        if not (math.isfinite(lo) and math.isfinite(hi)):
+            _nonfinite(X, self.where, self.N)
+        amax = max(abs(lo), abs(hi))
+        if amax > SQUARE_MAX:
+            raise InputError(f"{self.where}features: entries up to {amax:.3g}: the squared norms overflow (accepted: "
+                             f"|entries| <= {SQUARE_MAX:g}); rescale the features (the metrics do not depend on their "
+                             "scale)")
+        _check_underflow(amax, self.where)
+        import scipy.sparse as sparse
+
+        cls, inv, m = np.unique(y, return_inverse=True, return_counts=True)
+        # the class indicator (classes of this chunk x B): I @ A sums the rows of A by class in O(B d), no sort
+        ind = sparse.csc_matrix((np.ones(B), inv.astype(np.int64), np.arange(B + 1)), shape=(cls.size, B))
+        new = ~self.has_shift[cls]
+        if new.any():
+            sums = ind @ np.asarray(X, dtype=np.float64)
+            self.shift[cls[new]] = sums[new] / m[new, None]
+            self.has_shift[cls[new]] = True
+        if self._A is None or self._A.shape[0] < B:
+            self._A = np.empty((B, self.d))  # one buffer of shifted rows, reused across chunks
+        A = self._A[:B]
+        np.take(self.shift, y, axis=0, out=A)
+        np.subtract(X, A, out=A)  # a_i = h_i - k_{y_i} in float64 (float32 input converted here, chunk by chunk)
+        rowsq = np.einsum("ij,ij->i", A, A)
+        self._qb[cls] += np.bincount(inv, weights=rowsq, minlength=cls.size)
+        self._sb[cls] += ind @ A
+        self.counts[cls] += m
+        if self.scatter:
+            from scipy.linalg import blas
+
+            # A.T is Fortran-contiguous (d x B): syrk (trans=0) adds the upper triangle of A^T A in place
+            self._Tb = blas.dsyrk(1.0, A.T, beta=1.0, c=self._Tb, trans=0, lower=0, overwrite_c=1)
+        self.min_value = min(self.min_value, lo)
+        self.max_value = max(self.max_value, hi)
+        self.N += B
+        self._block_rows += B
+        if self._block_rows >= BLOCK_ROWS:
+            self._flush()
+        return self
+
+    def _flush(self) -> None:
+        """Add the block accumulators to the compensated totals (Kahan) and clear them."""
+        if self._block_rows == 0:
+            return
+        _kahan_add(self.s, self.s_c, self._sb)
+        _kahan_add(self.q, self.q_c, self._qb)
+        self._sb = np.zeros((self.K, self.d))
+        self._qb = np.zeros(self.K)
+        if self.scatter:
+            _kahan_add(self.T, self.T_c, self._Tb, self._buf)
+            self._Tb[...] = 0.0
+        self._block_rows = 0
+
+    def merge(self, other: "ClassStats") -> "ClassStats":
+        """Add the statistics of disjoint samples (exact addition when the shifts agree; else re-shifted)."""
+        if not isinstance(other, ClassStats) or (other.K, other.d) != (self.K, self.d):
+            raise TypeError("merge needs a ClassStats of the same K and d")
+        if other.N == 0:
+            return self
+        self._flush()
+        other._flush()
+        if self.scatter != other.scatter:
+            raise TypeError("merge needs accumulators that both keep (or both omit) the scatter")
+        o_s = other.s - other.s_c
+        o_q = other.q - other.q_c
+        o_T = (other.T - other.T_c) if self.scatter else None
+        seen = other.counts > 0
+        adopt = seen & ~self.has_shift
+        self.shift[adopt] = other.shift[adopt]
+        self.has_shift[adopt] = True
+        both = seen & ~adopt
+        delta = np.zeros((self.K, self.d))
+        delta[both] = other.shift[both] - self.shift[both]  # a about self's shift = a_other + delta
+        if np.any(delta != 0.0):
+            n = other.counts.astype(np.float64)
+            if self.scatter:
+                U = np.triu(o_T) + np.triu(o_T, 1).T
+                X1 = delta.T @ o_s
+                U += X1 + X1.T + (delta * n[:, None]).T @ delta
+                o_T = np.triu(U)
+            o_q = o_q + 2.0 * np.einsum("ij,ij->i", delta, o_s) + n * np.einsum("ij,ij->i", delta, delta)
+            o_s = o_s + n[:, None] * delta
+        _kahan_add(self.s, self.s_c, o_s.copy())
+        _kahan_add(self.q, self.q_c, o_q.copy())
+        if self.scatter:
+            _kahan_add(self.T, self.T_c, np.asfortranarray(o_T), self._buf)
+        self.counts += other.counts
+        self.N += other.N
+        self.min_value = min(self.min_value, other.min_value)
+        self.max_value = max(self.max_value, other.max_value)
+        return self
+
+    # results (the ClassMeans interface used by collapse_metrics) --------------------------------
+    def counts_numpy(self) -> np.ndarray:
+        return self.counts.copy()
+
+    def check_complete(self) -> np.ndarray:
+        if self.N == 0:
+            raise InputError(f"{self.where}features: no samples were given (N = 0)")
+        empty = np.flatnonzero(self.counts == 0)
+        if empty.size:
+            raise InputError(f"{self.where}labels: class {int(empty[0])} has no sample ({empty.size} of the K = "
+                             f"{self.K} classes 0..{self.K - 1} are empty; every class needs a sample)")
+        return self.counts.copy()
+
+    def offsets(self) -> np.ndarray:
+        """d_c = s_c / n_c: the class means relative to the shifts (K x d)."""
+        self._flush()
+        counts = self.check_complete()
+        return (self.s - self.s_c) / counts[:, None]
+
+    def means(self) -> np.ndarray:
+        return self.shift + self.offsets()
+
+    @property
+    def sq_sum(self) -> float:
+        """sum_i ||h_i||^2 = sum_c (q_c + 2 <k_c, s_c> + n_c ||k_c||^2) (a scale for zero tests only)."""
+        self._flush()
+        s = self.s - self.s_c
+        v = float(np.sum(self.q - self.q_c) + 2.0 * np.einsum("ij,ij->", self.shift, s)
+                  + np.dot(self.counts, np.einsum("ij,ij->i", self.shift, self.shift)))
+        return max(v, 0.0)
+
+    @property
+    def rms(self) -> float:
+        return math.sqrt(self.sq_sum / self.N) if self.N else 0.0
+
+    def within(self) -> tuple[np.ndarray, np.ndarray | None]:
+        """(n_c sigma_c^2 (K,), N Sigma_W (d x d) or None without the scatter)."""
+        counts = self.check_complete()
+        D = self.offsets()  # flushes the block
+        nd2 = counts * np.einsum("ij,ij->i", D, D)
+        class_sq = np.maximum(self.q - self.q_c - nd2, 0.0)
+        if not self.scatter:
+            return class_sq, None
+        T = self.T - self.T_c
+        T = np.triu(T) + np.triu(T, 1).T
+        Dn = D * np.sqrt(counts.astype(np.float64))[:, None]
+        S = T - Dn.T @ Dn
+        return class_sq, (S + S.T) / 2.0
+
+    def numpy_state(self, weights=None, disagree: int = 0) -> dict:
+        """The state :func:`collapse_metrics` reads (mode "sigma": N Sigma_W when d <= K; else its K x K
+        projection M^T (N Sigma_W) M, "projected")."""
+        if not self.scatter:
+            raise InputError(f"{self.where}features: this one-pass accumulator kept no scatter (scatter=False)")
+        mu = self.means()
+        mu_G = mu.mean(axis=0)
+        Mr = mu - mu_G
+        class_sq, S = self.within()
+        mode = "sigma" if self.d <= self.K else "projected"
+        if mode == "projected":
+            S = Mr @ S @ Mr.T
+            S = (S + S.T) / 2.0
+        return {"S": S, "class_sq": class_sq, "Mr": Mr, "mu_G": mu_G, "mode": mode, "N": self.N,
+                "disagree": int(disagree), "W": weights}
