@@ -16,6 +16,7 @@ from scipy.special import expit
 from solvers import lbfgs as LB
 from solvers import losses as L
 from solvers import ufm_general as SG
+from solvers import ufm_general_grouped as SGG  # where the grouped solver reads its constants
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -144,7 +145,7 @@ def test_no_stall_stop_above_the_claims_need_while_the_gradient_is_not_small(mon
     counts = _tail()
     p = SG.classification(L.make_loss("ce", len(counts)), counts, len(counts), 1e-3, 1e-3, lb=0.01)
     lay = SG.class_layout(p)
-    monkeypatch.setattr(SG, "STALL_MAX_RTOL", 0.0)
+    monkeypatch.setattr(SGG, "STALL_MAX_RTOL", 0.0)
     sol = SG.solve_grouped(p, lay, starts=1, max_evals=1500, target_gap_rtol=1e-17, gtol=0.0)
     assert sol.diagnostics["message"].startswith("work budget reached"), sol.diagnostics["message"]
     assert sol.diagnostics["stalled"] is False and sol.diagnostics["evaluations"] <= 1500 + 40
@@ -204,7 +205,7 @@ def test_low_rank_optimum_is_solved_with_fewer_factor_columns_and_the_same_certi
     lay = SG.class_layout(p)
     small = SG.solve_grouped(p, lay, starts=1, time_budget=60.0)
     assert small.diagnostics["factor_rank"] < lay.m // 2
-    monkeypatch.setattr(SG, "RANK_SLACK", 10 ** 6)  # never shrink: rank m throughout
+    monkeypatch.setattr(SGG, "RANK_SLACK", 10 ** 6)  # never shrink: rank m throughout
     full = SG.solve_grouped(p, lay, starts=1, time_budget=60.0)
     assert full.diagnostics["factor_rank"] == lay.m
     cs, cf = (SG.certificate_grouped(p, SG.clean_grouped(p, s.variables["point"], lay), lay) for s in (small, full))
