@@ -483,6 +483,15 @@ def _instance_claim_checks(inst, ctx, lab, **kw):
 def make_theorem1_claim(bound: Callable[[Sequence[int], float], float] = T.theorem1_bound,
                         geometry: str = "orthogonal-frame", instances=None, claim_id: str = "scl.theorem1.full_batch_bound",
                         ) -> Claim:
+    """Kini et al. Theorem 1 (full batch, UFM+, d >= k): the loss is >= sum_{n_c >= 2} n_c log(n_c - 1 + (N - n_c)
+    e^{-1/tau}), with equality exactly at the collapsed orthogonal frame, for any class sizes.
+
+    Source: Kini et al., ICLR 2024, Theorem 1 (reconstructed). Conditions: every instance is full batch, UFM+,
+    d = k. Checked: the proof's symbolic steps (sympy), the spec's reference values, then per instance
+    (``instance_checks``) the bound against a proven lower bound, "min = bound" from a feasible point and that
+    bound, and the OF geometry, collapse and uniqueness from the geometry certificate (proven radius).
+    ``bound`` / ``geometry`` are the statement (a false bound or geometry is REFUTED: a proven bound above it, a
+    feasible point below it, or a radius that excludes it); INCONCLUSIVE without a certificate."""
     def check(ctx: RunContext):
         yield from theorem1_symbolic()
         insts = instances or (THEOREM1_INSTANCES + (THEOREM1_FULL if ctx.full else []))
@@ -534,6 +543,15 @@ def _lowdim_lower(counts, tau, d, bound):
 
 def make_lowdim_claim(required_dim: Callable[[Sequence[int]], int] = T.required_dim_for_bound,
                       strict=None, shared=None, claim_id: str = "scl.theorem1.low_dim_gap") -> Claim:
+    """"The Theorem 1 bound is attained iff d >= required_dim(counts)" (classes with n_c >= 2, plus one if some
+    class is a singleton), in particular strictly not attained for d < k unless singletons share a direction.
+
+    Source: Kini et al., Theorem 1 (d < k remark); the dimension count is derived here. Conditions: full batch,
+    UFM+. Checked per (counts, tau, d): where d >= the claimed dimension, a construction attaining the bound and a
+    proven lower bound (the strict-gap bound of ``low_rank_gap``, the exact d = 1 minimum or the certificate);
+    where a gap is claimed, that proven gap above the tolerance. REFUTED by a construction that attains the bound
+    at a dimension claimed to leave a gap, or a proven gap where attainment is claimed; INCONCLUSIVE when neither
+    a gap nor attainment is proven."""
     def check(ctx: RunContext):
         strict_cases = strict if strict is not None else LOWDIM_STRICT + (LOWDIM_SHARED_AS_STRICT if ctx.full else [])
         cases = [(c, t, d, None) for c, t, d in strict_cases] + list(shared if shared is not None else LOWDIM_SHARED)
@@ -618,6 +636,14 @@ THEOREM2_BATCHINGS = [
 
 def make_theorem2_claim(bound: Callable = T.theorem2_bound, cases=None,
                         claim_id: str = "scl.theorem2.minibatch_bound") -> Claim:
+    """Kini et al. Theorem 2 (mini-batches, UFM+, d >= k): the loss is >= the sum over batches of the per-batch
+    Theorem 1 bounds (classes with one member in a batch left out), attained by the orthogonal frame.
+
+    Source: Kini et al., Theorem 2 (reconstructed). Conditions: UFM+, d = k, any batching (repeats and one-class
+    batches included; a random batching from the run's seed). Checked: the value statements of
+    ``instance_checks`` (lower bound by a proven dual bound, optimum from a feasible point), judged in ball
+    arithmetic under ``--rigorous``. ``bound`` is the statement: a false bound is REFUTED by a proven lower bound
+    above it or a feasible point below it."""
     given = cases
 
     def check(ctx: RunContext):
@@ -702,6 +728,16 @@ def uniqueness_check(name: str, counts, batches, tau: float, d: int, predicted: 
 def make_uniqueness_claim(predict: Callable[[T.BatchingAnalysis], bool | None] = lambda an: an.of_unique,
                           cases=None, claim_id: str = "scl.corollary.uniqueness",
                           provenance: Provenance = Provenance.RECONSTRUCTED) -> Claim:
+    """Kini et al.'s corollary: with mini-batches (UFM+, d >= k + 1) the orthogonal frame is the unique minimiser
+    iff C1 (each class's batch-sharing graph is connected, counting only batches holding another class: the
+    refinement derived here) and C2 (every class pair shares a batch with >= 2 members of one of them).
+
+    Source: Kini et al., Corollary (C1 refined here). Conditions: UFM+, tau = 0.5; full profile adds random
+    batchings whose analysis decides C1/C2. Checked by ``uniqueness_check``: uniqueness only from the geometry
+    certificate at the OF (every minimiser within a proven Gram radius), non-uniqueness only from a witness
+    construction attaining the proven optimum with a Gram far from the OF's. ``predict`` is the statement; a
+    wrong prediction is REFUTED by the other proof; INCONCLUSIVE when neither exists; undecided cases are
+    NOT_APPLICABLE."""
     def check(ctx: RunContext):
         tau = 0.5
         todo = list(cases or UNIQUENESS_CASES)
@@ -747,6 +783,13 @@ BINDING_CASES = [
 
 def make_binding_claim(binding: Callable = T.batch_binding, cases=None,
                        claim_id: str = "scl.corollary.batch_binding") -> Claim:
+    """Batch-binding (one fixed sample of every class added to every batch) gives C1 and C2, hence a unique OF
+    minimiser, when every sample is in a batch and no two classes are singletons.
+
+    Source: Kini et al., batch-binding (reconstructed). Conditions: UFM+, tau = 0.5, d = k + 1. Checked: C1 and C2
+    of the bound batching (a consistency restatement of the combinatorics) and uniqueness of the OF after binding
+    by the geometry certificate (``uniqueness_check``). ``binding`` is the statement: a binding that leaves a
+    non-unique minimiser is REFUTED by a witness; INCONCLUSIVE without a certificate."""
     def check(ctx: RunContext):
         tau = 0.5
         for counts, batches in (cases or BINDING_CASES):
@@ -776,6 +819,15 @@ GRAF_INSTANCES = [((4, 4, 4), 0.5, 2), ((4, 4, 4), 0.5, 3), ((3, 3), 1.0, 1), ((
 
 def make_graf_claim(value: Callable = T.etf_value, geometry: str = "simplex-etf", instances=None,
                     claim_id: str = "scl.graf.balanced_etf") -> Claim:
+    """Graf et al.: balanced classes, full batch, UFM (no nonnegativity), d >= k - 1: the minimum is
+    N log(n - 1 + (N - n) e^{-k/((k-1) tau)}), attained exactly by the collapsed simplex ETF.
+
+    Source: Graf et al., ICML 2021 (reconstructed). Conditions: balanced counts (else NOT_APPLICABLE), full batch;
+    d < k - 1 makes the value statement NOT_APPLICABLE. Checked: two symbolic forms of the value, the spec's
+    reference values, then ``instance_checks`` (proven lower bound, feasible value, ETF geometry, collapse and
+    uniqueness from the closed-form dual point at the ETF or the numeric certificate). ``value`` / ``geometry``
+    are the statement: a false value is REFUTED by a proven bound or a feasible point, a false geometry by the
+    proven radius."""
     def check(ctx: RunContext):
         yield symbolic_zero("two forms of the ETF value agree", T.sym_etf_two_forms())
         for counts, tau, d in (instances or GRAF_INSTANCES):
@@ -802,6 +854,16 @@ IMBALANCED_INSTANCES = [((5, 3, 2), 0.5), ((6, 4, 2), 1.0), ((8, 8, 2, 2), 0.5)]
 
 def make_imbalanced_ufm_claim(geometry: str = "other", minority_closer: bool = True, instances=None,
                               claim_id: str = "scl.ufm.imbalanced_not_etf") -> Claim:
+    """Kini et al. (UFM without ReLU, imbalanced classes, full batch): features collapse, the class means are neither
+    a simplex ETF nor an OF, the two smallest classes' means are closer than the two largest classes', and the
+    optimum is below the collapsed-ETF value.
+
+    Source: Kini et al., discussion of SCL without ReLU under imbalance (reconstructed). Conditions: imbalanced
+    counts, full batch, d = k. Checked: the certified optimum and "below the ETF value" (a feasible point below
+    it; REFUTED by a proven bound at or above it), then the point statements at the polished collapsed candidate
+    with the proven radius from its dual certificate and growth bound (``imbalanced_geometry_checks``).
+    ``geometry`` / ``minority_closer`` are the statement: false ones are REFUTED when the radius excludes them;
+    INCONCLUSIVE without a certificate."""
     def check(ctx: RunContext):
         for counts, tau in (instances or IMBALANCED_INSTANCES):
             k = len(counts)
@@ -828,6 +890,13 @@ MINIBATCH_UFM = [((3, 3, 3), 0.5, [[0, 1, 3, 4], [1, 2, 6, 7], [4, 5, 6, 8], [0,
 
 
 def make_minibatch_ufm_claim(etf_optimal: bool = False, claim_id: str = "scl.ufm.minibatch_not_etf") -> Claim:
+    """Kini et al. (UFM without ReLU, mini-batches): the collapsed simplex ETF is not the minimiser in general,
+    even with balanced classes.
+
+    Source: Kini et al., SCL without ReLU under batching (reconstructed). Conditions: a balanced (3,3,3) batching,
+    tau = 0.5, d = k. Checked: the certified optimum and "min < ETF value" by a feasible (solver) point below the
+    ETF's value by more than the tolerance. ``etf_optimal=True`` states the opposite ("the ETF is optimal"),
+    REFUTED by that feasible point below it; INCONCLUSIVE when neither side is proven."""
     def check(ctx: RunContext):
         for counts, tau, batches in MINIBATCH_UFM:
             k = len(counts)
@@ -856,6 +925,14 @@ RELU_COST_INSTANCES = [((4, 4, 4), 0.5), ((3, 3), 1.0), ((2, 2, 2, 2), 0.2)]
 
 def make_relu_cost_claim(cost: Callable = T.relu_cost, instances=None,
                          claim_id: str = "scl.relu_cost_positive") -> Claim:
+    """The cost of ReLU on balanced data: (Theorem 1 value) - (collapsed-ETF value) > 0, and it equals the certified
+    UFM+ optimum minus the certified UFM optimum.
+
+    Source: Kini et al., Theorem 1 vs Graf et al. (reconstructed). Conditions: balanced counts (else
+    NOT_APPLICABLE), full batch, d = k. Checked: the symbolic sign of the exponent gap, then the cost interval
+    [LB_UFM+ - ETF value, OF value - LB_UFM] from proven lower bounds and feasible values. ``cost`` is the
+    statement: REFUTED when it lies outside the certified interval by more than the tolerance; INCONCLUSIVE when
+    the interval is wider than the tolerance or a bound is missing."""
     def check(ctx: RunContext):
         yield symbolic_true("k/((k-1) tau) > 1/tau, so e^{-1/tau} > e^{-k/((k-1) tau)}", T.sym_relu_cost_positive())
         for counts, tau in (instances or RELU_COST_INSTANCES):
@@ -903,6 +980,13 @@ def make_relu_cost_claim(cost: Callable = T.relu_cost, instances=None,
 
 def make_centering_claim(weighted_cosines: Callable = T.weighted_centering_cosines,
                          claim_id: str = "scl.centering_of_to_etf") -> Claim:
+    """Centring an orthogonal frame by the unweighted mean of its vectors gives a simplex ETF; by the sample-weighted
+    mean it does not under imbalance ((5,3,2): cosines -0.7715, -0.5244, -0.1373).
+
+    Source: docs/scl.md (derived). Conditions: none (k = 2..6 symbolically, (5,3,2) numerically). Checked: the
+    centred OF Gram equals J_k (sympy), the weighted cosines against the four-decimal reference, and the
+    classification of the weighted result. ``weighted_cosines`` is the statement: other cosines are REFUTED by
+    the reference, an ETF classification by the geometry check."""
     def check(ctx: RunContext):
         for k in range(2, 7):
             M = T.sym_centering_of_to_etf(k)
@@ -922,6 +1006,12 @@ def make_centering_claim(weighted_cosines: Callable = T.weighted_centering_cosin
 
 def make_tau_limits_claim(limits: Callable[[int, int], tuple[float, float]] = T.tau_limits,
                           claim_id: str = "scl.tau_limits") -> Claim:
+    """The per-anchor bound log(n_c - 1 + (N - n_c) e^{-1/tau}) tends to log(n_c - 1) as tau -> 0+ and to log(N - 1)
+    as tau -> infinity.
+
+    Source: Kini et al., Theorem 1 (limits; derived). Conditions: n >= 2, N > n. Checked: both limits by sympy,
+    then ``limits(n, N)`` against the bound evaluated at tau = 1e-2 and 1e8 (the corrections are below the stated
+    tolerances there). ``limits`` is the statement: wrong limits are REFUTED by the numeric evaluations."""
     def check(ctx: RunContext):
         low, high = T.sym_tau_limits()
         yield symbolic_zero("lim_{tau->0+} bound = log(n-1)", low)
