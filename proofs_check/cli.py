@@ -67,9 +67,9 @@ def build_parser() -> tuple[argparse.ArgumentParser, dict, dict, dict]:
     r.add_argument("--report", default="ncproofs-report.md", help="Markdown report path ('' to skip)")
     r.add_argument("--json", dest="json_path", default="ncproofs-report.json", help="JSON report path ('' to skip)")
     r.add_argument("--quiet", action="store_true", help="no progress display")
-    r.add_argument("--jobs", "-j", type=int, default=None, metavar="N",
-                   help="run claims in N processes (default: the CPUs available, at most 8; 1: serial); the output "
-                        "order and the verdicts do not depend on N")
+    r.add_argument("--jobs", "-j", type=_jobs_option, default=None, metavar="N|auto",
+                   help="run claims in N processes (default auto: the CPUs this process may use, at most 8; 1: "
+                        "serial); the output order, verdicts and numbers do not depend on N")
     r.add_argument("--no-cache", action="store_true",
                    help="do not read or write the cache of symbolic derivations (default: $NCPROOFS_CACHE_DIR or "
                         "~/.cache/ncproofs, keyed by the source of the modules involved; never stale)")
@@ -306,6 +306,17 @@ def _os_error_line(exc: OSError) -> str | None:
 #: ``run --jobs`` at most (processes forked for the claims)
 MAX_JOBS = 64
 
+
+def _jobs_option(text: str):
+    """``run --jobs``: ``auto`` or an integer (its range is checked with the other options)."""
+    if text.strip().lower() == "auto":
+        return "auto"
+    try:
+        return int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be an integer in [1, {MAX_JOBS}] or 'auto', got {text!r}") from None
+
+
 #: Largest integer any option accepts: integers are stored as int64 (seeds, counts, sizes).
 INT_OPTION_MAX = 2 ** 63 - 1
 
@@ -430,7 +441,7 @@ def _dispatch(parser, args, smap, tmap, emap) -> int:
         from proofs_check import runcache
         from proofs_check.runner import default_workers
 
-        jobs = default_workers() if args.jobs is None else args.jobs
+        jobs = default_workers(len(claims)) if args.jobs in (None, "auto") else args.jobs
         if not 1 <= jobs <= MAX_JOBS:  # --jobs 100000 forked one process per claim
             raise UsageError(f"--jobs must be in [1, {MAX_JOBS}], got {jobs}")
         cache = None if args.no_cache or not runcache.enabled_by_env() else runcache.RunCache()
