@@ -10,7 +10,7 @@ import sys
 
 from proofs_check import html_report, plots
 from proofs_check.commands import UsageError, discover
-from proofs_check.core import RunContext, clean
+from proofs_check.core import RunContext, SolveReport, clean
 from proofs_check.tables import FORMATS, add_render_arguments, render_from_args
 
 
@@ -470,11 +470,13 @@ def _dispatch(parser, args, smap, tmap, emap) -> int:
         from proofs_check.outputs import check_distinct_outputs
 
         check_distinct_outputs(("--plot", getattr(args, "plot", None)), ("--html", args.html))
-        out = clean(cmd.run(args))
+        res = cmd.run(args)  # a live SolveReport (families with a rigorous recipe) or the schema dict
         if getattr(args, "rigorous", False):
             from proofs_check import rigorous
 
-            out = rigorous.apply(out)
+            out = rigorous.apply(res)  # the live report: its candidate bounded, no second solve
+        else:
+            out = res.to_dict() if isinstance(res, SolveReport) else clean(res)
         plots.maybe_plot(args, out)
         if args.html:
             html_report.write_solve_html(out, args.html)

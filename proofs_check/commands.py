@@ -6,7 +6,7 @@ import argparse
 import importlib
 import pkgutil
 from dataclasses import dataclass
-from typing import Callable
+from typing import Any, Callable
 
 from proofs_check.tables import Table
 
@@ -20,12 +20,13 @@ class UsageError(InputError):
 
 @dataclass(frozen=True)
 class SolveCommand:
-    """``ncproofs solve NAME ...``: ``run(args)`` returns the common JSON-schema dict."""
+    """``ncproofs solve NAME ...``: ``run(args)`` returns the live :class:`~proofs_check.core.SolveReport`
+    (``solve --rigorous`` bounds the candidate it holds: no second solve) or the common JSON-schema dict."""
 
     name: str
     help: str
     add_arguments: Callable[[argparse.ArgumentParser], None]
-    run: Callable[[argparse.Namespace], dict]
+    run: Callable[[argparse.Namespace], Any]
     render: Callable[[dict], str] | None = None
 
 

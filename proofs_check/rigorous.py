@@ -1,16 +1,17 @@
 """``--rigorous``: prove a bracket of each instance's optimum in ball arithmetic and re-judge the statements
 about it with the same rule as the float pipeline (docs/rigorous.md).
 
-One engine, :func:`rejudge`, on live checks: the family's recipe (:data:`RECIPES`, report view -> a
-``solvers.rigorous.RigorousBound``) bounds the candidate the check already holds (``SolveReport.live``; a
-saved report without one is rebuilt from ``report["instance"]``), and every :class:`~proofs_check.core.Check`
+One engine, :func:`rejudge`, on live checks: the family's recipe (:data:`RECIPES`, report view and live objects
+-> a ``solvers.rigorous.RigorousBound``) bounds the candidate the check already holds (``SolveReport.live``; only a
+saved report, a dict without them, is read back, by the family's one :data:`SAVED_READERS` function), and every :class:`~proofs_check.core.Check`
 whose statement is about the optimum (``Check.statement``, a :mod:`proofs_check.statements` value) is judged
 again by that statement's own ``judge`` on the proven :class:`~proofs_check.statements.ExactBracket`. No check
 is recognised by its name or its evidence, none is renamed.
 
 - :func:`judge_report` / :func:`judge_checks`: ``run --rigorous`` (claims pass their live reports / checks);
-- :func:`apply`: a report dict (``solve --rigorous``, tables, sweeps and a saved ``REPORT.json``); its checks
-  come back with the statements they serialised (``evidence["statement"]``, :func:`proofs_check.statements.from_dict`).
+- :func:`apply`: the live ``SolveReport`` of ``solve --rigorous``, ``table --rigorous`` and ``sweep --rigorous``
+  (no second solve), or a saved report dict (``REPORT.json``), whose checks come back with the statements they
+  serialised (``evidence["statement"]``, :func:`proofs_check.statements.from_dict`).
 
 The result: ``certificate["rigorous"] = {"lower": [lo, hi], "upper": [lo, hi] | None, "method",
 "precision_bits", "inputs", ...}`` (float pairs rounded outward), or ``{"status": "not certified" |
@@ -39,15 +40,13 @@ class NotSupported(Exception):
 
 
 # ---------------------------------------------------------------------------------------------------
-# Per-family recipes: report dict -> solvers.rigorous.RigorousBound
+# Per-family recipes: (view, prec) -> solvers.rigorous.RigorousBound, on the check's live objects (view["live"])
 # ---------------------------------------------------------------------------------------------------
 
-def _ufm(out: dict, prec: int):
+def _ufm(view: dict, prec: int):
     from solvers import rigorous as R
-    from theory import ufm as T
 
-    p = out.get("instance") or {}
-    inst = T.UFMInstance(p["loss"], p["k"], p["n"], p["d"], p["lw"], p["lh"], p.get("lb", 0.0))
+    inst = view["live"]["instance"]
     rb = R.ufm_from_instance(inst.loss, inst.k, inst.n, inst.lw, inst.lh, inst.lb, prec=prec)
     if inst.hypotheses():
         # the lower bound holds at every d; the candidate's value is attained only when d >= k - 1
@@ -56,76 +55,20 @@ def _ufm(out: dict, prec: int):
     return rb
 
 
-def _scl(out: dict, prec: int):
+def _scl(view: dict, prec: int):
     from solvers import rigorous as R
     from theory import scl as T
 
-    p = out.get("instance") or {}
+    live = view.get("live") or {}
+    p = view.get("instance") or {}
     T.SCLInstance(tuple(p["counts"]), p["tau"], p["d"], p.get("nonneg", True), p.get("batches"))  # validates
-    return R.scl_from_instance(p, prec=prec, H=(out.get("live") or {}).get("H"))
+    return R.scl_from_instance(p, prec=prec, H=live.get("H"))
 
 
-def _feature_collapse(out: dict, prec: int):
+def _feature_collapse(view: dict, prec: int):
     from solvers import rigorous as R
 
-    return R.feature_collapse_from_instance(out.get("instance") or {}, prec=prec)
-
-
-#: Float candidate for `solve ufm --rigorous`: one start of the family's grouped solver (a choice: only the
-#: tightness of the bound depends on it), with a wall-clock budget (s) inside the CLI's 2-minute limit.
-UFM_GENERAL_STARTS = 1
-UFM_GENERAL_BUDGET_S = 60.0
-
-
-def ufm_general_problem(inst: dict):
-    """Rebuild the ``solvers.ufm_general.GeneralUFM`` of a ``solve ufm`` report from ``report["instance"]``."""
-    from solvers import losses as L
-    from solvers import ufm_general as SG
-
-    if inst.get("kind") != "classification":
-        raise NotSupported(f"no rigorous recipe for kind {inst.get('kind')!r} (classification only)")
-    counts = inst.get("counts")
-    if not isinstance(counts, list):
-        raise NotSupported("the report lists no counts (a report written before they were always kept): the "
-                           "instance cannot be rebuilt")
-    ld = inst.get("loss") or {}
-    name = ld.get("name")
-    conv = "others" if str(ld.get("smoothing_convention", "torch")).startswith("others") else "torch"
-    weights = ld.get("class_weights")
-    key = {"ce": "ce", "ls": "ls", "weighted-ce": "weighted-ce", "weighted-ls": "ls", "mse": "mse"}.get(name)
-    if key is None:
-        raise NotSupported(f"no rigorous recipe for loss {name!r}")
-    loss = L.make_loss(key, len(counts), smoothing=float(ld.get("smoothing", 0.0) or 0.0), convention=conv,
-                       weights=weights)
-    return SG.classification(loss, counts, inst["d"], inst["lambda_w"], inst["lambda_h"],
-                             inst.get("lambda_b", 0.0) or 0.0)
-
-
-def ufm_general_candidate(p):
-    """(layout, grouped point) of the family's float solver: ``solvers.ufm_general.solve_grouped`` on the groups
-    of exchangeable classes, or, when there are none (all groups singletons), ``solve_factored`` on the K x K
-    class-reduced problem seen as K singleton groups (``SlotLayout(arange(K))``: beta plays no role)."""
-    import numpy as np
-
-    from solvers import losses as L
-    from solvers import rigorous as R
-    from solvers import ufm_general as SG
-
-    layout = SG.class_layout(p)
-    m = layout.m if layout is not None else p.K
-    if m > R.VERIFIED_MAX:  # checked before the float solve: no work for an instance the recipe refuses
-        raise NotSupported(f"{m} groups of exchangeable classes > {R.VERIFIED_MAX} (verified floating-point "
-                           f"Cholesky of the reduced m x m form)")
-    if layout is None:
-        if p.G != p.K:
-            raise NotSupported("groups other than one per class have no ball recipe")
-        sol = SG.solve_factored(p, rank=min(p.K, p.G), starts=UFM_GENERAL_STARTS, seed=0,
-                                time_budget=UFM_GENERAL_BUDGET_S)
-        X = SG.clean_candidate(p, sol.variables["X"], sol.variables["b"])
-        return L.SlotLayout(np.arange(p.K)), SG.GroupedPoint(np.asarray(X, float), np.zeros(p.K),
-                                                             np.asarray(sol.variables["b"], float))
-    sol = SG.solve_grouped(p, layout, starts=UFM_GENERAL_STARTS, seed=0, time_budget=UFM_GENERAL_BUDGET_S)
-    return layout, SG.clean_grouped(p, sol.variables["point"], layout)
+    return R.feature_collapse_from_instance(view.get("instance") or {}, prec=prec)
 
 
 def live_candidate(live: dict):
@@ -151,17 +94,19 @@ def live_candidate(live: dict):
     return L.SlotLayout(np.arange(p.K)), SG.GroupedPoint(X, np.zeros(p.K), b)
 
 
-def _ufm_general(out: dict, prec: int):
+def _ufm_general(view: dict, prec: int):
     from solvers import rigorous as R
     from solvers import ufm_general as SG
 
-    live = out.get("live") or {}
+    live = view["live"]
     cand = live_candidate(live)
-    if cand is not None:  # the candidate the check holds: no second solve
-        p, (layout, pt) = live["problem"], cand
-    else:  # a saved report: the instance rebuilt from its dict, the candidate solved again
-        p = ufm_general_problem(out.get("instance") or {})
-        layout, pt = ufm_general_candidate(p)
+    if cand is None:
+        p = live["problem"]
+        raise NotSupported("the check's candidate has no ball recipe (" + (
+            "groups other than one per class" if p.G != p.K else
+            f"K = {p.K} > {R.VERIFIED_MAX} classes without groups of exchangeable classes" if p.K > R.VERIFIED_MAX
+            else "no class-reduced point") + ")")
+    p, (layout, pt) = live["problem"], cand
     Zs = SG.slot_logits(p, pt, layout)
     rb = R.ufm_general_grouped(p.loss, p.counts, p.lw, p.lh, p.lb, layout, Zs, prec=prec)
     t0 = time.perf_counter()
@@ -177,15 +122,114 @@ def _ufm_general(out: dict, prec: int):
     return rb
 
 
-def _ufm_regression(out: dict, prec: int):
+def _ufm_regression(view: dict, prec: int):
     from solvers.rigorous import regression as RR
 
-    return RR.recipe(out, prec)
+    return RR.recipe(view, prec)
 
 
 RECIPES = {"ufm-ce": _ufm, "ufm-mse": _ufm, "ufm": _ufm_general, "ufm-regression": _ufm_regression, "scl": _scl,
            "feature_collapse": _feature_collapse}
 
+
+# ---------------------------------------------------------------------------------------------------
+# A saved report (``REPORT.json``, a dict without the check's live objects): the one place it is read back
+# ---------------------------------------------------------------------------------------------------
+
+#: Float candidate of a saved `solve ufm` report (it does not carry its point): one start of the family's
+#: grouped solver (a choice: only the tightness of the bound depends on it), with a wall-clock budget (s) inside
+#: the CLI's 2-minute limit.
+UFM_GENERAL_STARTS = 1
+UFM_GENERAL_BUDGET_S = 60.0
+
+
+def _saved_ufm(report: dict) -> dict:
+    """A saved `solve ufm-ce|ufm-mse` report: its ``theory.ufm.UFMInstance`` (exact parameters, no solve)."""
+    from theory import ufm as T
+
+    p = report.get("instance") or {}
+    return {"instance": T.UFMInstance(p["loss"], p["k"], p["n"], p["d"], p["lw"], p["lh"], p.get("lb", 0.0))}
+
+
+def ufm_general_problem(inst: dict):
+    """The ``solvers.ufm_general.GeneralUFM`` of a saved ``solve ufm`` report, from ``report["instance"]`` (the
+    loss rebuilt from its name: only for a report without its live problem)."""
+    from solvers import losses as L
+    from solvers import ufm_general as SG
+
+    if inst.get("kind") != "classification":
+        raise NotSupported(f"no rigorous recipe for kind {inst.get('kind')!r} (classification only)")
+    counts = inst.get("counts")
+    if not isinstance(counts, list):
+        raise NotSupported("the report lists no counts (a report written before they were always kept): the "
+                           "instance cannot be rebuilt")
+    ld = inst.get("loss") or {}
+    name = ld.get("name")
+    conv = "others" if str(ld.get("smoothing_convention", "torch")).startswith("others") else "torch"
+    weights = ld.get("class_weights")
+    key = {"ce": "ce", "ls": "ls", "weighted-ce": "weighted-ce", "weighted-ls": "ls", "mse": "mse"}.get(name)
+    if key is None:
+        raise NotSupported(f"no rigorous recipe for loss {name!r}")
+    loss = L.make_loss(key, len(counts), smoothing=float(ld.get("smoothing", 0.0) or 0.0), convention=conv,
+                       weights=weights)
+    return SG.classification(loss, counts, inst["d"], inst["lambda_w"], inst["lambda_h"],
+                             inst.get("lambda_b", 0.0) or 0.0)
+
+
+def ufm_general_candidate(p):
+    """(layout, grouped point) of the family's float solver for a saved report: ``solvers.ufm_general.solve_grouped``
+    on the groups of exchangeable classes, or, when there are none (all groups singletons), ``solve_factored`` on
+    the K x K class-reduced problem seen as K singleton groups (``SlotLayout(arange(K))``: beta plays no role)."""
+    import numpy as np
+
+    from solvers import losses as L
+    from solvers import rigorous as R
+    from solvers import ufm_general as SG
+
+    layout = SG.class_layout(p)
+    m = layout.m if layout is not None else p.K
+    if m > R.VERIFIED_MAX:  # checked before the float solve: no work for an instance the recipe refuses
+        raise NotSupported(f"{m} groups of exchangeable classes > {R.VERIFIED_MAX} (verified floating-point "
+                           f"Cholesky of the reduced m x m form)")
+    if layout is None:
+        if p.G != p.K:
+            raise NotSupported("groups other than one per class have no ball recipe")
+        sol = SG.solve_factored(p, rank=min(p.K, p.G), starts=UFM_GENERAL_STARTS, seed=0,
+                                time_budget=UFM_GENERAL_BUDGET_S)
+        X = SG.clean_candidate(p, sol.variables["X"], sol.variables["b"])
+        return L.SlotLayout(np.arange(p.K)), SG.GroupedPoint(np.asarray(X, float), np.zeros(p.K),
+                                                             np.asarray(sol.variables["b"], float))
+    sol = SG.solve_grouped(p, layout, starts=UFM_GENERAL_STARTS, seed=0, time_budget=UFM_GENERAL_BUDGET_S)
+    return layout, SG.clean_grouped(p, sol.variables["point"], layout)
+
+
+def _saved_ufm_general(report: dict) -> dict:
+    """A saved `solve ufm` report: the problem rebuilt from its instance and a float candidate solved again."""
+    p = ufm_general_problem(report.get("instance") or {})
+    layout, pt = ufm_general_candidate(p)
+    return {"problem": p, "layout": layout, "point": pt}
+
+
+#: family -> (report dict -> the live objects its recipe bounds), for a report without them (a saved
+#: ``REPORT.json``): the only functions that read an instance back from a dictionary. The other families' recipes
+#: take the instance's parameters as they are (and the live candidate where the check left one).
+SAVED_READERS = {"ufm-ce": _saved_ufm, "ufm-mse": _saved_ufm, "ufm": _saved_ufm_general}
+#: what the recipe needs in the live objects of those families
+LIVE_NEEDS = {"ufm-ce": "instance", "ufm-mse": "instance", "ufm": "problem"}
+
+
+def live_objects(view: dict, *, saved: bool) -> dict:
+    """The live objects the family's recipe bounds: ``view["live"]`` (``SolveReport.live``) when it holds what the
+    recipe needs; otherwise, with ``saved`` (a report dict read back), the family's :data:`SAVED_READERS`
+    function; without ``saved`` NotSupported (a live report never gets a second solve)."""
+    fam = view.get("family")
+    live = dict(view.get("live") or {})
+    need = LIVE_NEEDS.get(fam)
+    if need is None or live.get(need) is not None:
+        return live
+    if not saved:
+        raise NotSupported(f"the {fam} report holds no live {need} (its check did not keep it): no second solve")
+    return {**live, **SAVED_READERS[fam](view)}
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -338,8 +382,9 @@ def _unsupported(status: str, reason: str, prec: int) -> dict:
     return {"lower": None, "upper": None, "method": None, "precision_bits": prec, "status": status, "reason": reason}
 
 
-def _bracket(view: dict, prec: int):
-    """(RigorousBound or None, certificate.rigorous dict) of the family's recipe on ``view``."""
+def _bracket(view: dict, prec: int, saved: bool):
+    """(RigorousBound or None, certificate.rigorous dict) of the family's recipe on ``view`` and its live
+    objects (:func:`live_objects`)."""
     from solvers import rigorous as R
 
     recipe = RECIPES.get(view.get("family"))
@@ -347,7 +392,7 @@ def _bracket(view: dict, prec: int):
         if recipe is None:
             raise NotSupported(f"no rigorous recipe for family {view.get('family')!r} (supported: "
                                f"{', '.join(sorted(RECIPES))})")
-        rb = recipe(view, prec)
+        rb = recipe({**view, "live": live_objects(view, saved=saved)}, prec)
         rig = rb.to_dict()
         rig.setdefault("inputs", INPUTS)
         return rb, rig
@@ -357,9 +402,12 @@ def _bracket(view: dict, prec: int):
         return None, _unsupported("not certified", str(exc), prec)
 
 
-def rejudge(view: dict, checks: list, *, prec: int | None = None) -> tuple[list, dict, list, bool]:
+def rejudge(view: dict, checks: list, *, prec: int | None = None,
+            saved: bool = True) -> tuple[list, dict, list, bool]:
     """The checks of one instance re-judged in ball arithmetic. ``view``: ``family``, ``instance``,
-    ``predicted`` and optionally ``live`` (the candidate of the check, ``SolveReport.live``).
+    ``predicted`` and optionally ``live`` (the candidate of the check, ``SolveReport.live``). ``saved``: when
+    ``live`` lacks what the recipe needs, read it back from ``view`` (:data:`SAVED_READERS`; for ``solve ufm``
+    that solves again); False: NotSupported instead (a live report: no second solve).
 
     Returns (checks, certificate.rigorous, diagnostics, rigorous): each check about the optimum judged by its
     statement on the proven bracket (``rigorous`` True when VERIFIED there), the statements about every
@@ -369,7 +417,7 @@ def rejudge(view: dict, checks: list, *, prec: int | None = None) -> tuple[list,
     R.require_flint()
     prec = int(prec or R.PRECISION_BITS)
     t0 = time.perf_counter()
-    rb, rig = _bracket(view, prec)
+    rb, rig = _bracket(view, prec, saved)
     rig["seconds_total"] = round(time.perf_counter() - t0, 6)
     diags: list[str] = []
     out = list(checks)
@@ -443,38 +491,36 @@ def checks_of_report(out: dict) -> list:
 
 
 def apply(out, *, prec: int | None = None) -> dict:
-    """A copy of the solve report ``out`` (a ``SolveReport.to_dict()``) with the rigorous certificate and its
-    checks re-judged by :func:`rejudge` (see the module docstring). Does not modify ``out``. Given the live
-    :class:`~proofs_check.core.SolveReport` instead, the recipe bounds its candidate (``live``: no second solve)
-    and the result is the same dict."""
+    """The solve report ``out`` as a dict (``SolveReport.to_dict()`` form) with the rigorous certificate and its
+    checks re-judged by :func:`rejudge` (see the module docstring); ``out`` is not modified.
+
+    ``out`` a live :class:`~proofs_check.core.SolveReport` (``solve``, ``table`` and ``sweep --rigorous``): the
+    recipe bounds the candidate its check holds (``SolveReport.live``) and each check is judged by its own
+    statement; no second solve (a report without the live objects its family's recipe needs is unsupported).
+    ``out`` a dict (a saved ``REPORT.json``): the checks come back with the statements they serialised and the
+    live objects through the family's :data:`SAVED_READERS` function (``solve ufm``: the problem rebuilt and
+    its candidate solved again)."""
     from proofs_check.core import SolveReport, clean
 
     if isinstance(out, SolveReport):
-        judged = judge_report(out, None, prec=prec)
-        res = judged.to_dict()
-        view = {"family": out.family, "instance": out.instance, "predicted": out.predicted}
-        res["rigorous"] = _report_rigorous(view, judged.claims)
-        for c in res["claims"]:
-            c.setdefault("rigorous", False)
-        return res
-    res = dict(out)
-    checks, rig, diags, rigorous = rejudge(res, checks_of_report(res), prec=prec)
+        res = out.to_dict()
+        view = {"family": out.family, "instance": out.instance, "predicted": out.predicted, "live": out.live}
+        checks, rig, diags, rigorous = rejudge(view, list(out.claims), prec=prec, saved=False)
+    else:
+        res = dict(out)
+        checks, rig, diags, rigorous = rejudge(res, checks_of_report(res), prec=prec, saved=True)
     cert = dict(res.get("certificate") or {})
     cert["rigorous"] = rig
     res["certificate"] = cert
-    claims = []
-    for c in checks:
-        d = {"id": c.name, "verdict": c.verdict.value, "reason": c.reason, "independent": bool(c.independent),
-             "evidence": clean(c.evidence_out()), "rigorous": bool(c.rigorous)}
-        claims.append(d)
-    res["claims"] = claims
+    res["claims"] = [{"id": c.name, "verdict": c.verdict.value, "reason": c.reason, "independent": bool(c.independent),
+                      "evidence": clean(c.evidence_out()), "rigorous": bool(c.rigorous)} for c in checks]
     v, reason = summarise(checks, what="statements")
     res["verdict"], res["reason"] = v.value, reason
     # as ClaimResult.rigorous: the report is VERIFIED and every statement judged in balls (values, and the
     # statements about the minimiser where a geometry recipe exists) is proven there
     res["rigorous"] = rigorous
     res["diagnostics"] = list(res.get("diagnostics") or []) + diags
-    return res
+    return clean(res)
 
 
 def render_line(out: dict) -> str:

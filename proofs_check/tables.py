@@ -922,11 +922,12 @@ def _row_rigorous(out: dict | None, value_claim: str) -> tuple[list, str | None]
     return [lower, upper, verdict, proven], note
 
 
-def add_rigorous(table: Table, reports: Sequence[dict | None], *, labels: Sequence[str] | None = None,
+def add_rigorous(table: Table, reports: Sequence, *, labels: Sequence[str] | None = None,
                  value_claim: str = "optimal-value", statement: str | None = None,
                  budget_s: float | None = None) -> Table:
-    """``table`` with the columns of :data:`RIGOROUS_COLUMNS` appended: ``reports[i]`` (a solve-report dict,
-    ``SolveReport.to_dict()`` form, of row i; None for a row without one) goes through
+    """``table`` with the columns of :data:`RIGOROUS_COLUMNS` appended: ``reports[i]`` (the live ``SolveReport``
+    of row i, whose candidate the recipe bounds without a second solve, or a solve-report dict in
+    ``SolveReport.to_dict()`` form; None for a row without one) goes through
     :func:`proofs_check.rigorous.apply`; its proven bracket (``certificate.rigorous``: lower bound
     ``lower[0]``, feasible value ``upper[1]``), the verdict of its ``value_claim`` statement after the
     judgement (the first statement whose id starts with ``value_claim``) and whether that statement is
@@ -948,6 +949,8 @@ def add_rigorous(table: Table, reports: Sequence[dict | None], *, labels: Sequen
     t0 = time.perf_counter()
     for i, (row, rep) in enumerate(zip(table.rows, reports)):
         if rep is not None and time.perf_counter() - t0 > budget_s:
+            if not isinstance(rep, Mapping):  # a live SolveReport
+                rep = rep.to_dict()
             out = {**rep, "certificate": {**(rep.get("certificate") or {}), "rigorous": {
                 "lower": None, "upper": None, "status": "not attempted",
                 "reason": f"the --rigorous time budget of {budget_s:g} s for the table was spent"}}}

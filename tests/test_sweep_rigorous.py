@@ -180,7 +180,7 @@ def test_verdict_is_the_judged_report(tmp_path):
     from proofs_check.families import ufm as F
 
     def report(params, seed):
-        out = F._sweep_ufm_report(params, seed)
+        out = F._sweep_ufm_report(params, seed).to_dict()  # a saved report (dict): the instance read back
         claims = []
         for c in out["claims"]:
             if c["id"] == "optimal-value":

@@ -69,7 +69,7 @@ def _instance(args) -> T.SCLInstance:
     return T.SCLInstance(counts, args.tau, d, args.nonneg, batches)
 
 
-def solve_scl(args) -> dict:
+def solve_scl(args):
     from proofs_check.claims.scl import check_instance
 
     inst = _instance(args)
@@ -92,7 +92,7 @@ def solve_scl(args) -> dict:
                          backend_opts=backend, method=args.method)
     if act is not None:
         rep = _with_activation(rep, inst, act)
-    return rep.to_dict()
+    return rep  # live: `solve scl --rigorous` bounds the candidate features it holds (no second solve)
 
 
 def _with_activation(rep, inst, act: str):

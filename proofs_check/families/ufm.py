@@ -47,7 +47,8 @@ def _bytes(text: str) -> float:
 
 
 def _run(loss: str):
-    def run(args: argparse.Namespace) -> dict:
+    def run(args: argparse.Namespace):
+        """The live ``SolveReport`` of ``check_instance`` (``solve --rigorous`` bounds its instance as it is)."""
         from proofs_check.claims.ufm import check_instance
 
         if loss == "mse" and args.lambda_b is not None:
@@ -60,7 +61,7 @@ def _run(loss: str):
                              args.lambda_b if args.lambda_b is not None else 0.0)
         backend = backend_from_args(args)
         return check_instance(inst, method=args.method, starts=args.starts, seed=args.seed,
-                              max_memory=args.max_memory, **backend).to_dict()
+                              max_memory=args.max_memory, **backend)
 
     return run
 
@@ -217,8 +218,6 @@ def _table(args: argparse.Namespace) -> Table:
                 problems.append((label, counts, n, eps, lw, lh, SG.classification(loss, list(counts), K, lw, lh)))
     rig = bool(getattr(args, "rigorous", False))
     total = sum(estimate_value(pr[-1], args.starts) for pr in problems)
-    if rig:  # --rigorous re-solves each row's float candidate once (proofs_check.rigorous._ufm_general)
-        total += sum(estimate_value(pr[-1], 1) for pr in problems)
     if total > TABLE_TIME_LIMIT_S:
         from solvers.common import work_text
 
@@ -298,23 +297,23 @@ def _table(args: argparse.Namespace) -> Table:
     return table
 
 
-def _row_report(p, r: dict) -> dict:
-    """The `solve ufm` report of one row of `table ufm` (``SolveReport.to_dict()`` form) for
-    ``proofs_check.rigorous.apply``: the instance (``GeneralUFM.to_dict()``, what the recipe rebuilds) and the
-    row's value statement ``optimal-value`` with its prediction (the balanced closed form, else the certified
-    feasible value), its tolerance and float verdict (``certify_value``)."""
+def _row_report(p, r: dict):
+    """The live `solve ufm` report of one row of `table ufm` for ``proofs_check.rigorous.apply``: the instance,
+    the row's value statement ``optimal-value`` with its prediction (the balanced closed form, else the certified
+    feasible value), its tolerance and float verdict, and the candidate ``certify_value`` certified
+    (``r["live"]``: the ball recipe bounds that point, no second solve)."""
+    from proofs_check.core import Check, SolveReport, Verdict
     from proofs_check.statements import ValueEquals
 
     pred = r["closed_form"] if r.get("closed_form") is not None else r["value"]
     how = "closed form" if r.get("closed_form") is not None else "certified value (no closed form)"
-    return {"family": "ufm", "instance": p.to_dict(), "predicted": {"value": pred},
-            "certificate": {"lower_bound": r["lower_bound"], "upper": r["value"], "gap": r["gap"],
-                            "method": r.get("certificate")},
-            "claims": [{"id": "optimal-value", "verdict": r["verdict"], "reason": r["reason"], "independent": True,
-                        "evidence": {"predicted": pred, "tolerance": r["tolerance"], "prediction": how,
-                                     "attained": r["value"], "lower_bound": r["lower_bound"],
-                                     "statement": ValueEquals(pred, r["tolerance"]).to_dict()}}],
-            "diagnostics": []}
+    chk = Check("optimal-value", Verdict(r["verdict"]), r["reason"],
+                {"predicted": pred, "tolerance": r["tolerance"], "prediction": how, "attained": r["value"],
+                 "lower_bound": r["lower_bound"]}, True, statement=ValueEquals(pred, r["tolerance"]))
+    return SolveReport("ufm", p.to_dict(), {"value": pred},
+                       certificate={"lower_bound": r["lower_bound"], "upper": r["value"], "gap": r["gap"],
+                                    "method": r.get("certificate")},
+                       claims=[chk], live=dict(r.get("live") or {}))
 
 
 def _counts_arg(text: str) -> list[int]:
@@ -385,7 +384,9 @@ def general_problem(args: argparse.Namespace):
     return SG.classification(loss, counts, args.dim, args.lambda_w, args.lambda_h, args.lambda_b or 0.0)
 
 
-def _run_general(args: argparse.Namespace) -> dict:
+def _run_general(args: argparse.Namespace):
+    """The live ``SolveReport`` of ``check_general`` (or ``check_nonneg``): ``solve ufm --rigorous`` bounds the
+    candidate it holds."""
     from proofs_check.claims.ufm import check_general
 
     if getattr(args, "nonneg_features", False):
@@ -396,9 +397,9 @@ def _run_general(args: argparse.Namespace) -> dict:
         if args.lambda_b:
             raise UsageError("--lambda-b: the nonnegative-feature model has no bias term")
         return check_nonneg(general_problem(args), starts=max(args.starts, 3), seed=args.seed,
-                            claimed_value=args.claim_value).to_dict()
+                            claimed_value=args.claim_value)
     return check_general(general_problem(args), starts=args.starts, seed=args.seed,
-                         claimed_value=args.claim_value).to_dict()
+                         claimed_value=args.claim_value)
 
 
 def _regression_args(p: argparse.ArgumentParser) -> None:
@@ -460,7 +461,7 @@ def load_targets(path: str):
     return Y
 
 
-def _run_regression(args: argparse.Namespace) -> dict:
+def _run_regression(args: argparse.Namespace):
     from proofs_check.claims.ufm import check_regression
 
     import os
@@ -468,7 +469,7 @@ def _run_regression(args: argparse.Namespace) -> dict:
     # the absolute path and (inside check_regression) the sha256 let `--rigorous` re-read the targets
     return check_regression(load_targets(args.targets), args.dim, args.lambda_w, args.lambda_h,
                             claimed_value=args.claim_value, seed=args.seed,
-                            targets_path=os.path.abspath(args.targets)).to_dict()
+                            targets_path=os.path.abspath(args.targets))
 
 
 COMMANDS = [
@@ -487,18 +488,18 @@ COMMANDS = [
 
 # ---- sweeps: `family = "ufm"` in a sweep config ------------------------------------------------
 
-def _sweep_ufm_report(params: dict, seed: int) -> dict:
-    """The `solve ufm-ce|ufm-mse` report of one sweep instance (``SolveReport.to_dict()``)."""
+def _sweep_ufm_report(params: dict, seed: int):
+    """The live `solve ufm-ce|ufm-mse` report (``SolveReport``) of one sweep instance."""
     from proofs_check.claims.ufm import check_instance
 
     inst = T.UFMInstance(params["loss"], params["k"], params["n"], params["d"], params["lw"], params["lh"],
                          params.get("lb", 0.0))
     return check_instance(inst, method=params.get("method", "auto"), starts=int(params.get("starts", 2)),
-                          seed=seed).to_dict()
+                          seed=seed)
 
 
 def _sweep_ufm(params: dict, seed: int) -> dict:
-    return _sweep_ufm_result(_sweep_ufm_report(params, seed))
+    return _sweep_ufm_result(_sweep_ufm_report(params, seed).to_dict())
 
 
 def _sweep_ufm_result(out: dict) -> dict:

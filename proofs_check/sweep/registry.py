@@ -27,8 +27,9 @@ class Sweepable:
     validate: Callable[[dict], None] | None
     version: str
     description: str
-    #: ``report(params, seed) -> SolveReport.to_dict()`` and ``from_report(report) -> result``, with
-    #: ``fn(params, seed) == from_report(report(params, seed))``: given for sweepables whose instances are solve
+    #: ``report(params, seed) -> SolveReport`` (live: the recipe bounds its candidate, no second solve; or its
+    #: ``to_dict()``) and ``from_report(report) -> result``, with
+    #: ``fn(params, seed) == from_report(report(params, seed).to_dict())``: given for sweepables whose instances are solve
     #: reports, so that a rigorous sweep (``rigorous = true``) can pass the report through
     #: ``proofs_check.rigorous.apply`` before it is summarised (None: no rigorous sweep)
     report: Callable[[dict, int], dict] | None = None
@@ -53,8 +54,9 @@ def register_sweepable(name: str, fn: Callable[[dict, int], dict], *, parameters
     ``defaults`` are merged into every instance (and so into its key; numbers, strings, booleans
     or None); ``validate(params)`` raises ``ValueError`` naming the bad parameter; ``version``
     is part of every instance key: bump it when the computation changes so stored results are
-    not reused. ``report(params, seed)`` (a ``SolveReport.to_dict()`` of a family with a rigorous recipe) and
-    ``from_report(report)`` (the result dict), given together with ``fn = from_report . report``, let
+    not reused. ``report(params, seed)`` (the live ``SolveReport`` of a family with a rigorous recipe, or its
+    ``to_dict()``) and ``from_report(report dict)`` (the result dict), given together with ``fn = from_report .
+    to_dict . report``, let
     ``rigorous = true`` sweeps pass each report through ``proofs_check.rigorous.apply`` (docs/workflow.md).
 
     Returns the registered :class:`Sweepable`. Raises ``TypeError`` (wrong type) or
