@@ -23,6 +23,7 @@ checkpoints, rendering and the CLI entry.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import sys
@@ -40,9 +41,10 @@ from proofs_check.measure_io import (_ST_DTYPES, DEFAULT_KEYS, FORMATS, KEY_DEFA
                                      _bf16_to_f32, _check_file, _check_inflated_member, _label_chunks, _named,
                                      _npy_header, _numeric, _open_npz, _open_pt, _open_safetensors, _pick,
                                      _st_shape, detect_layout, load_inputs, open_arrays, scan_labels)
-from proofs_check.measure_onepass import (ONE_PASS_CHUNK_BYTES, SEGMENT_CHUNKS, Progress,  # noqa: F401
-                                          _in_order, _nc4_pass, _one_pass, _reader, _segments,
-                                          _single_threaded_blas, _two_pass_reason, _workers, one_pass_chunk_rows)
+from proofs_check.measure_onepass import (METRICS_ONE_THREAD_MAX_FLOPS, ONE_PASS_CHUNK_BYTES,  # noqa: F401
+                                          SEGMENT_CHUNKS, Progress, _in_order, _nc4_pass, _one_pass, _reader, _segments,
+                                          _single_threaded_blas, _two_pass_reason, _workers, metrics_blas,
+                                          one_pass_chunk_rows)
 from proofs_check.measure_predict import (GRADES, PREDICT, UFM_CERTIFICATE_MAX_K, UFM_IMBALANCED_MAX_K,  # noqa: F401
                                           _fit_note, _network_objective, _no_prediction, _predict_scl,
                                           _predict_ufm, _predict_ufm_imbalanced, _resolve_predict,
@@ -166,8 +168,6 @@ def measure(features, labels=None, weights=None, bias=None, *, layout: str = "au
             route = ("one pass (shifted sums and d x d scatter, compensated)" +
                      ("; a second pass for NC4 (it needs the final class means)" if sc is not None else ""))
         else:
-            import contextlib
-
             prog = Progress(2 * N, enabled=progress)
             # the chunk products on the CPU run single-threaded here too (threaded BLAS collapses under load)
             with (_single_threaded_blas() if dev is None else contextlib.nullcontext()):
@@ -192,7 +192,9 @@ def measure(features, labels=None, weights=None, bias=None, *, layout: str = "au
         ood_mean = _ood_mean(ood, d, (keys or {}).get("features") or ood_key, diagnostics) if ood is not None else None
         pred = predict_geometry(model, params, counts, d, acc.min_value)
         objective = _network_objective(model, params, pred["record"], sc, acc, inp, one)
-        res = MT.collapse_metrics(acc, sc, predicted=pred["gram"], predicted_reason=pred["reason"], ood_mean=ood_mean)
+        with (metrics_blas(K, d) if dev is None else contextlib.nullcontext()):
+            res = MT.collapse_metrics(acc, sc, predicted=pred["gram"], predicted_reason=pred["reason"],
+                                      ood_mean=ood_mean)
         t4 = time.perf_counter()
         record = pred["record"]
         if record is not None and pred.get("compare"):

@@ -78,6 +78,22 @@ class _single_threaded_blas:
         return False
 
 
+#: Below this many flops of the metrics stage (the min(d, K)^3 eigendecomposition, about 10 min(d, K)^3 flops,
+#: plus the K x K tiles, K^2 d), :func:`theory.metrics.collapse_metrics` runs on one BLAS thread: measured on
+#: the loaded 2-core VM (load 4-6), a threaded 512 x 512 ``eigh`` took 0.76-1.25 s wall against 0.10 s on one
+#: thread (K = 1000, d = 512: the metrics stage took 1.7-7.1 s wall, docs/benchmarks.md). Above it (K = 10^4
+#: and more) the tiles' GEMMs are large enough for threads to pay.
+METRICS_ONE_THREAD_MAX_FLOPS = 2e10
+
+
+def metrics_blas(K: int, d: int):
+    """The BLAS context for the metrics stage: one thread below :data:`METRICS_ONE_THREAD_MAX_FLOPS`."""
+    import contextlib
+
+    work = 10.0 * min(K, d) ** 3 + float(K) * K * d
+    return _single_threaded_blas() if work <= METRICS_ONE_THREAD_MAX_FLOPS else contextlib.nullcontext()
+
+
 def _reader(inp, axis: int, prog=None):
     def read(s: int, e: int):
         X = inp.features.read(s, e, axis)
