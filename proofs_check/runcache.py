@@ -12,7 +12,9 @@ directly or through others (read with ``ast``, imports inside functions included
 old entries are simply never read again (``ncproofs run --clear-cache`` deletes them).
 
 Where: ``$NCPROOFS_CACHE_DIR``, else ``$XDG_CACHE_HOME/ncproofs``, else ``~/.cache/ncproofs``;
-one JSON file per entry (written atomically). ``ncproofs run --no-cache`` or
+one JSON file per entry (written atomically), and ``timings/<profile>.json``: each claim's CPU
+seconds in the last run, which only orders the work of parallel workers (longest first; no verdict
+reads it). ``ncproofs run --no-cache`` or
 ``NCPROOFS_CACHE=0`` turns it off. A cache that cannot be read or written is ignored (the claim
 simply runs).
 """
@@ -192,6 +194,36 @@ class RunCache:
             self.stored += 1
         except (OSError, ValueError, TypeError):
             pass  # a cache that cannot be written is no error: the claim ran
+
+    # ---- CPU seconds of the last run (the order in which parallel workers take claims; no verdict reads them)
+
+    def _timings_path(self, ctx: RunContext) -> Path:
+        return self.dir / "timings" / f"{ctx.profile}{'-rigorous' if ctx.rigorous else ''}.json"
+
+    def timings(self, ctx: RunContext) -> dict[str, float]:
+        """Claim id -> CPU seconds it took when last run under ``ctx``'s profile ({} when unknown)."""
+        try:
+            doc = json.loads(self._timings_path(ctx).read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return {}
+        if not isinstance(doc, dict):
+            return {}
+        return {k: float(v) for k, v in doc.items() if isinstance(k, str) and isinstance(v, (int, float))
+                and not isinstance(v, bool) and v >= 0}
+
+    def record_timings(self, ctx: RunContext, seconds: dict[str, float]) -> None:
+        """Merge ``seconds`` (claim id -> CPU seconds) into the stored timings; write errors are ignored."""
+        if not seconds:
+            return
+        doc = self.timings(ctx)
+        doc.update({k: round(float(v), 4) for k, v in seconds.items()})
+        try:
+            from proofs_check.outputs import write_text_atomic
+
+            self._timings_path(ctx).parent.mkdir(parents=True, exist_ok=True)
+            write_text_atomic(self._timings_path(ctx), json.dumps(doc, sort_keys=True))
+        except (OSError, ValueError, TypeError):
+            pass
 
     def clear(self) -> int:
         """Delete every entry; returns how many."""

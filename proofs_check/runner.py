@@ -65,6 +65,7 @@ class RunResult:
     results: list[ClaimResult]
     context: RunContext
     seconds: float
+    workers: int = 1
 
     def _judged(self) -> list:
         """The results the overall verdict is taken over: a thread statement REFUTED as expected counts as
@@ -123,6 +124,7 @@ class RunResult:
         for d, r in zip(claims, self.results):  # former ids: scripts reading saved reports by an old id find it
             d["aliases"] = aliases_of(d["id"])
             d["cached"] = bool(getattr(r, "cached", False))
+            d["cpu_seconds"] = cpu_seconds(r)
         return clean(envelope("run", {
             "tool": "ncproofs", "profile": self.context.profile, "seed": self.context.seed,
             "rigorous": self.context.rigorous,
@@ -131,6 +133,7 @@ class RunResult:
             "overall_reason": self.reason if self.results else None,
             "counts": self.counts(),
             "refuted_as_expected": self.expected_refuted, "seconds": round(self.seconds, 3),
+            "cpu_seconds": round(sum(cpu_seconds(r) or 0.0 for r in self.results), 3), "jobs": self.workers,
             "environment": {"python": platform.python_version(), "numpy": numpy.__version__,
                             "scipy": scipy.__version__, "sympy": sympy.__version__,
                             "platform": platform.platform()},
@@ -171,10 +174,17 @@ def run_claims(claims: list[Claim], ctx: RunContext | None = None, *, progress: 
 
     ``workers`` > 1 runs claims in that many forked processes (claims are independent: each builds its
     own instances from ``ctx``); results, progress lines, ``on_result`` calls and reports keep the
-    order of ``claims`` whatever the completion order, and the verdicts are those of a serial run. A
-    result that cannot come back from a worker (not picklable) is recomputed here. Without ``fork``
-    (Windows, macOS spawn) the run is serial. ``cache``: a :class:`proofs_check.runcache.RunCache`
-    for the deterministic symbolic claims (None: no cache).
+    order of ``claims`` whatever the completion order, and the verdicts, reasons and evidence are
+    those of a serial run, bit for bit (``tests/test_run_parallel.py``). A worker takes the claims of
+    one module at a time, in claim order (they share memoised work), the modules longest first (the
+    CPU seconds of the previous run, kept by ``cache``; without them the ``experiment`` claims first),
+    so the run ends close to total CPU / workers. A result that cannot
+    come back from a worker (not picklable) is recomputed here. Without ``fork`` (Windows, macOS
+    spawn) the run is serial. ``cache``: a :class:`proofs_check.runcache.RunCache` for the
+    deterministic symbolic claims (None: no cache).
+
+    Each result carries ``cpu_seconds``: the CPU time (user + system, every thread) of the process
+    that ran it, spent on it (a cache lookup for a cached result); ``RunResult.to_dict`` reports them.
 
     Returns a :class:`RunResult` (per-claim :class:`ClaimResult`, the overall verdict over the
     applicable claims, exit status). A claim that crashes gives an ERROR result, it does not raise.
@@ -188,12 +198,15 @@ def run_claims(claims: list[Claim], ctx: RunContext | None = None, *, progress: 
     cached: dict[int, ClaimResult] = {}
     if cache is not None:
         for i, c in enumerate(claims):
+            c0 = time.process_time()
             r = cache.get(c, ctx)
             if r is not None:
                 r.cached = True
+                r.cpu_seconds = time.process_time() - c0
                 cached[i] = r
     todo = [i for i in range(len(claims)) if i not in cached]
-    pool = _start_pool(claims, ctx, todo, workers)
+    costs = cache.timings(ctx) if cache is not None else {}
+    pool = _start_pool(claims, ctx, _groups(claims, todo, costs), workers)
     results = []
     try:
         for i, c in enumerate(claims):
@@ -210,34 +223,107 @@ def run_claims(claims: list[Claim], ctx: RunContext | None = None, *, progress: 
     finally:
         if pool is not None:
             pool[0].shutdown(wait=True, cancel_futures=True)
-    return RunResult(results, ctx, time.perf_counter() - t0)
+    if cache is not None:
+        cache.record_timings(ctx, {r.claim.id: r.cpu_seconds for r in results
+                                   if not getattr(r, "cached", False) and r.cpu_seconds is not None})
+    return RunResult(results, ctx, time.perf_counter() - t0, workers if pool is not None else 1)
+
+
+def cpu_seconds(r: ClaimResult) -> float | None:
+    """CPU seconds of a result in this run (see :func:`run_claims`), None when it was not measured."""
+    v = getattr(r, "cpu_seconds", None)
+    return None if v is None else round(float(v), 4)
+
+
+#: BLAS threads while a claim runs (``ncproofs run``, serial or in processes alike, so the numbers do not
+#: depend on ``--jobs``): the claims' products are small, and a threaded OpenBLAS spin-waits on them.
+#: Measured on 2 cores (docs/benchmarks.md, "ncproofs run"): feature_collapse.thm1.type1-optimal took
+#: 0.87 CPU s with 2 BLAS threads and 0.07 with 1 (L-BFGS-B's small dense updates); the parallelism of a
+#: run is over claims (``--jobs``).
+CLAIM_BLAS_THREADS = 1
+
+
+def _blas_limit():
+    try:
+        from threadpoolctl import threadpool_limits
+    except ImportError:  # pragma: no cover - a dependency; without it BLAS keeps its threads
+        import contextlib
+
+        return contextlib.nullcontext()
+    return threadpool_limits(limits=CLAIM_BLAS_THREADS, user_api="blas")  # the libraries loaded now
+
+
+def _timed_run(claim: Claim, ctx: RunContext) -> ClaimResult:
+    c0 = time.process_time()
+    with _blas_limit():
+        r = claim.run(ctx)
+    r.cpu_seconds = time.process_time() - c0
+    return r
+
+
+#: expected CPU seconds of a claim never timed (the order of a first run only): experiments and numeric
+#: claims are the long ones
+_DEFAULT_COST = {"experiment": 1.0, "numeric": 0.2, "symbolic": 0.2}
+
+
+def _groups(claims, todo: list[int], costs: dict) -> list[list[int]]:
+    """``todo`` as the tasks of the workers: the claims of one module together, in claim order (claims of
+    a module share memoised work, e.g. one training run for several statements: a worker computes it once,
+    as a serial run does), the groups by decreasing expected CPU time (longest first; ties: claim order).
+    The grouping and the order decide which process runs what and when, never a result."""
+    def cost(i):
+        c = claims[i]
+        known = costs.get(c.id)
+        if isinstance(known, (int, float)) and not isinstance(known, bool) and known >= 0:
+            return float(known)
+        return max((_DEFAULT_COST.get(t, 0.05) for t in c.tags), default=0.05)
+
+    by_module: dict[str, list[int]] = {}
+    for i in todo:
+        by_module.setdefault(getattr(claims[i].check, "__module__", None) or f"#{i}", []).append(i)
+    groups = list(by_module.values())
+    return sorted(groups, key=lambda g: (-sum(cost(i) for i in g), g[0]))
 
 
 # ---- processes ------------------------------------------------------------------------------------
-# The worker runs a claim by its index in the list the parent forked with (claims hold closures,
-# which do not pickle) and sends back the verdict, reason, checks and seconds.
+# The worker runs a group of claims by their indices in the list the parent forked with (claims hold
+# closures, which do not pickle) and sends back each one's verdict, reason, checks, seconds and CPU
+# seconds, or None for a result that does not pickle (the parent runs that claim again).
 
 _FORKED: tuple[list, RunContext] | None = None
 
 
-def _run_in_worker(i: int):
+def _run_in_worker(group: list[int]):
+    import pickle
+
     claims, ctx = _FORKED
-    r = claims[i].run(ctx)
-    return r.verdict, r.reason, r.checks, r.seconds
+    out = []
+    for i in group:
+        r = _timed_run(claims[i], ctx)
+        item = (r.verdict, r.reason, r.checks, r.seconds, r.cpu_seconds)
+        try:
+            pickle.dumps(item)
+        except Exception:  # noqa: BLE001 - anything that does not pickle is recomputed by the parent
+            item = None
+        out.append(item)
+    return out
 
 
-def _start_pool(claims, ctx, todo, workers):
+def _start_pool(claims, ctx, groups: list[list[int]], workers):
     import multiprocessing as mp
 
     global _FORKED
-    if workers <= 1 or len(todo) <= 1 or "fork" not in mp.get_all_start_methods():
+    if workers <= 1 or len(groups) <= 1 or "fork" not in mp.get_all_start_methods():
         return None
     from concurrent.futures import ProcessPoolExecutor
 
     _FORKED = (list(claims), ctx)
     try:
-        ex = ProcessPoolExecutor(max_workers=min(workers, len(todo)), mp_context=mp.get_context("fork"))
-        futures = {i: ex.submit(_run_in_worker, i) for i in todo}
+        ex = ProcessPoolExecutor(max_workers=min(workers, len(groups)), mp_context=mp.get_context("fork"))
+        futures = {}
+        for g in groups:  # taken in this order by the free workers
+            f = ex.submit(_run_in_worker, g)
+            futures.update({i: (f, k) for k, i in enumerate(g)})
     finally:
         _FORKED = None  # the children have their copy; the parent keeps no reference
     return ex, futures
@@ -245,28 +331,34 @@ def _start_pool(claims, ctx, todo, workers):
 
 def _collect(pool, i: int, claim: Claim, ctx: RunContext) -> ClaimResult:
     if pool is None:
-        return claim.run(ctx)
+        return _timed_run(claim, ctx)
+    future, k = pool[1][i]
     try:
-        verdict, reason, checks, seconds = pool[1][i].result()
-    except Exception:  # a result that does not pickle, a worker that died: run it here (same verdict)
-        return claim.run(ctx)
-    return ClaimResult(claim, verdict, reason, checks, seconds)
+        item = future.result()[k]
+    except Exception:  # a worker that died: run it here (same verdict)
+        item = None
+    if item is None:  # or a result that does not pickle
+        return _timed_run(claim, ctx)
+    verdict, reason, checks, seconds, cpu = item
+    r = ClaimResult(claim, verdict, reason, checks, seconds)
+    r.cpu_seconds = cpu
+    return r
 
 
-def default_workers() -> int:
-    """Processes for ``ncproofs run``: the CPUs this process may use that are idle now (CPUs minus the
-    1-minute load average), at least 1, at most 8. Measured: on 2 cores already running 12 processes,
-    two workers took 55 s wall where one took 32 s (``--only ufm --only scl``): processes only help on
-    idle CPUs, so a busy machine runs serially unless ``--jobs`` says otherwise."""
+def default_workers(n_claims: int | None = None) -> int:
+    """Processes for ``ncproofs run`` (``--jobs auto``, the default): the CPUs this process may use, at
+    most 8, and no more than the claims to run (one claim: serial, no process started).
+
+    The claims are independent and forked from a parent that has imported their modules, so a worker
+    costs milliseconds; measured on 2 cores (docs/benchmarks.md, "ncproofs run"), two workers finish the
+    quick profile in about half the wall time of one, and under load from other processes they still
+    take two scheduler shares instead of one."""
     try:
         n = len(os.sched_getaffinity(0))
     except (AttributeError, OSError):
         n = os.cpu_count() or 1
-    try:
-        idle = n - int(os.getloadavg()[0])
-    except (AttributeError, OSError):
-        idle = n
-    return max(1, min(idle, n, 8))
+    n = max(1, min(n, 8))
+    return n if n_claims is None else max(1, min(n, n_claims))
 
 
 def _short(x) -> str:

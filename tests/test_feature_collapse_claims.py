@@ -121,6 +121,17 @@ def test_derivations_claim_refutes_wrong_identity():
     assert C.make_derivations_claim(lambda: wrong).run(CTX).verdict == Verdict.REFUTED
 
 
+def test_derivation_check_proves_by_cancel_and_still_refutes():
+    n, t = sp.symbols("n_c t", positive=True)
+    true = sp.log(n) * (n ** 2 - 1) / (n - 1) - sp.log(n) * (n + 1)  # zero only after cancelling n - 1
+    assert sp.expand(true) != 0
+    ok = C.derivation_check("cancel", true)
+    assert ok.verdict == Verdict.VERIFIED and "cancel" in ok.reason and "log" in ok.evidence["expression"]
+    wrong = sp.exp(-t) * (n ** 2 - 1) / (n - 1) - sp.exp(-t) * n  # off by e^-t
+    bad = C.derivation_check("wrong", wrong)
+    assert bad.verdict == Verdict.REFUTED and bad.evidence["value"] > 1e-9
+
+
 # ---- thresholds by value -------------------------------------------------------------------------
 
 def test_trivial_phase_claim_verified_and_states_formula():

@@ -90,6 +90,11 @@ def test_run_report_and_fail_on_inconclusive(tmp_path, monkeypatch, capsys):
     assert main(["run", "--only", "ufm.ce.symbolic-derivation", "--quiet", "--report", "", "--json", str(path)]) == 0
     doc = _valid(json.loads(path.read_text()))
     assert doc["command"] == "run" and doc["claims"][0]["aliases"] == ["ufm-ce-symbolic-derivation"]
+    # per-claim CPU seconds (and their sum), the processes used; the schema refuses negative times
+    assert doc["claims"][0]["cpu_seconds"] >= 0 and doc["jobs"] == 1
+    assert doc["cpu_seconds"] == round(sum(c["cpu_seconds"] for c in doc["claims"]), 3)
+    assert not VALIDATOR.is_valid({**doc, "claims": [{**doc["claims"][0], "cpu_seconds": -1.0}]})
+    assert not VALIDATOR.is_valid({**doc, "jobs": 0})
 
     def claim(verdict):
         return Claim(f"ufm.test.{verdict.value.lower()}", "ufm", "s", "src", Provenance.DERIVED,

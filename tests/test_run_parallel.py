@@ -17,11 +17,13 @@ pytestmark = pytest.mark.skipif("fork" not in __import__("multiprocessing").get_
                                 reason="parallel runs need the fork start method (Linux)")
 
 
-def _claim(cid, verdict=Verdict.VERIFIED, delay=0.0, evidence=None, tags=()):
+def _claim(cid, verdict=Verdict.VERIFIED, delay=0.0, evidence=None, tags=(), module=None):
     def check(ctx):
         time.sleep(delay)
         yield Check("c", verdict, f"{cid} ran in process {os.getpid()}", dict(evidence or {}, pid=os.getpid()))
 
+    # the workers take the claims of one module together: each test claim is its own module unless told
+    check.__module__ = module or f"tests.fake_claims.{cid}"
     return Claim(cid, "ufm", "s", "src", Provenance.DERIVED, check, tags=tuple(tags))
 
 
@@ -38,6 +40,21 @@ def test_parallel_keeps_claim_order_and_verdicts():
     pids = {r.checks[0].evidence["pid"] for r in par.results}
     assert os.getpid() not in pids and len(pids) >= 2  # really ran in other processes
     assert all(r.claim is c for r, c in zip(par.results, claims))  # the parent's Claim objects
+
+
+def test_claims_of_one_module_run_in_one_worker_in_claim_order():
+    # claims of a module share memoised work: one worker runs them in claim order, as a serial run does
+    order = []
+    claims = [_claim("ufm.t.a1", module="tests.fake.a"), _claim("ufm.t.b1", module="tests.fake.b", delay=0.3),
+              _claim("ufm.t.a2", module="tests.fake.a"), _claim("ufm.t.a3", module="tests.fake.a")]
+    run = runner.run_claims(claims, RunContext(), progress=False, workers=2, on_result=lambda r: order.append(r.claim.id))
+    pid = {r.claim.id: r.checks[0].evidence["pid"] for r in run.results}
+    assert pid["ufm.t.a1"] == pid["ufm.t.a2"] == pid["ufm.t.a3"] != pid["ufm.t.b1"]
+    assert order == ["ufm.t.a1", "ufm.t.b1", "ufm.t.a2", "ufm.t.a3"]
+    # longest first: the expected costs order the modules, never the results
+    groups = runner._groups(claims, [0, 1, 2, 3], {"ufm.t.b1": 5.0})
+    assert groups == [[1], [0, 2, 3]]
+    assert runner._groups(claims, [0, 1, 2, 3], {"ufm.t.a1": 9.0}) == [[0, 2, 3], [1]]
 
 
 def test_a_result_that_does_not_pickle_is_recomputed_here():
@@ -110,3 +127,42 @@ def test_damaged_entry_is_a_miss(tmp_path):
     entry.write_text("{not json")
     assert runcache.RunCache(tmp_path).get(c, ctx) is None
     assert runcache.RunCache(tmp_path).clear() == 1
+
+
+# ---- the same numbers over processes ------------------------------------------------------------------
+
+#: real claims of five modules (symbolic, L-BFGS with certificates, kernels, a training loop); the
+#: random-latents claim's values changed in their last bits with the BLAS thread count before the runner
+#: fixed it for every claim (runner.CLAIM_BLAS_THREADS)
+_SUBSET = ("ufm.mse.symbolic-derivation", "feature_collapse.thm1.type1-optimal",
+           "feature_collapse.random-latents.word-collapse", "ntk.e-zero", "crh.identity.relu_balance",
+           "ufm_general.regression.optimal-value")
+
+
+def _timeless(x):
+    """A report without what may differ between runs of the same claims: times and process ids."""
+    if isinstance(x, dict):
+        return {k: _timeless(v) for k, v in x.items()
+                if k not in ("pid", "cached", "jobs") and "second" not in k and "elapsed" not in k}
+    if isinstance(x, list):
+        return [_timeless(v) for v in x]
+    return x
+
+
+def test_jobs_1_and_2_give_bit_identical_reports(tmp_path, capsys):
+    docs = []
+    for jobs in ("1", "2"):
+        path = tmp_path / f"r{jobs}.json"
+        argv = ["run", "--quiet", "--no-cache", "--report", "", "--json", str(path), "--jobs", jobs]
+        for cid in _SUBSET:
+            argv += ["--only", cid]
+        main(argv)
+        docs.append(json.loads(path.read_text()))
+    assert docs[1]["jobs"] == 2 and docs[0]["jobs"] == 1
+    assert [c["id"] for c in docs[0]["claims"]] == [c["id"] for c in docs[1]["claims"]]
+    assert len(docs[0]["claims"]) == len(_SUBSET)
+    for a, b in zip(docs[0]["claims"], docs[1]["claims"]):
+        assert _timeless(a) == _timeless(b), a["id"]  # every verdict, reason and number, bit for bit
+        assert a["cpu_seconds"] >= 0 and b["cpu_seconds"] >= 0
+    assert _timeless(docs[0]) == _timeless(docs[1])
+    capsys.readouterr()
