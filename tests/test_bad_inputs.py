@@ -102,6 +102,14 @@ CASES = [
     (["table", "scl", "--counts", "3,3", "--tau", ""], "tau"),
     (["table", "feature-collapse", "--concepts", "2", "--length", "2", "--words-per-concept", "2",
       "--lambdas", ""], "lambda"),
+    # the loss options named as typed (the API says "class weights" / "smoothing eps")
+    (["solve", "ufm", "--loss", "weighted-ce", "--class-weights", "1,0,1", *_ufm()], "--class-weights must be"),
+    (["solve", "ufm", "--loss", "weighted-ce", "--class-weights", "1,1e9,1", *_ufm()], "--class-weights must lie"),
+    (["solve", "ufm", "--loss", "weighted-ce", "--counts", "2,2", "--class-weights", "1,2,3",
+      *_ufm(classes=None, per_class=None)], "--class-weights must have"),
+    (["table", "ufm", "--loss", "weighted-ce", "--classes", "3", "--class-weights", "1,-1,1", "--lambda", "0.1"],
+     "--class-weights must be"),
+    (["solve", "ufm", "--loss", "ls", "--smoothing", "1.5", *_ufm()], "--smoothing must be"),
     # run / list
     (["run", "--only", "no-such-claim-xyz"], "only"),
     (["run", "--seed", "-1", "--only", "ufm"], "seed"),

@@ -212,8 +212,8 @@ def _table(args: argparse.Namespace) -> Table:
         if args.class_weights is not None and len(args.class_weights) != K:
             raise UsageError(f"--class-weights has {len(args.class_weights)} entries, but an instance has {K} classes")
         for eps in epss:
-            loss = L.make_loss(args.loss, K, smoothing=eps, convention=args.smoothing_convention,
-                               weights=args.class_weights)
+            loss = loss_from_options(args.loss, K, smoothing=eps, convention=args.smoothing_convention,
+                                     weights=args.class_weights)
             for lw, lh in pairs:
                 problems.append((label, counts, n, eps, lw, lh, SG.classification(loss, list(counts), K, lw, lh)))
     rig = bool(getattr(args, "rigorous", False))
@@ -353,6 +353,25 @@ def _general_args(p: argparse.ArgumentParser) -> None:
                         "lower bound from the doubly nonnegative relaxation (ce, ls, weighted-ce; docs/ufm_general.md)")
 
 
+#: the wording of ``solvers.losses`` refusals (API parameters) -> the options as the user typed them
+_LOSS_OPTIONS = (("class weights ", "--class-weights "), ("smoothing eps ", "--smoothing "))
+
+
+def loss_from_options(name: str, K: int, *, smoothing: float, convention: str, weights):
+    """``solvers.losses.make_loss`` for the ``--loss/--smoothing/--class-weights`` options: a refusal names the
+    option as typed (``--class-weights must be finite and > 0``), not the API's wording ("class weights")."""
+    from solvers import losses as L
+
+    try:
+        return L.make_loss(name, K, smoothing=smoothing, convention=convention, weights=weights)
+    except InputError as exc:
+        msg = str(exc)
+        for api, option in _LOSS_OPTIONS:
+            if msg.startswith(api):
+                raise UsageError(option + msg[len(api):]) from None
+        raise
+
+
 def general_problem(args: argparse.Namespace):
     """The instance of `solve ufm` from parsed arguments (InputError / UsageError on bad input)."""
     from solvers import losses as L
@@ -380,7 +399,8 @@ def general_problem(args: argparse.Namespace):
         raise UsageError("--loss ls needs --smoothing EPS")
     if args.smoothing is not None and args.loss not in ("ls", "weighted-ce"):
         raise UsageError("--smoothing applies to --loss ls (or weighted-ce)")
-    loss = L.make_loss(args.loss, K, smoothing=eps, convention=args.smoothing_convention, weights=args.class_weights)
+    loss = loss_from_options(args.loss, K, smoothing=eps, convention=args.smoothing_convention,
+                             weights=args.class_weights)
     return SG.classification(loss, counts, args.dim, args.lambda_w, args.lambda_h, args.lambda_b or 0.0)
 
 
