@@ -103,3 +103,18 @@ def test_instance_checks_is_a_judge_of_the_engine_result():
     assert isinstance(parts["result"], E.SCLResult)
     assert parts["certificate"] == parts["result"].certificate
     assert np.isfinite(parts["certificate"]["lower_bound"])
+
+
+@pytest.mark.parametrize("value,verdict", [(10.0 + 1e-3, "VERIFIED"), (10.0 - 1e-3, "REFUTED"),
+                                           (float("nan"), "INCONCLUSIVE"), (float("inf"), "INCONCLUSIVE")])
+def test_confirmation_check_fails_closed(value, verdict):
+    """The confirmation solve's value against a proven bound of 10: above is consistent, below by more than the
+    tolerance is a certificate defect, a value that is not a finite number decides nothing."""
+    from proofs_check.claims import scl as C
+
+    inst = SCLInstance((2, 2), 0.5, 3, True)
+    bounds = E.BoundRoutes()
+    bounds.offer("given", 10.0, 0.0)
+    res = E.SCLResult("orthogonal-frame", {"solver": value}, bounds, None, None, True,
+                      {"value": value, "iterations_budget": 20, "converged": True}, {})
+    assert C._confirmation_check("confirmation-solve", res, inst).verdict.name == verdict

@@ -286,19 +286,24 @@ def _prediction(inst: T.SCLInstance, predicted_value, predicted_geometry):
 
 def _confirmation_check(name: str, res: E.SCLResult, inst: T.SCLInstance) -> Check:
     """The bounded confirmation solve against the certified optimum: a feasible value below the proven lower bound
-    by more than the tolerance is a certificate defect (REFUTED); otherwise an independent value above it."""
+    by more than the tolerance is a certificate defect (REFUTED); a value at or above it (within the tolerance) is an
+    independent value consistent with it (VERIFIED); a value or bound that is not a finite number decides nothing
+    (INCONCLUSIVE: fail closed)."""
     conf, bounds = res.confirmation, res.bounds
     value = conf["value"]
     tolc = _tol(value, bounds.allowance, inst)
-    gapc = value - bounds.value
+    gapc = value - bounds.value if is_finite(value, bounds.value) else None
     evc = {"confirmation_value": value, "proven_lower_bound": bounds.value, "tolerance": tolc,
            "iterations_budget": conf["iterations_budget"], "converged": conf["converged"],
            "excess_over_certified_optimum": gapc}
-    if exceeds(-gapc, tolc):
+    if gapc is not None and exceeds(-gapc, tolc):
         return Check(name, Verdict.REFUTED, f"the factored solve found {fmt(value)} below the proven lower bound "
                      f"{fmt(bounds.value)}: a certificate defect", evc)
-    return Check(name, Verdict.VERIFIED, f"an independent factored solve (random start, bounded work) found "
-                 f"{fmt(value)}, {fmt(gapc, 3)} above the certified optimum (never below it)", evc)
+    if gapc is not None and within(-gapc, tolc):
+        return Check(name, Verdict.VERIFIED, f"an independent factored solve (random start, bounded work) found "
+                     f"{fmt(value)}, {fmt(gapc, 3)} above the certified optimum (never below it)", evc)
+    return Check(name, Verdict.INCONCLUSIVE, f"the confirmation value {fmt(value)} or the proven bound "
+                 f"{fmt(bounds.value)} is not a finite number", evc)
 
 
 def _of_geometry_checks(inst, res, geometry, analysis, prefix) -> list[Check]:
