@@ -114,26 +114,31 @@ def objective_and_grad(x: np.ndarray, inst: UFMInstance, y: np.ndarray | None = 
 #: k = 200, n = 20 (3.2e8): 91 vs 94 ms. (Idle, two blocks were 1.3-2x faster from 1.3e7 flops.) Below this size the
 #: gradient runs single-threaded in one block: the same speed at any load (solvers.common.SMALL_GEMM_FLOPS).
 BLOCK_MIN_FLOPS = 2e8
+#: At most this many column blocks. The number of blocks depends on the sizes only (never on the cores), so the
+#: summation order, and with it every bit of the value and gradient, is the same on any machine and at any number
+#: of threads; the threads (min(usable cores, blocks)) only decide which block runs where.
+MAX_BLOCKS = 8
 
 
 class JointObjective:
     """f(W, H, b) and its gradient for one instance, with buffers reused across evaluations.
 
-    Three matrix products per column block (W H_j, G_j H_j^T, W^T G_j) and one pass of exp over
-    the logits, in place. The samples are split into ``blocks`` column blocks that run on
-    threads (numpy and BLAS release the GIL), each with single-threaded BLAS: on small and
-    medium products this beats multithreaded BLAS (whose threads spin and, on a loaded machine,
-    were measured 25x slower) and it also parallelizes the exp pass. Use inside
-    :func:`single_threaded_blas` for that; the result does not depend on the blocking beyond
-    rounding. ``blocks=None`` picks min(usable cores, flops per product / BLOCK_MIN_FLOPS).
+    Three matrix products (W H, G H^T, W^T G) and one pass of exp over the logits, in place. Use inside
+    :func:`single_threaded_blas` (``blas_threads(0)``). Below ``BLOCK_MIN_FLOPS`` per product (``blocks=1``)
+    one fused single-threaded evaluation (:meth:`_single`: no temporaries, the bias and the regularisers enter
+    the products through BLAS's beta, no max pass; docs/benchmarks.md has its speed against three
+    single-thread GEMMs of the same shapes). Above it the samples are split into column blocks that run on
+    threads (numpy and BLAS release the GIL), each with single-threaded BLAS. The number of blocks depends on
+    the sizes only (``MAX_BLOCKS``), so the result is bit-identical at any number of threads or cores.
     """
 
-    def __init__(self, inst: UFMInstance, blocks: int | None = None):
+    def __init__(self, inst: UFMInstance, blocks: int | None = None, fused: bool = True):
         k, d, N = inst.k, inst.d, inst.N
         if blocks is None:
-            blocks = min(usable_cores(), int(2.0 * k * d * N // BLOCK_MIN_FLOPS))
+            blocks = min(MAX_BLOCKS, int(2.0 * k * d * N // BLOCK_MIN_FLOPS))
         blocks = max(1, min(int(blocks), N))
         self.inst, self.blocks = inst, blocks
+        self.workers = min(usable_cores(), blocks)
         self.kd, self.dN = k * d, d * N
         self.y = inst.labels()
         self.edges = [int(e) for e in np.linspace(0, N, blocks + 1)]
@@ -145,22 +150,35 @@ class JointObjective:
         # flat positions of the label entries (row y_i, column i) in each block's U
         self.label_pos = [self.y[a:b] * (b - a) + np.arange(b - a) for a, b in zip(self.edges, self.edges[1:])]
         self.nfev = 0
+        self.fused = fused and blocks == 1  # False: the blocked evaluation in one block (benchmarks, tests)
+        if self.fused:
+            self.ones_k, self.ones_n = np.ones(k), np.ones(N)
+            self.colsum = np.empty(N)
 
     def __call__(self, x: np.ndarray):
+        self.nfev += 1
+        if self.fused:
+            return self._single(x)
         inst, kd, dN = self.inst, self.kd, self.dN
         k, d, N = inst.k, inst.d, inst.N
-        self.nfev += 1
         W = x[:kd].reshape(k, d)
         H = x[kd: kd + dN].reshape(d, N)
         b = x[kd + dN:]
         g = np.empty_like(x)
         gH = g[kd: kd + dN].reshape(d, N)
-        if self.blocks == 1:
-            parts = [self._block(0, W, H, b, gH)]
+        nw = min(self.workers, self.blocks)
+
+        def run(t):  # thread t evaluates blocks t, t + nw, ...
+            return [self._block(j, W, H, b, gH) for j in range(t, self.blocks, nw)]
+
+        if nw == 1:
+            parts = run(0)
         else:
-            pool = _thread_pool(self.blocks - 1)
-            futures = [pool.submit(self._block, j, W, H, b, gH) for j in range(1, self.blocks)]
-            parts = [self._block(0, W, H, b, gH)] + [f.result() for f in futures]
+            pool = _thread_pool(nw - 1)
+            futures = [pool.submit(run, t) for t in range(1, nw)]
+            mine = run(0)
+            per_thread = [mine] + [f.result() for f in futures]
+            parts = [per_thread[j % nw][j // nw] for j in range(self.blocks)]  # summed in block order
         gW = g[:kd].reshape(k, d)
         np.multiply(W, inst.lw, out=gW)
         gb = inst.lb * b
@@ -170,6 +188,67 @@ class JointObjective:
             gW += pW
             gb += pb
         g[kd + dN:] = gb
+        xw, xh = x[:kd], x[kd: kd + dN]
+        f = val / N + 0.5 * (inst.lw * float(xw @ xw) + inst.lh * float(xh @ xh) + inst.lb * float(b @ b))
+        return f, g
+
+    def _single(self, x: np.ndarray):
+        """One block, fused, no temporaries: U = b 1^T (BLAS ger) + W H (GEMM with beta = 1); CE: each sample is
+        shifted by its label logit (the label entry becomes exactly 0, so every column sum of exp is >= 1 and the
+        loss of sample i is log(sum_j exp(u_ji - u_{y_i i})), with no max pass), exp in place, column sums and
+        G 1 as matrix-vector products, lh H and lw W entering W^T G and G H^T through beta. When a logit exceeds
+        its label's by more than ~700 a column sum overflows: then the max-shifted :meth:`_block` is used."""
+        from scipy.linalg.blas import dgemm, dger
+
+        inst, kd, dN = self.inst, self.kd, self.dN
+        k, d, N = inst.k, inst.d, inst.N
+        x = np.asarray(x, dtype=np.float64)  # the products write into float64 buffers in place
+        W = x[:kd].reshape(k, d)
+        H = x[kd: kd + dN].reshape(d, N)
+        b = x[kd + dN:]
+        g = np.empty_like(x)
+        gW, gH, gb = g[:kd].reshape(k, d), g[kd: kd + dN].reshape(d, N), g[kd + dN:]
+        U, flat, s = self.U[0], self.label_pos[0], self.colsum
+        Uf = U.reshape(-1)
+        U.fill(0.0)
+        dger(1.0, self.ones_n, b, a=U.T, overwrite_a=1)  # U = b 1^T (U^T in Fortran order, in place)
+        dgemm(1.0, H.T, W.T, beta=1.0, c=U.T, overwrite_c=1)  # U += W H
+        if inst.loss == "ce":
+            np.subtract(U, Uf[flat], out=U)  # shift each sample by its label logit: U_y = 0 exactly
+            with np.errstate(over="ignore"):
+                np.exp(U, out=U)
+            np.dot(self.ones_k, U, out=s)
+            if not np.isfinite(s).all():
+                return self._fallback(x)
+            val = float(np.sum(np.log(s)))  # loss_i = log(sum_j exp(u_j - u_y))
+            np.multiply(s, N, out=s)
+            np.divide(1.0, s, out=s)
+            np.multiply(U, s, out=U)  # softmax / N
+            Uf[flat] -= 1.0 / N  # G = (P - Y) / N
+        else:
+            Uf[flat] -= 1.0
+            val = 0.5 * float(np.dot(Uf, Uf))
+            np.multiply(U, 1.0 / N, out=U)  # G = (U - Y) / N
+        np.multiply(H, inst.lh, out=gH)
+        dgemm(1.0, U.T, W.T, beta=1.0, c=gH.T, trans_b=1, overwrite_c=1)  # gH = W^T G + lh H
+        np.multiply(W, inst.lw, out=gW)
+        dgemm(1.0, H.T, U.T, beta=1.0, c=gW.T, trans_a=1, overwrite_c=1)  # gW = G H^T + lw W
+        np.dot(U, self.ones_n, out=gb)
+        if inst.lb:
+            gb += inst.lb * b
+        xw, xh = x[:kd], x[kd: kd + dN]
+        f = val / N + 0.5 * (inst.lw * float(xw @ xw) + inst.lh * float(xh @ xh) + inst.lb * float(b @ b))
+        return f, g
+
+    def _fallback(self, x: np.ndarray):
+        """The max-shifted evaluation of one block (logits far above their label's)."""
+        inst, kd, dN = self.inst, self.kd, self.dN
+        k, d, N = inst.k, inst.d, inst.N
+        W, H, b = x[:kd].reshape(k, d), x[kd: kd + dN].reshape(d, N), x[kd + dN:]
+        g = np.empty_like(x)
+        val, pW, pb = self._block(0, W, H, b, g[kd: kd + dN].reshape(d, N))
+        g[:kd] = (inst.lw * W + pW).reshape(-1)
+        g[kd + dN:] = inst.lb * b + pb
         xw, xh = x[:kd], x[kd: kd + dN]
         f = val / N + 0.5 * (inst.lw * float(xw @ xw) + inst.lh * float(xh @ xh) + inst.lb * float(b @ b))
         return f, g

@@ -201,3 +201,68 @@ def test_variable_projection_falls_back_to_the_joint_route_when_not_positive_def
     sol = S.solve_factored(T.UFMInstance("mse", 3, 2, 3, 1e-2, 1e-2), starts=2)
     assert not sol.diagnostics["variable_projection"] and sol.method == "factored-lbfgs(numpy)"
     assert "not numerically positive definite" in sol.diagnostics["variable_projection_fallback"]
+
+
+@settings(max_examples=25)
+@given(loss=st.sampled_from(["ce", "mse"]), k=st.integers(2, 8), n=st.integers(1, 6), d=st.integers(1, 9),
+       seed=st.integers(0, 10**6), scale=st.floats(0.01, 5.0), lb=st.sampled_from([0.0, 0.03]))
+def test_fused_single_block_gradient_equals_the_blocked_evaluation(loss, k, n, d, seed, scale, lb):
+    inst = T.UFMInstance(loss, k, n, d, 2e-3, 7e-3, lb if loss == "ce" else 0.0)
+    x = S.initial_points(inst, 1, seed, init_scale=scale)[0]
+    x[-k:] = np.random.default_rng(seed).standard_normal(k)
+    fused, plain = S.JointObjective(inst, blocks=1), S.JointObjective(inst, blocks=1, fused=False)
+    assert fused.fused and not plain.fused
+    f, g = fused(x)
+    f0, g0 = plain(x)
+    W, H, b = S.unpack(inst, x)
+    assert f == pytest.approx(S.objective(inst, W, H, b), rel=1e-12)
+    assert f == pytest.approx(f0, rel=1e-13)
+    np.testing.assert_allclose(g, g0, rtol=1e-11, atol=1e-14)
+
+
+def test_fused_gradient_falls_back_when_a_logit_exceeds_its_label_by_more_than_exp_range():
+    # a logit 2000 above its label's: exp of the label-shifted logits overflows, the max-shifted block is used
+    inst = T.UFMInstance("ce", 3, 2, 2, 1e-3, 1e-3)
+    x = S.initial_points(inst, 1, 0)[0]
+    x[-3:] = [2000.0, 0.0, 0.0]  # class 0's bias
+    f, g = S.JointObjective(inst, blocks=1)(x)
+    f0, g0 = S.JointObjective(inst, blocks=1, fused=False)(x)
+    assert np.isfinite(f) and np.all(np.isfinite(g))
+    assert f == pytest.approx(f0, rel=1e-13) and f > 2000.0 * 4 / 6  # 4 of 6 samples pay ~2000
+    np.testing.assert_allclose(g, g0, rtol=1e-12, atol=1e-15)
+
+
+@pytest.mark.parametrize("loss", ["ce", "mse"])
+@pytest.mark.parametrize("blocks", [None, 1, 3])
+def test_joint_gradient_is_bit_identical_at_any_number_of_cores_and_blas_threads(monkeypatch, loss, blocks):
+    from solvers.common import blas_all_threads, blas_threads
+
+    inst = T.UFMInstance(loss, 6, 5, 7, 2e-3, 7e-3)
+    x = S.initial_points(inst, 1, 4)[0]
+    x[-6:] = np.random.default_rng(4).standard_normal(6)
+    results = []
+    for cores in (1, 2, 8):
+        monkeypatch.setattr(S, "usable_cores", lambda cores=cores: cores)
+        J = S.JointObjective(inst, blocks=blocks)
+        assert J.workers == min(cores, J.blocks)
+        for limit in (blas_threads(0.0), blas_all_threads()):
+            with limit:
+                results.append(J(x))
+    f0, g0 = results[0]
+    for f, g in results[1:]:
+        assert f == f0 and np.array_equal(g, g0)
+
+
+def test_column_blocks_depend_on_the_sizes_only_so_large_gradients_are_bit_identical_at_any_core_count(monkeypatch):
+    from solvers.common import blas_threads
+
+    inst = T.UFMInstance("ce", 300, 20, 300, 1e-3, 1e-3)  # 1.1e9 flops per product: 5 blocks
+    x = S.initial_points(inst, 1, 1)[0]
+    results = []
+    for cores in (1, 2, 8):
+        monkeypatch.setattr(S, "usable_cores", lambda cores=cores: cores)
+        J = S.JointObjective(inst)
+        assert J.blocks == int(2 * 300 * 300 * 6000 // S.BLOCK_MIN_FLOPS) == 5
+        with blas_threads(0.0):
+            results.append(J(x))
+    assert all(f == results[0][0] and np.array_equal(g, results[0][1]) for f, g in results)
