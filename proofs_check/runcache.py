@@ -12,9 +12,10 @@ directly or through others (read with ``ast``, imports inside functions included
 old entries are simply never read again (``ncproofs run --clear-cache`` deletes them).
 
 Where: ``$NCPROOFS_CACHE_DIR``, else ``$XDG_CACHE_HOME/ncproofs``, else ``~/.cache/ncproofs``;
-one JSON file per entry (written atomically), and ``timings/<profile>.json``: each claim's CPU
+one JSON file per entry (written atomically); ``timings/<profile>.json``: each claim's CPU
 seconds in the last run, which only orders the work of parallel workers (longest first; no verdict
-reads it). ``ncproofs run --no-cache`` or
+reads it); ``index/imports.json``: the import lists of the modules by the SHA-256 of their source (parsing
+them all took about 1 CPU s a run; an edited source has a new hash, so it is parsed again). ``ncproofs run --no-cache`` or
 ``NCPROOFS_CACHE=0`` turns it off. A cache that cannot be read or written is ignored (the claim
 simply runs).
 """
@@ -82,15 +83,15 @@ def _resolve(name: str | None) -> str | None:
     return name or None
 
 
-@functools.lru_cache(maxsize=None)
-def _imports(module: str) -> frozenset[str]:
-    path = _modules()[module]
-    tree = ast.parse(path.read_bytes(), filename=str(path))
-    is_pkg = path.name == "__init__.py"
-    out = set()
+def _raw_imports(source: bytes, filename: str, module: str, is_pkg: bool) -> list[list]:
+    """The import statements of a source (``ast``, imports inside functions included) as name pairs
+    ``[name, fallback]`` to resolve against the project's modules: ``from a import b`` is ``a.b`` (a
+    submodule) else ``a``; relative imports are made absolute."""
+    tree = ast.parse(source, filename=filename)
+    out = []
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
-            out.update(r for a in node.names if (r := _resolve(a.name)))
+            out.extend([a.name, None] for a in node.names)
         elif isinstance(node, ast.ImportFrom):
             if node.level:
                 base = module.split(".") if is_pkg else module.split(".")[:-1]
@@ -98,10 +99,62 @@ def _imports(module: str) -> frozenset[str]:
                 name = ".".join(base + ([node.module] if node.module else []))
             else:
                 name = node.module
-            for a in node.names:
-                r = _resolve(f"{name}.{a.name}") or _resolve(name)
-                if r:
-                    out.add(r)
+            out.extend([f"{name}.{a.name}", name] for a in node.names)
+    return out
+
+
+#: parsed import lists by (module, SHA-256 of its source): parsing every module with ``ast`` took
+#: about 1 CPU s of each ``ncproofs run``; the lists of unchanged sources are read back from the cache
+#: directory (``index/imports.json``), so only an edited module is parsed again
+_PARSED: dict[str, list] = {}
+_PARSED_DIRTY = False
+
+
+def _load_parsed(directory: Path | None) -> None:
+    global _PARSED_DIRTY
+    if directory is None or _PARSED:
+        return
+    try:
+        doc = json.loads((directory / "index" / "imports.json").read_text(encoding="utf-8"))
+        if isinstance(doc, dict) and doc.get("format") == FORMAT and isinstance(doc.get("imports"), dict):
+            _PARSED.update(doc["imports"])
+    except (OSError, ValueError):
+        pass
+    _PARSED_DIRTY = False
+
+
+def _save_parsed(directory: Path | None) -> None:
+    global _PARSED_DIRTY
+    if directory is None or not _PARSED_DIRTY:
+        return
+    try:
+        from proofs_check.outputs import write_text_atomic
+
+        (directory / "index").mkdir(parents=True, exist_ok=True)
+        write_text_atomic(directory / "index" / "imports.json", json.dumps({"format": FORMAT, "imports": _PARSED}))
+        _PARSED_DIRTY = False
+    except (OSError, ValueError, TypeError):
+        pass
+
+
+@functools.lru_cache(maxsize=None)
+def _imports(module: str) -> frozenset[str]:
+    global _PARSED_DIRTY
+    path = _modules()[module]
+    is_pkg = path.name == "__init__.py"
+    data = path.read_bytes()
+    memo = f"{module}:{hashlib.sha256(data).hexdigest()}"  # the list of exactly these bytes
+    raw = _PARSED.get(memo)
+    if not (isinstance(raw, list) and all(isinstance(r, list) and len(r) == 2 for r in raw)):
+        raw = _raw_imports(data, str(path), module, is_pkg)
+        _PARSED[memo] = raw
+        _PARSED_DIRTY = True
+    out = set()
+    for name, fallback in raw:
+        r = (_resolve(name) if isinstance(name, str) else None) or (_resolve(fallback) if isinstance(fallback, str)
+                                                                   else None)
+        if r:
+            out.add(r)
     # a submodule import runs its packages' __init__ too
     parts = module.split(".")
     out.update(".".join(parts[:i]) for i in range(1, len(parts)) if ".".join(parts[:i]) in _modules())
@@ -155,6 +208,7 @@ class RunCache:
     def __init__(self, directory: str | os.PathLike | None = None):
         self.dir = Path(directory) if directory is not None else default_dir()
         self.hits = self.misses = self.stored = 0
+        _load_parsed(self.dir)
 
     def _path(self, k: str) -> Path:
         return self.dir / f"{k}.json"
@@ -212,7 +266,9 @@ class RunCache:
                 and not isinstance(v, bool) and v >= 0}
 
     def record_timings(self, ctx: RunContext, seconds: dict[str, float]) -> None:
-        """Merge ``seconds`` (claim id -> CPU seconds) into the stored timings; write errors are ignored."""
+        """Merge ``seconds`` (claim id -> CPU seconds) into the stored timings, and store the import lists
+        parsed in this run (``imports.json``); write errors are ignored (called once, at the end of a run)."""
+        _save_parsed(self.dir)
         if not seconds:
             return
         doc = self.timings(ctx)
