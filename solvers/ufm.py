@@ -32,6 +32,10 @@ LBFGS_GTOL = 1e-9
 #: In float32 the gradient cannot go much below ~1e-6 of its scale; the result is then
 #: reported with its float64 gradient and is "converged" only if that is small too.
 LBFGS_GTOL_FLOAT32 = 1e-5
+#: Largest ``gtol`` solve_factored accepts (the default is LBFGS_GTOL = 1e-9): for objectives of order 1 a
+#: max-abs gradient entry above 1e-2 is no convergence test; gtol = 1e300 stopped every start at its random point
+#: and reported it converged (|grad| <= 10 gtol).
+GTOL_MAX = 1e-2
 #: Variable projection (MSE) is the default only when N lh >= this: B = (W W^T + N lh I)^{-1} is then well
 #: conditioned. Measured: k = 20, n = 3, relative gap ~1e-12 in 18-144 evaluations for lam = 1e-2..1e-5
 #: (N lh >= 6e-4); k = 6, n = 3, lam = 1e-7 (N lh = 1.8e-6): gap 1e-8 after 80000 evaluations, while the
@@ -367,6 +371,9 @@ def solve_factored(inst: UFMInstance, *, starts: int = 3, seed: int = 0, init_sc
         raise InputError(f"init_scale must be in (0, 1e6], got {init_scale:g}")
     maxiter = as_int("maxiter", maxiter, minimum=1)
     gtol = None if gtol is None else as_float("gtol", gtol, nonnegative=True)
+    if gtol is not None and gtol > GTOL_MAX:
+        raise InputError(f"gtol must be in [0, {GTOL_MAX:g}] (L-BFGS stops once the gradient's max-abs entry is "
+                         f"below it; default {LBFGS_GTOL:g}), got {gtol:g}")
     stop_at = None if stop_at is None else as_float("stop_at", stop_at)
     rebalance_every = None if rebalance_every is None else as_int("rebalance_every", rebalance_every, minimum=1)
     if time_budget is not None:  # NaN would switch the budget off (every comparison with NaN is False)
