@@ -186,18 +186,21 @@ def _unpack(y, C, n, N):
 
 
 def make_rhs(model: GeneralModel, n: int, mask: np.ndarray | None = None):
-    """Right-hand side on packed states. MSE: in the eigenbasis (state (W, b, H V)); CE: original basis.
+    """Right-hand side on packed states. MSE: in the eigenbasis (state (W, b - b_ref, H V), b_ref from
+    :func:`bias_reference`); CE: original basis.
     ``mask`` (N,) of 0/1 restricts G to a mini-batch (mini-batch flow)."""
     C, N, s = model.C, model.N, model.s
     if model.loss == "mse":
         lam, V = model.eig
         u = V.T @ np.ones(N)  # 1^T V
-        YV = model.Y @ V
+        # the solver's bias is beta = b - b_ref (see bias_reference): the constant part of the residual,
+        # b_ref 1^T V - Y V, is formed once, so R = W Ht + beta u^T + const has no O(1) cancellation left
+        const = np.outer(bias_reference(model), u) - model.Y @ V
         Mv = None if mask is None else V.T @ (mask[:, None] * V)  # masking in the rotated basis: V^T diag(mask) V
 
         def rhs(_t, y):
-            W, b, Ht = _unpack(y, C, n, N)
-            Rt = W @ Ht + np.outer(b, u) - YV
+            W, beta, Ht = _unpack(y, C, n, N)
+            Rt = W @ Ht + np.outer(beta, u) + const
             if Mv is not None:
                 Rt = Rt @ Mv
             dW = -s * (Rt @ Ht.T)
@@ -218,9 +221,22 @@ def make_rhs(model: GeneralModel, n: int, mask: np.ndarray | None = None):
     return rhs
 
 
+def bias_reference(model: GeneralModel) -> np.ndarray:
+    """The bias the MSE solver's coordinates are centred on: b_ref = n/N, the fitted bias at W = H = 0.
+
+    Why (measured): in coordinates (W, b, H V) the residual's global-mean column is sqrt(N)(b - n/N) + W h_bar,
+    a difference of O(1) numbers with an absolute rounding error ~1e-16 while b - n/N and h_bar stay small
+    (O(eps) for a block kernel from a small start). DOP853's error estimate of the h_bar components was then
+    rounding noise (~1e-16 h) against a tolerance of rtol |h_bar| ~ 1e-18..1e-21, and the step size collapsed
+    to 1e-10 for a while: 28055 steps instead of ~230 (counts 3,3,3,3, error-estimate run), 345 / 2236 / 35533
+    for seeds 0 / 1 / 2 of counts 4,4,4, while a perturbation rho = 1e-3 took ~230. Integrating
+    beta = b - b_ref instead removes the cancellation (same ODE, beta' = b')."""
+    return np.asarray(model.counts, float) / model.N
+
+
 def to_solver_coords(model: GeneralModel, st: GState) -> np.ndarray:
     if model.loss == "mse":
-        return _pack(st.W, st.b, st.H @ model.eig[1])
+        return _pack(st.W, st.b - bias_reference(model), st.H @ model.eig[1])
     return _pack(st.W, st.b, st.H)
 
 
@@ -228,6 +244,7 @@ def from_solver_coords(model: GeneralModel, y: np.ndarray, n: int) -> GState:
     W, b, H = _unpack(np.asarray(y), model.C, n, model.N)
     if model.loss == "mse":
         H = H @ model.eig[1].T
+        b = b + bias_reference(model)
     return GState(W.copy(), b.copy(), H.copy())
 
 
@@ -410,6 +427,8 @@ class GeneralFlowReport:
     error: dict
     escape: dict
     check_run: GeneralTrajectory | None = None
+    #: With ``check_grid``: |primary - tight| at every grid time for the series "scatter" and "M_norm".
+    series_error: dict | None = None
 
 
 def _quantities(m: dict) -> dict:
@@ -418,19 +437,25 @@ def _quantities(m: dict) -> dict:
 
 
 def run_flow(model: GeneralModel, st0: GState, T: float, *, n_grid: int = 201, error_estimate: bool = True,
-             max_steps: int = MAX_STEPS) -> GeneralFlowReport:
+             max_steps: int = MAX_STEPS, check_grid: bool = False) -> GeneralFlowReport:
     """The primary flow (rtol 1e-11) and, with ``error_estimate``, a second one at 10x tighter tolerances:
     ``error[q]`` = max |q_primary - q_tight| for NC1, the cosines, the ETF distance, the Gram and the bias
-    (an estimate of the primary run's integration error, used in the tolerances)."""
+    (an estimate of the primary run's integration error, used in the tolerances). With ``check_grid`` the second
+    run keeps the same grid (its steps do not depend on the grid: dense output) and ``series_error`` holds the
+    difference of the scatter and of ||M|| at every grid time."""
     check_budget("feature-model flow", estimate_steps(model, st0, T), max_steps)
     traj = flow(model, st0, T, n_grid=n_grid, max_steps=max_steps)
     series = _series(model, traj)
     fin = measure(model, traj.final, model.Kinv)
     err = {}
     chk = None
+    serr = None
     if error_estimate and traj.stopped is None:
-        chk = flow(model, st0, T, n_grid=2, rtol=RTOL * ERROR_RUN_FACTOR, atol_scale=ERROR_RUN_FACTOR,
-                   max_steps=max_steps)
+        chk = flow(model, st0, T, n_grid=n_grid if check_grid else 2, rtol=RTOL * ERROR_RUN_FACTOR,
+                   atol_scale=ERROR_RUN_FACTOR, max_steps=max_steps)
+        if chk.stopped is None and check_grid:
+            s2 = _series(model, chk)
+            serr = {k: np.abs(series[k] - s2[k]) for k in ("scatter", "M_norm")}
         if chk.stopped is None:
             f2 = measure(model, chk.final)
             for k, v in _quantities(fin).items():
@@ -444,7 +469,7 @@ def run_flow(model: GeneralModel, st0: GState, T: float, *, n_grid: int = 201, e
             err = {k: None for k in _quantities(fin)}
     else:
         err = {k: None for k in _quantities(fin)}
-    return GeneralFlowReport(traj, series, fin, err, fit_escape(traj, series), chk)
+    return GeneralFlowReport(traj, series, fin, err, fit_escape(traj, series), chk, serr)
 
 
 # --------------------------------------------------------------------------------------
