@@ -40,7 +40,7 @@ def _wrong_lambda_0(C, m, kd, kc, kn):
 
 @pytest.mark.parametrize("eigen", [_wrong_lambda_c, _wrong_lambda_0])
 def test_wrong_eigenvalue_refuted(eigen):
-    res = cl.spectrum_claim(eigen, id_="false").run(QUICK)
+    res = cl.spectrum_claim(eigen, claim_id="false").run(QUICK)
     assert res.verdict == Verdict.REFUTED
     sym = [c for c in res.checks if c.name.startswith("K v")]
     num = [c for c in res.checks if c.name.startswith("numeric spectrum")]
@@ -56,27 +56,27 @@ def test_wrong_rate_refuted():
         r["class"] *= 1.001  # 0.1% off
         return r
 
-    res = cl.rates_claim(rates, id_="false").run(QUICK)
+    res = cl.rates_claim(rates, claim_id="false").run(QUICK)
     assert res.verdict == Verdict.REFUTED
     assert all(c.verdict == Verdict.VERIFIED for c in res.checks if not c.name.startswith("class"))
 
 
 @pytest.mark.parametrize("weights", [(1, 1, 0), (1, 0.99, 1), (2, 1, 1)])
 def test_wrong_invariant_refuted(weights):
-    res = cl.invariant_claim(weights, id_="false").run(QUICK)
+    res = cl.invariant_claim(weights, claim_id="false").run(QUICK)
     assert res.verdict == Verdict.REFUTED
     drift = next(c for c in res.checks if c.name.startswith("max_t"))
     assert drift.verdict == Verdict.REFUTED  # numerically as well
 
 
 def test_wrong_deviation_ode_refuted():
-    res = cl.scatter_claim("lambda_c", id_="false").run(QUICK)
+    res = cl.scatter_claim("lambda_c", claim_id="false").run(QUICK)
     assert res.verdict == Verdict.REFUTED
     assert any(c.verdict == Verdict.REFUTED and c.name.startswith("numeric") for c in res.checks)
 
 
 def test_nc1_bound_off_by_ten_percent_refuted():
-    res = cl.nc1_bound_claim(0.9, id_="false").run(QUICK)
+    res = cl.nc1_bound_claim(0.9, claim_id="false").run(QUICK)
     assert res.verdict == Verdict.REFUTED
     bad = [c for c in res.checks if c.verdict == Verdict.REFUTED]
     assert bad and all("witness" in c.reason for c in bad)
@@ -90,19 +90,19 @@ def test_wrong_small_init_limit_refuted(key, factor):
         d[key] *= factor
         return d
 
-    res = cl.small_init_claim(limits, id_="false").run(QUICK)
+    res = cl.small_init_claim(limits, claim_id="false").run(QUICK)
     assert res.verdict == Verdict.REFUTED, res.reason
 
 
 def test_lazy_collapse_claim_refuted():
-    res = cl.lazy_claim(collapses=True, id_="false").run(QUICK)
+    res = cl.lazy_claim(collapses=True, claim_id="false").run(QUICK)
     assert res.verdict == Verdict.REFUTED
     assert "no collapse" in res.reason
 
 
 def test_etf_from_e_zero_refuted_for_c3():
     """E = 0 with M^T h_bar != 0 (C = 3): claiming an ETF is refuted."""
-    res = cl.e_zero_claim(predict_etf=True, id_="false").run(QUICK)
+    res = cl.e_zero_claim(predict_etf=True, claim_id="false").run(QUICK)
     assert res.verdict == Verdict.REFUTED
     bad = next(c for c in res.checks if c.verdict == Verdict.REFUTED)
     assert "expected simplex-etf" in bad.reason and bad.evidence["g_norm"] > 0.1

@@ -196,7 +196,7 @@ def test_wrong_limit_claim_refuted(key):
         d[key] *= 1.01
         return d
 
-    res = cl.small_init_claim(limits, id_="false").run(QUICK)
+    res = cl.small_init_claim(limits, claim_id="false").run(QUICK)
     assert res.verdict == Verdict.REFUTED, res.reason
 
 
@@ -232,7 +232,7 @@ def test_wrong_escape_rate_and_wrong_residual_rate_refuted():
         r["within"] *= 0.999
         return r
 
-    assert cl.rates_claim(rates, id_="false").run(QUICK).verdict == Verdict.REFUTED
+    assert cl.rates_claim(rates, claim_id="false").run(QUICK).verdict == Verdict.REFUTED
 
 
 @pytest.mark.parametrize("mult", [
@@ -241,7 +241,7 @@ def test_wrong_escape_rate_and_wrong_residual_rate_refuted():
     lambda C, m: (C * m - C, 1, C - 1),          # class and global multiplicities swapped
 ], ids=["moved", "extra", "swapped"])
 def test_wrong_block_structure_refuted(mult):
-    res = cl.spectrum_claim(mult=mult, id_="false").run(QUICK)
+    res = cl.spectrum_claim(mult=mult, claim_id="false").run(QUICK)
     assert res.verdict == Verdict.REFUTED
     bad = [c for c in res.checks if c.verdict == Verdict.REFUTED]
     assert any(c.name.startswith("eigenbasis complete") for c in bad)  # symbolically
@@ -250,7 +250,7 @@ def test_wrong_block_structure_refuted(mult):
 
 def test_swapped_same_class_and_other_class_constants_refuted():
     """The block pattern with kappa_c and kappa_n exchanged (within-class <-> cross-class) is refuted."""
-    res = cl.spectrum_claim(lambda C, m, kd, kc, kn: th.sym_eigenvalues(C, m, kd, kn, kc), id_="false").run(QUICK)
+    res = cl.spectrum_claim(lambda C, m, kd, kc, kn: th.sym_eigenvalues(C, m, kd, kn, kc), claim_id="false").run(QUICK)
     assert res.verdict == Verdict.REFUTED
 
 
@@ -317,7 +317,7 @@ def test_symbolic_limit_identities_do_not_count_as_evidence_for_limits_fn():
     def limits(inst):
         return dict(th.small_init_limits(inst))
 
-    res = cl.small_init_claim(limits, id_="copy").run(QUICK)
+    res = cl.small_init_claim(limits, claim_id="copy").run(QUICK)
     sym = [c for c in res.checks if "symbolic" in c.name]
     assert len(sym) == 2 and all(c.verdict == Verdict.VERIFIED and not c.independent for c in sym)
 

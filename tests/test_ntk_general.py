@@ -11,6 +11,7 @@ import pytest
 from scipy.integrate import solve_ivp
 
 from proofs_check.claims import ntk_general as cg
+from proofs_check.claims import ntk_thread as ct
 from proofs_check.core import RunContext, Verdict
 from solvers import ntk_general as sg
 from theory import ntk as th
@@ -31,7 +32,8 @@ EXPECTED = {
     "ntk.imbalanced.nc1": Verdict.VERIFIED,
     "ntk.imbalanced.etf": Verdict.VERIFIED,
     "ntk.ce.invariant": Verdict.VERIFIED,
-    "ntk.ce.collapse": Verdict.INCONCLUSIVE,
+    "ntk.ce.collapse": Verdict.VERIFIED,
+    "ntk.ce.nc1-decays": Verdict.VERIFIED,
     "ntk.reviewer.first-implications": Verdict.REFUTED,
     "ntk.reviewer.first-implications-corrected": Verdict.VERIFIED,
     "ntk.reviewer.corrected-implications": Verdict.REFUTED,
@@ -41,7 +43,7 @@ EXPECTED = {
 }
 
 
-@pytest.mark.parametrize("claim", cg.CLAIMS, ids=lambda c: c.id)
+@pytest.mark.parametrize("claim", cg.CLAIMS + ct.CLAIMS, ids=lambda c: c.id)
 def test_registered_verdicts(claim):
     res = claim.run(CTX)
     assert res.verdict is EXPECTED[claim.id], (claim.id, res.reason)
@@ -55,7 +57,7 @@ def test_ids_registered():
 
 
 def test_reviewer_first_list_each_its_own_check():
-    res = cg.reviewer_first_claim().run(CTX)
+    res = ct.reviewer_first_claim().run(CTX)
     by = {c.name.split(" ")[0]: [] for c in res.checks}
     for c in res.checks:
         by[c.name.split(" ")[0]].append(c.verdict)
@@ -64,7 +66,7 @@ def test_reviewer_first_list_each_its_own_check():
 
 
 def test_reviewer_corrected_b_is_refuted_a_and_c_hold():
-    res = cg.reviewer_corrected_claim().run(CTX)
+    res = ct.reviewer_corrected_claim().run(CTX)
     for c in res.checks:
         if c.name.startswith("(b)"):
             assert c.verdict is Verdict.REFUTED, c.name
@@ -80,7 +82,7 @@ def zero_change(W, H, G, K, eta):
 
 @pytest.mark.parametrize("factory", [cg.general_invariant_claim, cg.ce_invariant_claim])
 def test_invariant_conserved_by_discrete_steps_is_refuted(factory):
-    res = factory(step_change=zero_change, id_="x").run(CTX)
+    res = factory(step_change=zero_change, claim_id="x").run(CTX)
     assert res.verdict is Verdict.REFUTED
     assert any("witness" in c.reason or "nonzero" in c.reason for c in res.checks if c.verdict is Verdict.REFUTED)
 
@@ -88,30 +90,30 @@ def test_invariant_conserved_by_discrete_steps_is_refuted(factory):
 def test_invariant_wrong_sign_of_step_change_refuted():
     res = cg.general_invariant_claim(step_change=lambda W, H, G, K, e: -th.discrete_step_change(W, H, G, K, e)
                                      if isinstance(W, np.ndarray) else
-                                     -(e ** 2) * (H * G.T * G * H.T - W.T * G * K * G.T * W), id_="x").run(CTX)
+                                     -(e ** 2) * (H * G.T * G * H.T - W.T * G * K * G.T * W), claim_id="x").run(CTX)
     assert res.verdict is Verdict.REFUTED
 
 
 def test_nc1_bound_with_smaller_constant_refuted():
-    assert verdict(cg.general_nc1_claim(constant=0.9, id_="x")) is Verdict.REFUTED
+    assert verdict(cg.general_nc1_claim(constant=0.9, claim_id="x")) is Verdict.REFUTED
 
 
 def test_nc1_gram_with_unperturbed_class_inverse_refuted():
     # the block closed form ignores K0: wrong for a perturbed kernel
-    res = cg.general_nc1_claim(class_inverse=lambda K, counts: th.imbalanced_class_inverse(counts, cg.KAPPA), id_="x").run(CTX)
+    res = cg.general_nc1_claim(class_inverse=lambda K, counts: th.imbalanced_class_inverse(counts, cg.KAPPA), claim_id="x").run(CTX)
     assert res.verdict is Verdict.REFUTED
 
 
 def test_etf_condition_accepting_every_kernel_refuted():
-    assert verdict(cg.general_etf_claim(condition_fn=lambda K, counts: True, id_="x")) is Verdict.REFUTED
+    assert verdict(cg.general_etf_claim(condition_fn=lambda K, counts: True, claim_id="x")) is Verdict.REFUTED
 
 
 def test_imbalanced_nc1_wrong_eigenvalue_refuted():
-    assert verdict(cg.imbalanced_nc1_claim(within_eigenvalue=lambda k: k[0] - k[2], id_="x")) is Verdict.REFUTED
+    assert verdict(cg.imbalanced_nc1_claim(within_eigenvalue=lambda k: k[0] - k[2], claim_id="x")) is Verdict.REFUTED
 
 
 def test_imbalanced_etf_false_variants_refuted():
-    assert verdict(cg.imbalanced_etf_claim(predict_etf=True, id_="x")) is Verdict.REFUTED
+    assert verdict(cg.imbalanced_etf_claim(predict_etf=True, claim_id="x")) is Verdict.REFUTED
 
     def balanced_formula(counts, kappa):  # (m/lc) J + (m/lg) 11^T/C with m = mean class size: ignores imbalance
         C = len(counts)
@@ -119,39 +121,133 @@ def test_imbalanced_etf_false_variants_refuted():
         l0, lc, lg = th.block_eigenvalues(C, m, *kappa)
         return (m / lc) * (np.eye(C) - 1 / C) + (m / lg) * np.ones((C, C)) / C
 
-    assert verdict(cg.imbalanced_etf_claim(class_inverse=balanced_formula, id_="x")) is Verdict.REFUTED
+    assert verdict(cg.imbalanced_etf_claim(class_inverse=balanced_formula, claim_id="x")) is Verdict.REFUTED
 
 
 def test_ce_collapse_false_variants_refuted():
-    assert verdict(cg.ce_collapse_claim(constant=0.9, id_="x")) is Verdict.REFUTED
+    assert verdict(cg.ce_collapse_claim(constant=0.9, claim_id="x")) is Verdict.REFUTED
     assert verdict(cg.ce_collapse_claim(escape_rate=lambda K, c, s: 1.01 * th.escape_rate_general(K, c, s),
-                                        id_="x")) is Verdict.REFUTED
+                                        claim_id="x")) is Verdict.REFUTED
+    res = cg.ce_collapse_claim(collapses=False, claim_id="x").run(CTX)  # "CE flows do not collapse"
+    assert res.verdict is Verdict.REFUTED
+    wit = [c for c in res.checks if c.verdict is Verdict.REFUTED]
+    assert wit and all(c.evidence["nc1_upper_T"] < 1e-6 * c.evidence["nc1_0"] for c in wit)
+
+
+def test_ce_nc1_decay_wrong_rate_refuted_at_the_small_init_states():
+    # the rate constant 1 is sharp: at a small initialisation the logits are ~uniform and Delta ~ eps^2, where
+    # exact/lower = 1 + O(eps^2); a claimed rate 1.01 (or 2) is violated there
+    for rate in (1.01, 2.0):
+        res = cg.ce_nc1_decay_claim(rate=rate, claim_id="x").run(CTX)
+        assert res.verdict is Verdict.REFUTED
+        bad = [c for c in res.checks if c.verdict is Verdict.REFUTED and "eps 1e-06" in c.name]
+        assert len(bad) == 3  # the three small-initialisation flows
+        assert all(c.evidence["min_ratio"] == pytest.approx(1 / rate, rel=1e-9) for c in bad)
+    res = cg.ce_nc1_decay_claim(rate=1.01, claim_id="x").run(CTX)
+    assert not [c for c in res.checks if c.verdict is Verdict.REFUTED and "eps 0.3" in c.name]  # there: ratio 1.13
+
+
+def test_ce_nc1_decay_wrong_eigenvalue_refuted():
+    assert verdict(cg.ce_nc1_decay_claim(eigen_index=1, claim_id="x")) is Verdict.REFUTED
+
+
+def _plain_dissipation(W, b, H, counts):
+    """Independent: sum_i <Delta_i, softmax(z_i) - softmax(zbar_c)> with the plain softmax (O(1) states only)."""
+    Z = W @ H + b[:, None]
+    out, start = 0.0, 0
+    for n_c in counts:
+        Zc = Z[:, start:start + n_c]
+        start += n_c
+        zbar = Zc.mean(axis=1, keepdims=True)
+        P = np.exp(Zc) / np.exp(Zc).sum(axis=0)
+        pbar = np.exp(zbar) / np.exp(zbar).sum()
+        out += float(np.sum((Zc - zbar) * (P - pbar)))
+    return out
+
+
+def test_ce_dissipation_against_plain_softmax_and_lower_bound():
+    rng = np.random.default_rng(3)
+    counts = (3, 2, 4)
+    for scale in (0.1, 0.7, 2.0):
+        for _ in range(5):
+            W, b, H = (scale * rng.standard_normal((3, 4)), rng.standard_normal(3), scale * rng.standard_normal((4, 9)))
+            d = th.ce_within_dissipation(W, b, H, counts)
+            assert d["exact"] == pytest.approx(_plain_dissipation(W, b, H, counts), rel=1e-10)
+            assert 0 < d["lower"] <= d["exact"]
+
+
+def test_ce_dissipation_bound_is_tight_at_uniform_logits():
+    # z_i = delta v_i, zbar = 0: exact = delta^2 sum ||J v_i||^2 / C + O(delta^3) and q_i = 1/C - O(delta): ratio -> 1
+    rng = np.random.default_rng(0)
+    H = rng.standard_normal((3, 4))
+    H = H - H.mean(axis=1, keepdims=True)  # one class of 4 samples, class mean 0
+    W = 1e-8 * np.eye(3)
+    d = th.ce_within_dissipation(W, np.zeros(3), H, (4,))
+    assert d["ratio"] == pytest.approx(1.0, abs=1e-6)
+    jd = H - H.mean(axis=0, keepdims=True)
+    assert d["exact"] == pytest.approx(1e-16 * float(np.sum(jd * jd)) / 3, rel=1e-6)
+
+
+def test_ce_dissipation_derivative_matches_finite_difference_of_the_flow():
+    # d/dt ||D||^2 of the flow from scipy solve_ivp (independent integration), against -2 s lambda_0 x exact
+    model = cg.model_for(cg.BALANCED, 0.0, "generic", "ce")
+    rng = np.random.default_rng(5)
+    st = sg.GState(0.5 * rng.standard_normal((3, 4)), rng.standard_normal(3), 0.5 * rng.standard_normal((4, 12)))
+    rhs = sg.make_rhs(model, 4)
+    y0 = np.concatenate([st.W.ravel(), st.b, st.H.ravel()])
+    P0 = th.within_projector(model.counts)
+
+    def scatter(y):
+        H = y[15:].reshape(4, 12)
+        return float(np.sum((H @ P0) ** 2))
+
+    h = 1e-4
+    fwd = solve_ivp(rhs, (0, h), y0, rtol=1e-13, atol=1e-15, method="DOP853").y[:, -1]
+    bwd = solve_ivp(lambda t, y: -rhs(t, y), (0, h), y0, rtol=1e-13, atol=1e-15, method="DOP853").y[:, -1]
+    fd = (scatter(fwd) - scatter(bwd)) / (2 * h)
+    lam0 = 1.0 - 0.6
+    pred = -2 * model.s * lam0 * th.ce_within_dissipation(st.W, st.b, st.H, model.counts)["exact"]
+    assert fd == pytest.approx(pred, rel=1e-6)
+
+
+def test_ce_statements_not_applicable_for_a_generic_kernel():
+    model = cg.build_model(counts=(4, 3), rho=0.3, loss="ce")
+    rep = cg.check_general_instance(model, T=5.0)
+    by = {c.name: c.verdict for c in rep.claims}
+    assert by["ntk.ce.nc1-decays"] is Verdict.NOT_APPLICABLE and by["ntk.ce.collapse"] is Verdict.NOT_APPLICABLE
+
+
+def test_factories_accept_the_former_id_keyword():
+    assert cg.ce_collapse_claim(id_="old").id == "old" and cg.ce_collapse_claim(claim_id="new").id == "new"
+    assert ct.consistency_claim(id_="old").id == "old"
+    with pytest.raises(TypeError):
+        cg.ce_collapse_claim(id_="a", claim_id="b")
 
 
 def test_corrected_first_list_fed_the_reviewers_formulas_refuted():
-    res = cg.reviewer_first_claim(implications=th.reviewer_first_implications, corrected=True, id_="x").run(CTX)
+    res = ct.reviewer_first_claim(implications=th.reviewer_first_implications, corrected=True, claim_id="x").run(CTX)
     assert res.verdict is Verdict.REFUTED
 
 
 def test_corrected_norm_sign():
-    assert verdict(cg.reviewer_corrected_claim(sign=1.0, id_="x")) is Verdict.REFUTED
-    assert verdict(cg.reviewer_corrected_claim(sign=-1.0, id_="y")) is Verdict.VERIFIED
+    assert verdict(ct.reviewer_corrected_claim(sign=1.0, claim_id="x")) is Verdict.REFUTED
+    assert verdict(ct.reviewer_corrected_claim(sign=-1.0, claim_id="y")) is Verdict.VERIFIED
 
 
 def test_consequences_false_variants_refuted():
     wrong = lambda k, g, w: {"WWt_offdiag": 0.0, "W_sq_norm": w, "feature_gram": tuple(x - 1 - w * y + 2 for x, y in zip(g, k))}
-    assert verdict(cg.assumption_consequences_claim(consequences=wrong, id_="x")) is Verdict.REFUTED
+    assert verdict(ct.assumption_consequences_claim(consequences=wrong, claim_id="x")) is Verdict.REFUTED
     no_bias = lambda W, G, Kf: th.chain_rule_output_kernel(W, G, Kf) - np.eye(W.shape[0] * G.shape[0])
-    assert verdict(cg.assumption_consequences_claim(output_kernel=no_bias, id_="y")) is Verdict.REFUTED
+    assert verdict(ct.assumption_consequences_claim(output_kernel=no_bias, claim_id="y")) is Verdict.REFUTED
 
 
 def test_consistency_false_variants_refuted():
-    assert verdict(cg.consistency_claim(holds_at_limit=True, id_="x")) is Verdict.REFUTED
+    assert verdict(ct.consistency_claim(holds_at_limit=True, claim_id="x")) is Verdict.REFUTED
 
     def reviewer_like(kappa, gamma, C):  # gamma_d/kappa_d = gamma_c/kappa_c (the reviewer's (ii))
         return {"satisfiable": abs(gamma[0] / kappa[0] - gamma[1] / kappa[1]) < 1e-9, "omega": None}
 
-    assert verdict(cg.consistency_claim(conditions=reviewer_like, id_="y")) is Verdict.REFUTED
+    assert verdict(ct.consistency_claim(conditions=reviewer_like, claim_id="y")) is Verdict.REFUTED
 
 
 # ---- hand computations and independent implementations ---------------------------------------
@@ -313,7 +409,7 @@ def test_cli_sgd_and_ce(cli):
     r = cli("solve", "ntk", "--loss", "ce", "--counts", "4,3", "--json")
     assert r.returncode == 0, r.stderr
     ids = {c["id"]: c["verdict"] for c in json.loads(r.stdout)["claims"]}
-    assert ids["ntk.ce.collapse"] == "INCONCLUSIVE"
+    assert ids["ntk.ce.collapse"] == "VERIFIED" and ids["ntk.ce.nc1-decays"] == "VERIFIED"
 
 
 def test_cli_table_two_classes_always_etf(cli):

@@ -902,3 +902,118 @@ def gram_identity_remainder(W, b, H, K, counts, Kinv=None) -> dict:
              + u2 * (float(np.linalg.norm(E)) + float(np.linalg.norm(X))))
     return {"B": B, "Gu": U.T @ U, "bound": bound, "Rbar": float(np.linalg.norm(Rbar)), "E": float(np.linalg.norm(E)),
             "X": float(np.linalg.norm(X))}
+
+
+# ---- cross-entropy: the within-class dissipation (docs/ntk.md, "Cross-entropy") ------------------
+
+def commutes_with_within(K: np.ndarray, counts, rtol: float = 1e-12) -> bool:
+    """Whether K maps the within-class space Q^perp into itself (K P_0 = P_0 K, to ``rtol`` of ||K||): true for
+    block kernels with any class sizes and for within-class perturbations; false for a generic K."""
+    P0 = within_projector(counts)
+    A = K @ P0
+    return bool(np.linalg.norm(A - A.T) <= rtol * max(float(np.linalg.norm(K)), 1e-300))
+
+
+def _softmax_col(z: np.ndarray) -> np.ndarray:
+    e = np.exp(z - z.max())
+    return e / e.sum()
+
+
+def _softmax_difference(z: np.ndarray, zbar: np.ndarray) -> np.ndarray:
+    """softmax(z) - softmax(zbar) without cancellation: softmax_k(zbar) expm1(d_k - L), d = z - zbar,
+    L = lse(z) - lse(zbar) = log1p(sum_j softmax_j(zbar) expm1(d_j)) (relative accuracy also for tiny d)."""
+    p = _softmax_col(zbar)
+    d = z - zbar
+    L = np.log1p(float(np.dot(p, np.expm1(d))))
+    return p * np.expm1(d - L)
+
+
+def ce_within_dissipation(W: np.ndarray, b: np.ndarray, H: np.ndarray, counts) -> dict:
+    """The within-class dissipation of the CE flow at a state (loss scale s = 1; both parts scale with s).
+
+    With Z = W H + b 1^T, Delta_i = z_i - zbar_c (zbar_c the class mean of the outputs, i.e. the output of the class
+    mean feature) and sigma = softmax:
+
+    - ``exact`` = sum_i <Delta_i, sigma(z_i) - sigma(zbar_c)> (= <W D, G P_0>/s, since sum_{i in c} Delta_i = 0): for a
+      kernel with K P_0 = P_0 K, d/dt tr(D K^-1 D^T) = -2 s ``exact`` (block kernel: d/dt ||D||_F^2 = -2 s lambda_0
+      ``exact``);
+    - ``lower`` = sum_i q_i ||J Delta_i||^2, q_i = min_k min(sigma_k(z_i), sigma_k(zbar_c)), J = I - 1 1^T/C: the proven
+      lower bound ``exact`` >= ``lower`` >= 0 (mean value theorem along the segment, the softmax Jacobian's quadratic
+      form is a variance >= min_k sigma_k ||J v||^2, and log sigma_k is concave, so its minimum on the segment is at
+      an end). Equality is approached as Delta -> 0 at uniform logits.
+
+    Returns ``exact``, ``lower``, ``ratio`` = exact/lower (None when lower = 0) and ``q_min``."""
+    counts = tuple(int(c) for c in counts)
+    Z = W @ H + b[:, None]
+    exact = lower = 0.0
+    qmin = 1.0
+    start = 0
+    for n_c in counts:
+        Zc = Z[:, start:start + n_c]
+        start += n_c
+        zbar = Zc.mean(axis=1)
+        pbar = _softmax_col(zbar)
+        for i in range(n_c):
+            dlt = Zc[:, i] - zbar
+            exact += float(np.dot(dlt, _softmax_difference(Zc[:, i], zbar)))
+            q = float(min(pbar.min(), _softmax_col(Zc[:, i]).min()))
+            qmin = min(qmin, q)
+            jd = dlt - dlt.mean()
+            lower += q * float(np.dot(jd, jd))
+    return {"exact": exact, "lower": lower, "ratio": exact / lower if lower > 0 else None, "q_min": qmin}
+
+
+def ce_nc1_upper_bound(scatter0_weighted: float, M: np.ndarray, N: int) -> float | None:
+    """NC1(t) <= (C/N) Lambda_0 Phi(0) / ||M(t)||_F^2 (Phi = tr(D K^-1 D^T) never increases under CE when
+    K P_0 = P_0 K, and ||D||^2 <= Lambda_0 Phi); ``scatter0_weighted`` = Lambda_0 Phi(0) (= ||D(0)||^2 for a block
+    kernel), M the centred (unweighted) class means at t. None when M = 0."""
+    C = M.shape[1]
+    m2 = float(np.sum(M * M))
+    return (C / N) * scatter0_weighted / m2 if m2 > 0 else None
+
+
+@lru_cache(maxsize=None)
+def sym_ce_within_derivative(counts: tuple = (2, 2), n: int = 2, eigen_index: int = 0):
+    """Entries that must vanish for d/dt ||D||_F^2 = -2 lambda <W D, G> along dH = -W^T G K with the block kernel
+    (symbolic kappa) and a generic G (symbols: any loss, CE included), D = H P_0. ``eigen_index`` 0 puts lambda_0
+    (the statement); other values put a wrong eigenvalue (tests). Returns (residual,)."""
+    sp = _sp()
+    kd, kc, kn = kappa_symbols()
+    C, N = len(counts), int(sum(counts))
+    S = sp.Matrix(class_indicator(counts).astype(int))
+    K = (kd - kc) * sp.eye(N) + (kc - kn) * (S.T * S) + kn * sp.ones(N, N)
+    P0 = sp.eye(N) - S.T * sp.diag(*[sp.Rational(1, c) for c in counts]) * S
+    W = sp.Matrix(C, n, lambda i, j: sp.Symbol(f"w{i}{j}", real=True))
+    H = sp.Matrix(n, N, lambda i, j: sp.Symbol(f"h{i}_{j}", real=True))
+    G = sp.Matrix(C, N, lambda i, j: sp.Symbol(f"g{i}_{j}", real=True))
+    D = H * P0
+    dD = (-W.T * G * K) * P0
+    m = counts[0]
+    lam = [kd - kc, kd + (m - 1) * kc - m * kn, kd + (m - 1) * kc + m * (C - 1) * kn][eigen_index]
+    resid = 2 * (D.T * dD).trace() + 2 * lam * ((W * D).T * G).trace()
+    return (sp.expand(resid),)
+
+
+def sym_softmax_lemmas(C: int = 3):
+    """Expressions that must vanish for the two facts behind ``ce_within_dissipation``'s lower bound:
+    (1) the Hessian of log softmax_0 equals -(diag sigma - sigma sigma^T) (so log sigma_k is concave: the softmax
+    Jacobian is a covariance matrix); (2) sum_k sigma_k (v_k - c)^2 = v^T (diag sigma - sigma sigma^T) v
+    + (c - sigma^T v)^2 when sum sigma = 1 (the quadratic form is the minimum over c of a sigma-weighted sum of
+    squares, hence >= min_k sigma_k min_c ||v - c 1||^2 = min_k sigma_k ||J v||^2)."""
+    sp = _sp()
+    z = sp.symbols(f"z0:{C}", real=True)
+    Z = sum(sp.exp(zi) for zi in z)
+    sig = [sp.exp(zi) / Z for zi in z]
+    logs0 = z[0] - sp.log(Z)
+    out = []
+    for i in range(C):
+        for j in range(C):
+            hij = sp.diff(logs0, z[i], z[j])
+            out.append(sp.simplify(hij + (sig[i] if i == j else 0) - sig[i] * sig[j]))
+    p = sp.symbols(f"p0:{C - 1}", positive=True)
+    pl = list(p) + [1 - sum(p)]
+    v = sp.symbols(f"v0:{C}", real=True)
+    c = sp.Symbol("c", real=True)
+    quad = sum(pl[k] * v[k] ** 2 for k in range(C)) - sum(pl[k] * v[k] for k in range(C)) ** 2
+    out.append(sp.expand(sum(pl[k] * (v[k] - c) ** 2 for k in range(C)) - quad - (c - sum(pl[k] * v[k] for k in range(C))) ** 2))
+    return tuple(out)

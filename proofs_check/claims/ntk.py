@@ -20,6 +20,7 @@ import numpy as np
 
 from proofs_check.core import (Check, Claim, Provenance, RunContext, SolveReport, Verdict, close, condition, fmt,
                                geometry_is, hypothesis_fails, is_finite, summarise, symbolic_zero, tolerance)
+from proofs_check.claims._ntk_helpers import matrix_zero, subs_kappa, takes_claim_id
 from solvers import ntk as sv
 from theory import ntk as th
 from theory._validate import InstanceError, as_float, as_int
@@ -103,44 +104,11 @@ def _stopped(rep) -> list[Check]:
                                          "integrated part", {"stopped": stopped})]
 
 
-def _subs_kappa():
-    kd, kc, kn = th.kappa_symbols()
-    return [{kd: 1.3, kc: 0.55, kn: 0.2}, {kd: 2.0, kc: 0.3, kn: -0.1}]
+_matrix_zero = matrix_zero  # former name (tests/test_ntk_claims.py)
 
 
-def _matrix_zero(name: str, exprs, substitutions=(), note: str = "") -> Check:
-    """All entries must be identically 0.
-
-    Each entry is expanded first (entries here are polynomials, or rational functions with their
-    denominators cleared): 0 after expansion is a proof. A nonzero entry that evaluates to more than
-    1e-9 at one of the numeric ``substitutions`` is REFUTED with that point as witness; otherwise the
-    entry goes through ``core.symbolic_zero`` (sympy.simplify), which decides VERIFIED / INCONCLUSIVE.
-    """
-    import sympy as sp
-
-    exprs = list(exprs)
-    pending = []
-    for i, e in enumerate(exprs):
-        ex = sp.expand(sp.sympify(e))
-        if ex == 0:
-            continue
-        for sub in substitutions:
-            val = complex(sp.N(ex.subs(sub), 30))
-            if abs(val) > 1e-9:
-                return Check(name, Verdict.REFUTED, f"entry {i} is nonzero ({fmt(abs(val), 3)}) at a numeric point",
-                             {"entry": i, "expression": str(ex)[:300], "value": abs(val),
-                              "witness": {str(k): float(v) for k, v in sub.items()}})
-        pending.append((i, ex))
-    for i, ex in pending:
-        c = symbolic_zero(f"{name}[{i}]", ex, substitutions=substitutions)
-        if c.verdict != Verdict.VERIFIED:
-            return Check(name, c.verdict, f"entry {i}: {c.reason}", c.evidence)
-    return Check(name, Verdict.VERIFIED, f"all {len(exprs)} distinct entries are identically 0"
-                 + (f" ({note})" if note else ""), {"entries": len(exprs)})
-
-
-def _claim(id_, statement, check, key=(), tags=()) -> Claim:
-    return Claim(f"ntk.{id_}", FAMILY, statement, SOURCE, Provenance.DERIVED, check, key, tags)
+def _claim(claim_id, statement, check, key=(), tags=()) -> Claim:
+    return Claim(f"ntk.{claim_id}", FAMILY, statement, SOURCE, Provenance.DERIVED, check, key, tags)
 
 
 def _instances(ctx: RunContext, extra: int = 2) -> list[th.NTKInstance]:
@@ -163,7 +131,8 @@ def _instances(ctx: RunContext, extra: int = 2) -> list[th.NTKInstance]:
 # 1. Spectrum
 # --------------------------------------------------------------------------------------
 
-def spectrum_claim(eigen: Callable | None = None, id_: str = "spectrum", mult: Callable | None = None) -> Claim:
+@takes_claim_id
+def spectrum_claim(eigen: Callable | None = None, claim_id: str = "spectrum", mult: Callable | None = None) -> Claim:
     """The block kernel's eigenvalues lambda_0, lambda_c, lambda_g with multiplicities C(m-1), C-1, 1.
 
     ``eigen(C, m, kd, kc, kn) -> (l0, lc, lg)`` is the prediction (default: the closed forms of docs/ntk.md);
@@ -177,7 +146,7 @@ def spectrum_claim(eigen: Callable | None = None, id_: str = "spectrum", mult: C
         sizes = SYMBOLIC_SIZES + (((4, 2), (2, 4)) if ctx.full else ())
         for C, m in sizes:
             exprs, deficit = th.sym_spectrum_residuals(C, m, eigen)
-            yield _matrix_zero(f"K v = lambda v, C={C}, m={m}", th.distinct(exprs), th.numeric_substitutions(exprs),
+            yield matrix_zero(f"K v = lambda v, C={C}, m={m}", th.distinct(exprs), th.numeric_substitutions(exprs),
                                note="explicit eigenvectors")
             dims = tuple(len(v) for v in th.sym_eigenbasis(C, m))
             predicted = tuple(int(x) for x in mult(C, m))
@@ -202,7 +171,7 @@ def spectrum_claim(eigen: Callable | None = None, id_: str = "spectrum", mult: C
                         pred, numeric, rtol=0.0, atol=EIG_ATOL, what="sorted eigenvalues with multiplicity",
                         evidence={"instance": inst.to_dict()})
 
-    return _claim(id_, "The block kernel K = (kd-kc) I + (kc-kn) I_C(x)11^T + kn 11^T has eigenvalues "
+    return _claim(claim_id, "The block kernel K = (kd-kc) I + (kc-kn) I_C(x)11^T + kn 11^T has eigenvalues "
                   "lambda_0 = kd-kc (multiplicity C(m-1)), lambda_c = kd+(m-1)kc-m kn (C-1), "
                   "lambda_g = kd+(m-1)kc+m(C-1)kn (1).", check, key=("abs_error",), tags=("symbolic", "numeric"))
 
@@ -211,11 +180,12 @@ def spectrum_claim(eigen: Callable | None = None, id_: str = "spectrum", mult: C
 # 2. Inverse via projectors and the alpha identities
 # --------------------------------------------------------------------------------------
 
-def inverse_claim(id_: str = "inverse") -> Claim:
+@takes_claim_id
+def inverse_claim(claim_id: str = "inverse") -> Claim:
     def check(ctx: RunContext) -> Iterable[Check]:
         for C, m in SYMBOLIC_SIZES:
             exprs, _ = th.sym_inverse_residual(C, m)
-            yield _matrix_zero(f"K (P0/l0 + Pc/lc + Pg/lg) = I, C={C}, m={m}", exprs, _subs_kappa(),
+            yield matrix_zero(f"K (P0/l0 + Pc/lc + Pg/lg) = I, C={C}, m={m}", exprs, subs_kappa(),
                                note="denominators l0 lc lg cleared")
         a1, a2 = th.sym_alpha_identities()
         yield symbolic_zero("alpha = kn/(l0/m + kc + (C-1)kn) = m kn/lg (symbolic C, m)", a1)
@@ -226,7 +196,7 @@ def inverse_claim(id_: str = "inverse") -> Claim:
             yield close(f"numeric K K^-1 = I, C={inst.classes}, m={inst.per_class}", 0.0, err, rtol=0.0,
                         atol=IDENTITY_TOL * max(1.0, float(np.linalg.cond(K))), what="max |K K^-1 - I|")
 
-    return _claim(id_, "K^{-1} = P_0/lambda_0 + P_c/lambda_c + P_g/lambda_g (orthogonal projectors onto the "
+    return _claim(claim_id, "K^{-1} = P_0/lambda_0 + P_c/lambda_c + P_g/lambda_g (orthogonal projectors onto the "
                   "within-class, centred class-mean and global-mean spaces); alpha = m kappa_n/lambda_g and "
                   "1 - alpha C = lambda_c/lambda_g.", check, tags=("symbolic", "numeric"))
 
@@ -235,7 +205,8 @@ def inverse_claim(id_: str = "inverse") -> Claim:
 # 3. Three residual rates
 # --------------------------------------------------------------------------------------
 
-def rates_claim(rates: Callable | None = None, id_: str = "rates") -> Claim:
+@takes_claim_id
+def rates_claim(rates: Callable | None = None, claim_id: str = "rates") -> Claim:
     """dR/dt = -s R K_gamma: the global, class-mean and within-class residual parts decay at
     s lambda_g, s lambda_c, s lambda_0. ``rates(inst) -> {"global", "class", "within"}`` is the
     prediction (default :func:`theory.ntk.residual_rates`)."""
@@ -276,7 +247,7 @@ def rates_claim(rates: Callable | None = None, id_: str = "rates") -> Claim:
                     -inst.s * sv.apply_block_kernel(R, inst.classes, inst.per_class, lz.gamma), dF,
                     rtol=IDENTITY_TOL, atol=IDENTITY_TOL, what="dF/dt")
 
-    return _claim(id_, "With the output NTK held at the block kernel K_gamma, R(t) = R(0) exp(-s K_gamma t): the "
+    return _claim(claim_id, "With the output NTK held at the block kernel K_gamma, R(t) = R(0) exp(-s K_gamma t): the "
                   "global-mean residual decays at s lambda_g^gamma, the centred class-mean part at s lambda_c^gamma, "
                   "the within-class part at s lambda_0^gamma; when W W^T = omega I and h_i.h_j is block (a), "
                   "gamma = omega kappa + a + 1.", check, key=("global_rate_fitted", "class_rate_fitted", "within_rate_fitted"),
@@ -306,20 +277,21 @@ def _moderate_run(ctx: RunContext, inst: th.NTKInstance | None = None):
                              deadline=_deadline())
 
 
-def invariant_claim(weights=(1.0, 1.0, 1.0), id_: str = "invariant") -> Claim:
+@takes_claim_id
+def invariant_claim(weights=(1.0, 1.0, 1.0), claim_id: str = "invariant") -> Claim:
     """E = W^T W - w0 D D^T/l0 - wc m M M^T/lc - wg N h h^T/lg is constant along the flow; the claim is
     weights (1, 1, 1) (then E = W^T W - H K^-1 H^T)."""
     weights = tuple(float(w) for w in weights)
 
     def check(ctx: RunContext) -> Iterable[Check]:
-        yield _matrix_zero("dE/dt = 0 for E = W^T W - H K^-1 H^T (symbolic W, H, b, kappa, s; C=2, m=2, n=2)",
+        yield matrix_zero("dE/dt = 0 for E = W^T W - H K^-1 H^T (symbolic W, H, b, kappa, s; C=2, m=2, n=2)",
                            th.sym_invariant_derivative(2, 2, 2))
         if ctx.full:
-            yield _matrix_zero("dE/dt = 0 (C=3, m=2, n=2)", th.sym_invariant_derivative(3, 2, 2))
+            yield matrix_zero("dE/dt = 0 (C=3, m=2, n=2)", th.sym_invariant_derivative(3, 2, 2))
         dec, code = th.sym_invariant_forms(3, 2, 2, weights)
         subs = th.numeric_substitutions(dec)
-        yield _matrix_zero("decomposition form = W^T W - H K^-1 H^T (symbolic, C=3, m=2, n=2)", dec, subs)
-        yield _matrix_zero("authors' code form = decomposition form (alpha = m kn/lg)", code)
+        yield matrix_zero("decomposition form = W^T W - H K^-1 H^T (symbolic, C=3, m=2, n=2)", dec, subs)
+        yield matrix_zero("authors' code form = decomposition form (alpha = m kn/lg)", code)
         inst, rep = _moderate_run(ctx)
         yield from _stopped(rep)
         E_fn = _weighted_invariant(weights)
@@ -334,7 +306,7 @@ def invariant_claim(weights=(1.0, 1.0, 1.0), id_: str = "invariant") -> Claim:
                               "loss_initial": rep.solution.diagnostics["loss_initial"], "loss_final": rep.solution.value,
                               "nfev": rep.solution.diagnostics["nfev"]})
 
-    return _claim(id_, "E = W^T W - H K^{-1} H^T = W^T W - D D^T/lambda_0 - m M M^T/lambda_c - N h_bar h_bar^T/lambda_g "
+    return _claim(claim_id, "E = W^T W - H K^{-1} H^T = W^T W - D D^T/lambda_0 - m M M^T/lambda_c - N h_bar h_bar^T/lambda_g "
                   "is constant along the feature-model gradient flow (equal to the authors' code form with "
                   "alpha = m kappa_n/lambda_g).", check, key=("max_drift",), tags=("symbolic", "numeric"))
 
@@ -360,7 +332,8 @@ def scatter_check(name: str, rep) -> Check:
                      refuted=f"scatter increased by {fmt(inc, 3)} > tolerance {fmt(tol, 3)}", evidence=ev)
 
 
-def scatter_claim(eigen_name: str = "lambda_0", id_: str = "scatter") -> Claim:
+@takes_claim_id
+def scatter_claim(eigen_name: str = "lambda_0", claim_id: str = "scatter") -> Claim:
     """dD/dt = -s lambda W^T W D with lambda = ``eigen_name`` (the claim: lambda_0), hence
     d/dt tr(D D^T) = -2 s lambda ||W D||^2 <= 0."""
     idx = th.EIGEN_NAMES.index(eigen_name)
@@ -368,7 +341,7 @@ def scatter_claim(eigen_name: str = "lambda_0", id_: str = "scatter") -> Claim:
     def check(ctx: RunContext) -> Iterable[Check]:
         ode, scatter, rhs = th.sym_deviation_ode(2, 2, 2, idx)
         subs = th.numeric_substitutions(ode)
-        yield _matrix_zero(f"dD/dt = -s {eigen_name} W^T W D (symbolic, C=2, m=2, n=2)", ode, subs)
+        yield matrix_zero(f"dD/dt = -s {eigen_name} W^T W D (symbolic, C=2, m=2, n=2)", ode, subs)
         yield symbolic_zero("d/dt tr(D D^T) = -2 s lambda_0 ||W D||_F^2 (symbolic)", scatter)
         # consistency: the right-hand side is built as -2 s lambda * (sum of squares), nonpositive by construction
         yield condition("-2 s lambda_0 ||W D||^2 <= 0 (s, lambda_0 > 0; sum of real squares)",
@@ -389,7 +362,7 @@ def scatter_claim(eigen_name: str = "lambda_0", id_: str = "scatter") -> Claim:
                     atol=IDENTITY_TOL, what="relative error of the deviation ODE")
         yield scatter_check("tr(D D^T) non-increasing on the run", rep)
 
-    return _claim(id_, "dD/dt = -s lambda_0 W^T W D (D: within-class deviations), so tr(D D^T) never increases "
+    return _claim(claim_id, "dD/dt = -s lambda_0 W^T W D (D: within-class deviations), so tr(D D^T) never increases "
                   "(d/dt tr(D D^T) = -2 s lambda_0 ||W D||_F^2).", check,
                   key=("max_relative_increase", "scatter_final"), tags=("symbolic", "numeric"))
 
@@ -398,7 +371,8 @@ def scatter_claim(eigen_name: str = "lambda_0", id_: str = "scatter") -> Claim:
 # 6. NC1 bound for any E
 # --------------------------------------------------------------------------------------
 
-def nc1_bound_claim(constant: float = 1.0, id_: str = "nc1-bound") -> Claim:
+@takes_claim_id
+def nc1_bound_claim(constant: float = 1.0, claim_id: str = "nc1-bound") -> Claim:
     """At zero loss ||D||_F^2 <= rank(D) c lambda_0 max(0, -lambda_min(E)), the claim being c = 1;
     checked through its finite-time form (see :func:`solvers.ntk.nc1_finite_time_bound`)."""
 
@@ -444,7 +418,7 @@ def nc1_bound_claim(constant: float = 1.0, id_: str = "nc1-bound") -> Claim:
                             evidence={"max_ratio": worst_ratio, "t": worst_t,
                                       "lambda_min_E": float(np.linalg.eigvalsh(rep.E0)[0])})
 
-    return _claim(id_, "For any value of the invariant E, at zero loss ||D||_F^2 <= rank(D) lambda_0 max(0, -lambda_min(E)) "
+    return _claim(claim_id, "For any value of the invariant E, at zero loss ||D||_F^2 <= rank(D) lambda_0 max(0, -lambda_min(E)) "
                   "(finite-time form: ||D||^2 <= (r l0/2)(e + sqrt(e^2 + 4||WD||^2/(r l0))), e = max(0,-lambda_min E)); "
                   "in particular E = 0 and zero loss give D = 0 (NC1).", check, key=("max_ratio",),
                   tags=("numeric",))
@@ -644,7 +618,8 @@ def small_init_checks(inst: th.NTKInstance, rep, esc: dict, late: dict, eps: flo
     return out
 
 
-def small_init_claim(limits_fn: Callable | None = None, id_: str = "small-init-limit") -> Claim:
+@takes_claim_id
+def small_init_claim(limits_fn: Callable | None = None, claim_id: str = "small-init-limit") -> Claim:
     """As eps -> 0 the flow converges to the simplex ETF with ||mu_c - h_bar||^2 = sqrt(lc/m)(1-1/C),
     ||W||_F^2 = sqrt(m/lc)(C-1), J W = sqrt(m/lc) M^T, b = 1/C; escape rate s sqrt(m lc), late
     within-class rate s l0 sqrt(m/lc). ``limits_fn(inst) -> dict`` is the prediction."""
@@ -655,12 +630,12 @@ def small_init_claim(limits_fn: Callable | None = None, id_: str = "small-init-l
         # consistency checks (independent=False); the function under test is checked by
         # limit_fixed_point_checks (inside small_init_checks) and by the flows.
         sym = th.sym_limit_identities()
-        c = _matrix_zero("closed-form limit identities (symbolic C, m, lambda_c, lambda_0; the closed forms of docs/ntk.md)",
+        c = matrix_zero("closed-form limit identities (symbolic C, m, lambda_c, lambda_0; the closed forms of docs/ntk.md)",
                          list(sym.values()))
         c.independent = False
         yield c
         fit, E, G = th.sym_etf_configuration(3)
-        c = _matrix_zero("ETF configuration: W M + b 1^T = I, E = 0, M^T M = sqrt(lc/m) J (C=3, symbolic m, lc; "
+        c = matrix_zero("ETF configuration: W M + b 1^T = I, E = 0, M^T M = sqrt(lc/m) J (C=3, symbolic m, lc; "
                          "the closed forms of docs/ntk.md)", th.distinct(fit + E + G))
         c.independent = False
         yield c
@@ -674,7 +649,7 @@ def small_init_claim(limits_fn: Callable | None = None, id_: str = "small-init-l
             rep, esc, late = small_init_run(inst, n=n, T=T, seed=ctx.seed + 1)
             yield from small_init_checks(inst, rep, esc, late, SMALL_EPS, n, limits_fn(inst))
 
-    return _claim(id_, "Small initialisation (eps -> 0): the flow converges to a simplex ETF with "
+    return _claim(claim_id, "Small initialisation (eps -> 0): the flow converges to a simplex ETF with "
                   "||mu_c - h_bar||^2 = sqrt(lambda_c/m)(1-1/C), ||W||_F^2 = sqrt(m/lambda_c)(C-1), "
                   "J_C W = sqrt(m/lambda_c) M^T (self-duality), b = 1/C; class means escape at rate s sqrt(m lambda_c), "
                   "then within-class residuals decay at s lambda_0 sqrt(m/lambda_c).", check,
@@ -736,7 +711,8 @@ def lazy_checks(inst, lz, pred, rep, rates, collapses: bool = False) -> list[Che
     return out
 
 
-def lazy_claim(collapses: bool = False, id_: str = "lazy-no-collapse") -> Claim:
+@takes_claim_id
+def lazy_claim(collapses: bool = False, claim_id: str = "lazy-no-collapse") -> Claim:
     def check(ctx: RunContext) -> Iterable[Check]:
         insts = list(REFERENCE[:1]) + (_instances(ctx, extra=2)[1:] if ctx.full else [])
         for inst in insts:
@@ -744,7 +720,7 @@ def lazy_claim(collapses: bool = False, id_: str = "lazy-no-collapse") -> Claim:
             yield from _stopped(rep)
             yield from lazy_checks(inst, lz, pred, rep, rates, collapses=collapses)
 
-    return _claim(id_, "Large initialisation (lazy regime: W W^T = L^2 I, block features of size L): the loss "
+    return _claim(claim_id, "Large initialisation (lazy regime: W W^T = L^2 I, block features of size L): the loss "
                   "goes to zero at the gamma rates (gamma = L^2 kappa + L^2 a + 1) while within-class "
                   "variability stays O(1): no collapse." if not collapses else
                   "(false) Large initialisation also collapses the features.", check,
@@ -855,10 +831,11 @@ def e_zero_checks(inst: th.NTKInstance, rep, predict_etf: bool = False) -> list[
     return out
 
 
-def e_zero_claim(predict_etf: bool = False, id_: str = "e-zero") -> Claim:
+@takes_claim_id
+def e_zero_claim(predict_etf: bool = False, claim_id: str = "e-zero") -> Claim:
     def check(ctx: RunContext) -> Iterable[Check]:
         ident, ratio = th.sym_nonetf_identity(3)
-        yield _matrix_zero("(m/lc) G^2 + beta g g^T = J for G = sqrt(lc/m)(J - (1 - sqrt(1 - beta t^2)) u u^T), C=3",
+        yield matrix_zero("(m/lc) G^2 + beta g g^T = J for G = sqrt(lc/m)(J - (1 - sqrt(1 - beta t^2)) u u^T), C=3",
                            th.distinct(ident))
         import sympy as sp
 
@@ -870,7 +847,7 @@ def e_zero_claim(predict_etf: bool = False, id_: str = "e-zero") -> Claim:
         v = sp.Matrix(sp.symbols("v1 v2", real=True))
         M2 = sp.Matrix.hstack(v, -v)
         G2 = M2.T * M2
-        yield _matrix_zero("C = 2: centred means [v, -v] have Gram 2|v|^2 J_2 (always an ETF)",
+        yield matrix_zero("C = 2: centred means [v, -v] have Gram 2|v|^2 J_2 (always an ETF)",
                            th.distinct(list(G2 - 2 * (v.T * v)[0] * (sp.eye(2) - sp.ones(2, 2) / 2))))
         insts = [REFERENCE[0]] + ([REFERENCE[1]] if ctx.full else [])
         for inst in insts:
@@ -878,7 +855,7 @@ def e_zero_claim(predict_etf: bool = False, id_: str = "e-zero") -> Claim:
             yield from _stopped(rep)
             yield from e_zero_checks(inst, rep, predict_etf)
 
-    return _claim(id_, "If E = 0 the flow's within-class deviations obey ||D||^2 <= sqrt(r lambda_0) ||W D|| (so NC1 "
+    return _claim(claim_id, "If E = 0 the flow's within-class deviations obey ||D||^2 <= sqrt(r lambda_0) ||W D|| (so NC1 "
                   "at zero loss), but the class means need not form a simplex ETF: at zero loss "
                   "(m/lambda_c) G^2 + (N/lambda_g) g g^T = J_C with G = M^T M, g = M^T h_bar, an ETF iff g = 0 "
                   "(C >= 3; for C = 2 always an ETF)." if not predict_etf else
@@ -912,11 +889,11 @@ DEFAULT_MAX_SECONDS = 60.0
 MAX_SECONDS_LIMIT = 86_400.0
 
 
-def _statement(id_: str, checks: list[Check]) -> Check:
+def _statement(claim_id: str, checks: list[Check]) -> Check:
     """One statement of the report: its verdict and reason from core.summarise over its checks."""
     v, reason = summarise(checks)
     applicable = [c for c in checks if c.verdict is not Verdict.NOT_APPLICABLE]
-    return Check(id_, v, reason, {"checks": [c.to_dict() for c in checks]},
+    return Check(claim_id, v, reason, {"checks": [c.to_dict() for c in checks]},
                  independent=any(c.independent for c in applicable) if applicable else True)
 
 
@@ -942,27 +919,9 @@ def _triple(name: str, values) -> tuple[float, float, float] | None:
     return tuple(as_float(f"{name}[{i}]", v) for i, v in enumerate(values))
 
 
-def check_instance(inst: th.NTKInstance, *, gamma=None, feature_dim: int | None = None, init: str = "random",
-                   init_scale: float | None = None, T: float | None = None, seed: int = 0, mean_weight: float = 0.0,
-                   max_seconds: float = DEFAULT_MAX_SECONDS, limits_fn: Callable | None = None) -> SolveReport:
-    """Integrate the feature model for one instance and check every statement that applies to it.
-
-    Statements: ``ntk-spectrum``, ``ntk-rates`` (with ``gamma``), ``ntk-invariant``, ``ntk-scatter``,
-    ``ntk-nc1-bound`` and, by initialisation, ``ntk-small-init-limit`` (random), ``ntk-lazy-no-collapse``
-    (lazy) or ``ntk-e-zero`` (e-zero). A statement whose hypothesis fails is NOT_APPLICABLE (named).
-
-    Budgets: sizes are checked before anything is allocated, the integration work is estimated before
-    it starts and refused (InstanceError with the estimate and the limit) beyond ``max_seconds`` or the
-    dense-output memory limit, and every integration stops at the wall-clock deadline (the statements
-    it feeds are then INCONCLUSIVE, "time budget reached at t = ...").
-    ``limits_fn(inst) -> dict`` is the small-initialisation prediction (default theory's; tests pass
-    false ones).
-
-    Returns a :class:`proofs_check.core.SolveReport` (``to_dict()`` is the ``ncproofs solve --json``
-    schema). Raises ``theory._validate.InputError`` (``InstanceError``, a ValueError) for bad options
-    or an instance above the budget; any other exception is a defect.
-    """
-    t_start = time.perf_counter()
+def _instance_options(inst: th.NTKInstance, gamma, feature_dim, init: str, init_scale, T, seed, max_seconds) -> dict:
+    """Validate the options of one instance (in the order the messages are documented) and refuse work beyond the
+    budget before anything is allocated. Returns the validated values."""
     if init not in INITS:
         raise InstanceError(f"init must be one of {', '.join(INITS)}, got {init!r}")
     max_seconds = as_float("max_seconds", max_seconds, positive=True)
@@ -983,13 +942,17 @@ def check_instance(inst: th.NTKInstance, *, gamma=None, feature_dim: int | None 
     n = as_int("n (feature dimension)", n, minimum=1)
     sv.check_sizes(C, m, n)  # before any allocation
     seed = as_int("seed", seed, minimum=0)
-    lim_fn = limits_fn or th.small_init_limits
-
     if T is not None:  # refuse before allocating anything (the lazy default T is known only after the construction)
         sv.check_work("feature-model flow", sv.estimate_flow_work_from_scale(inst, n, eps, init, T), max_seconds)
     elif init != "lazy":
         sv.check_work("feature-model flow", sv.estimate_flow_work_from_scale(inst, n, eps, init, DEFAULT_T[init] / inst.s),
                       max_seconds)
+    return {"max_seconds": max_seconds, "gamma": gamma, "gi": gi, "eps": eps, "T": T, "n": n, "seed": seed}
+
+
+def _initial_state(inst: th.NTKInstance, init: str, n: int, eps: float, seed: int, mean_weight: float, T):
+    """(initial state, horizon T, lazy construction or None); the default horizons of docs/ntk.md."""
+    C, m = inst.classes, inst.per_class
     lz = None
     if init == "random":
         st0 = sv.init_random(inst, n, eps, seed)
@@ -1007,6 +970,11 @@ def check_instance(inst: th.NTKInstance, *, gamma=None, feature_dim: int | None 
             # eigenvalues rather than gamma_d - gamma_c, which rounds to 0 for a tiny L
             l0g = lz.omega * inst.eigenvalues[0] + th.block_eigenvalues(C, m, *lz.a)[0]
             T = min(LAZY_T_EFOLDS / (inst.s * l0g), LAZY_T_MAX / inst.s)
+    return st0, T, lz
+
+
+def _flow_work(inst: th.NTKInstance, st0, T: float, gi, max_seconds: float) -> tuple[dict, dict | None]:
+    """Work estimates of the feature flow and of the --gamma linear flow, refused beyond the budget."""
     work = sv.estimate_flow_work(inst, st0, T)
     sv.check_work("feature-model flow", work, max_seconds)
     lwork = None
@@ -1016,16 +984,17 @@ def check_instance(inst: th.NTKInstance, *, gamma=None, feature_dim: int | None 
         both = {**work, "seconds": work["seconds"] + lwork["seconds"], "bytes": max(work["bytes"], lwork["bytes"]),
                 "steps": work["steps"] + lwork["steps"]}
         sv.check_work("feature-model and linear residual flows together", both, max_seconds)
-    deadline = t_start + max_seconds
+    return work, lwork
 
-    rep = sv.run_flow(inst, st0, T, n_grid=401, deadline=deadline)
+
+def _kernel_statements(inst: th.NTKInstance, rep, gi, seed: int, deadline: float, max_seconds: float,
+                       budget: list[Check], diagnostics: list[str]) -> tuple[list[Check], dict, dict]:
+    """``ntk-spectrum``, ``ntk-rates`` (with --gamma), ``ntk-invariant``, ``ntk-scatter`` and ``ntk-nc1-bound`` of
+    one run. Returns (statements, rates, data for the report's extra keys)."""
+    C, m, N = inst.classes, inst.per_class, inst.N
     traj = rep.trajectory
-    st = traj.final
     d = rep.solution.diagnostics
-    budget = _budget_check(traj.stopped, max_seconds)
-    diagnostics = [f"feature-model flow: {traj.stopped}"] if traj.stopped else []
     statements: list[Check] = []
-
     # spectrum (numpy eigvalsh of the N x N kernel: a separate computation)
     K = th.block_kernel(C, m, inst.kappa)
     numeric = np.linalg.eigvalsh(K)
@@ -1054,16 +1023,46 @@ def check_instance(inst: th.NTKInstance, *, gamma=None, feature_dim: int | None 
     for s_ in traj.states:
         b = sv.nc1_finite_time_bound(inst, s_.W, s_.H, None, lmin=lmin)
         ratios.append(b["scatter"] / b["bound"] if b["bound"] > 0 else (math.inf if b["scatter"] > 0 else 0.0))
-    bend = sv.nc1_finite_time_bound(inst, st.W, st.H, None, lmin=lmin)
+    bend = sv.nc1_finite_time_bound(inst, traj.final.W, traj.final.H, None, lmin=lmin)
     statements.append(_statement("ntk-nc1-bound", budget + [condition(
         "finite-time NC1 bound at every grid time", max(ratios) <= 1 + 1e-9,
         verified=f"max ||D||^2/bound = {fmt(max(ratios), 5)}; zero-loss bound r l0 max(0,-lmin E) = "
                  f"{fmt(bend['zero_loss_bound'], 5)}",
         refuted=f"witness: ||D||^2 exceeds the bound by a factor {fmt(max(ratios), 5)}",
         evidence={"max_ratio": max(ratios)})]))
+    data = {"spectrum": {"predicted": th.spectrum(inst), "numeric": numeric,
+                         "max_abs_error": float(np.max(np.abs(numeric - pred_spec)))},
+            "invariant": {"max_drift": d["max_invariant_drift"], "scale": scale, "E0_norm": d["invariant_scale"],
+                          "lambda_min_E": lmin}}
+    return statements, rates, data
 
-    # phases (always fitted; None with the reason when no window exists)
-    lim = lim_fn(inst)
+
+def _lazy_statement(inst: th.NTKInstance, lz, rep, budget: list[Check], rates: dict) -> Check:
+    """``ntk-lazy-no-collapse`` of a lazy run (NOT_APPLICABLE below LAZY_MIN_SCALE); fills rates["lazy_feature_model"]."""
+    C, m = inst.classes, inst.per_class
+    traj = rep.trajectory
+    gl = th.NTKInstance(C, m, lz.gamma, inst.s)
+    pr = th.residual_rates(gl)
+    Y = sv.targets(C, m)[None]
+
+    def sample(ts):
+        out = traj.map_batches(ts, lambda W, b_, H: tuple(
+            sv.batch_residual_components(W @ H + b_[:, :, None] - Y, C, m)[k] for k in ("global", "class", "within")))
+        return dict(zip(("global", "class", "within"), out))
+
+    fr = sv.fit_decay_rates(sample, traj.T) if traj.T > 0 else {
+        k: {"rate": None, "reason": traj.stopped} for k in ("global", "class", "within")}
+    rates["lazy_feature_model"] = {k: _rate_entry(pr[k], fr[k]) for k in ("global", "class", "within")}
+    rates["lazy_feature_model"]["gamma"] = lz.gamma
+    lazy = lazy_checks(inst, lz, pr, rep, fr)
+    return _statement("ntk-lazy-no-collapse", lazy if lazy[0].verdict is Verdict.NOT_APPLICABLE else budget + lazy)
+
+
+def _phase_statements(inst: th.NTKInstance, init: str, lz, rep, lim: dict, eps: float, n: int, budget: list[Check],
+                      rates: dict) -> tuple[list[Check], str | None, dict]:
+    """The statements of the initialisation (``ntk-small-init-limit``, ``ntk-lazy-no-collapse`` or ``ntk-e-zero``)
+    and the fitted phases. Returns (statements, predicted geometry, limits)."""
+    traj = rep.trajectory
     esc = sv.fit_escape_rate(traj)
     late = sv.fit_late_within_rate(traj)
     rates["escape"] = _rate_entry(lim.get("escape_rate"), esc)
@@ -1078,6 +1077,7 @@ def check_instance(inst: th.NTKInstance, *, gamma=None, feature_dim: int | None 
         "escape_rate": {"predicted": lim.get("escape_rate"), "measured": esc.get("rate")},
         "late_within_rate": {"predicted": lim.get("late_within_rate"), "measured": late.get("rate")},
     }
+    statements: list[Check] = []
     predicted_geometry = None
     if init == "random":
         statements.append(_statement("ntk-small-init-limit", small_init_checks(inst, rep, esc, late, eps, n, lim)))
@@ -1086,27 +1086,56 @@ def check_instance(inst: th.NTKInstance, *, gamma=None, feature_dim: int | None 
         statements.append(_statement("ntk-lazy-no-collapse", lazy_checks(inst, lz, None, rep, None)))
         predicted_geometry = "no collapse (NC1 stays O(1))"
     elif lz is not None:
-        gl = th.NTKInstance(C, m, lz.gamma, inst.s)
-        pr = th.residual_rates(gl)
-        Y = sv.targets(C, m)[None]
-
-        def sample(ts):
-            out = traj.map_batches(ts, lambda W, b_, H: tuple(
-                sv.batch_residual_components(W @ H + b_[:, :, None] - Y, C, m)[k] for k in ("global", "class", "within")))
-            return dict(zip(("global", "class", "within"), out))
-
-        fr = sv.fit_decay_rates(sample, traj.T) if traj.T > 0 else {
-            k: {"rate": None, "reason": traj.stopped} for k in ("global", "class", "within")}
-        rates["lazy_feature_model"] = {k: _rate_entry(pr[k], fr[k]) for k in ("global", "class", "within")}
-        rates["lazy_feature_model"]["gamma"] = lz.gamma
-        lazy = lazy_checks(inst, lz, pr, rep, fr)
-        statements.append(_statement("ntk-lazy-no-collapse", lazy if lazy[0].verdict is Verdict.NOT_APPLICABLE
-                                     else budget + lazy))
+        statements.append(_lazy_statement(inst, lz, rep, budget, rates))
         predicted_geometry = "no collapse (NC1 stays O(1))"
     if init == "e-zero":
         statements.append(_statement("ntk-e-zero", budget + e_zero_checks(inst, rep)))
         predicted_geometry = "NC1; simplex ETF only if M^T h_bar = 0"
+    return statements, predicted_geometry, limits
 
+
+def check_instance(inst: th.NTKInstance, *, gamma=None, feature_dim: int | None = None, init: str = "random",
+                   init_scale: float | None = None, T: float | None = None, seed: int = 0, mean_weight: float = 0.0,
+                   max_seconds: float = DEFAULT_MAX_SECONDS, limits_fn: Callable | None = None) -> SolveReport:
+    """Integrate the feature model for one instance and check every statement that applies to it.
+
+    Statements: ``ntk-spectrum``, ``ntk-rates`` (with ``gamma``), ``ntk-invariant``, ``ntk-scatter``,
+    ``ntk-nc1-bound`` and, by initialisation, ``ntk-small-init-limit`` (random), ``ntk-lazy-no-collapse``
+    (lazy) or ``ntk-e-zero`` (e-zero). A statement whose hypothesis fails is NOT_APPLICABLE (named).
+
+    Budgets: sizes are checked before anything is allocated, the integration work is estimated before
+    it starts and refused (InstanceError with the estimate and the limit) beyond ``max_seconds`` or the
+    dense-output memory limit, and every integration stops at the wall-clock deadline (the statements
+    it feeds are then INCONCLUSIVE, "time budget reached at t = ...").
+    ``limits_fn(inst) -> dict`` is the small-initialisation prediction (default theory's; tests pass
+    false ones).
+
+    Returns a :class:`proofs_check.core.SolveReport` (``to_dict()`` is the ``ncproofs solve --json``
+    schema). Raises ``theory._validate.InputError`` (``InstanceError``, a ValueError) for bad options
+    or an instance above the budget; any other exception is a defect.
+    """
+    t_start = time.perf_counter()
+    opt = _instance_options(inst, gamma, feature_dim, init, init_scale, T, seed, max_seconds)
+    max_seconds, gamma, gi, eps, n, seed = (opt[k] for k in ("max_seconds", "gamma", "gi", "eps", "n", "seed"))
+    C, m = inst.classes, inst.per_class
+    lim_fn = limits_fn or th.small_init_limits
+    st0, T, lz = _initial_state(inst, init, n, eps, seed, mean_weight, opt["T"])
+    work, lwork = _flow_work(inst, st0, T, gi, max_seconds)
+    deadline = t_start + max_seconds
+
+    rep = sv.run_flow(inst, st0, T, n_grid=401, deadline=deadline)
+    traj = rep.trajectory
+    st = traj.final
+    d = rep.solution.diagnostics
+    budget = _budget_check(traj.stopped, max_seconds)
+    diagnostics = [f"feature-model flow: {traj.stopped}"] if traj.stopped else []
+    statements, rates, data = _kernel_statements(inst, rep, gi, seed, deadline, max_seconds, budget, diagnostics)
+    # phases (always fitted; None with the reason when no window exists)
+    lim = lim_fn(inst)
+    phase, predicted_geometry, limits = _phase_statements(inst, init, lz, rep, lim, eps, n, budget, rates)
+    statements += phase
+
+    fm = rep.measures
     met = nc_metrics(st.H, inst.labels, st.W, st.b, center_w=True)
     geo = classify_gram(fm["gram"])
     _, M, _ = th.decompose(st.H, C, m)
@@ -1129,11 +1158,9 @@ def check_instance(inst: th.NTKInstance, *, gamma=None, feature_dim: int | None 
                                  "stopped": traj.stopped, "seconds": traj.seconds}},
         diagnostics=diagnostics,
         extra={
-            "spectrum": {"predicted": th.spectrum(inst), "numeric": numeric,
-                         "max_abs_error": float(np.max(np.abs(numeric - pred_spec)))},
+            "spectrum": data["spectrum"],
             "rates": rates,
-            "invariant": {"max_drift": d["max_invariant_drift"], "scale": scale, "E0_norm": d["invariant_scale"],
-                          "lambda_min_E": lmin},
+            "invariant": data["invariant"],
             "limits": limits,
             "phases": {"loss_initial": d["loss_initial"], "loss_final": rep.solution.value,
                        "residual_final": d["residual_final"], "hbar_norm": fm["hbar_norm"], "g_norm": fm["g_norm"],

@@ -1,0 +1,60 @@
+"""Helpers shared by the NTK claim modules (proofs_check.claims.ntk, ntk_general, ntk_thread): the factory keyword
+for claim ids and the entrywise symbolic-zero check. Not a claims module (no CLAIMS; the registry skips it)."""
+
+from __future__ import annotations
+
+import functools
+
+from proofs_check.core import Check, Verdict, fmt, symbolic_zero
+from theory import ntk as th
+
+
+def takes_claim_id(factory):
+    """Let a claim factory take its id as ``claim_id=`` (the keyword of the project's factories,
+    docs/DEVELOPING.md "Naming") and still accept ``id_=``, the NTK factories' former keyword."""
+
+    @functools.wraps(factory)
+    def wrapper(*args, id_: str | None = None, **kwargs):
+        if id_ is not None:
+            if "claim_id" in kwargs:
+                raise TypeError(f"{factory.__name__}: pass claim_id= or its former spelling id_=, not both")
+            kwargs["claim_id"] = id_
+        return factory(*args, **kwargs)
+
+    return wrapper
+
+
+def subs_kappa():
+    kd, kc, kn = th.kappa_symbols()
+    return [{kd: 1.3, kc: 0.55, kn: 0.2}, {kd: 2.0, kc: 0.3, kn: -0.1}]
+
+
+def matrix_zero(name: str, exprs, substitutions=(), note: str = "") -> Check:
+    """All entries must be identically 0.
+
+    Each entry is expanded first (entries here are polynomials, or rational functions with their
+    denominators cleared): 0 after expansion is a proof. A nonzero entry that evaluates to more than
+    1e-9 at one of the numeric ``substitutions`` is REFUTED with that point as witness; otherwise the
+    entry goes through ``core.symbolic_zero`` (sympy.simplify), which decides VERIFIED / INCONCLUSIVE.
+    """
+    import sympy as sp
+
+    exprs = list(exprs)
+    pending = []
+    for i, e in enumerate(exprs):
+        ex = sp.expand(sp.sympify(e))
+        if ex == 0:
+            continue
+        for sub in substitutions:
+            val = complex(sp.N(ex.subs(sub), 30))
+            if abs(val) > 1e-9:
+                return Check(name, Verdict.REFUTED, f"entry {i} is nonzero ({fmt(abs(val), 3)}) at a numeric point",
+                             {"entry": i, "expression": str(ex)[:300], "value": abs(val),
+                              "witness": {str(k): float(v) for k, v in sub.items()}})
+        pending.append((i, ex))
+    for i, ex in pending:
+        c = symbolic_zero(f"{name}[{i}]", ex, substitutions=substitutions)
+        if c.verdict != Verdict.VERIFIED:
+            return Check(name, c.verdict, f"entry {i}: {c.reason}", c.evidence)
+    return Check(name, Verdict.VERIFIED, f"all {len(exprs)} distinct entries are identically 0"
+                 + (f" ({note})" if note else ""), {"entries": len(exprs)})
