@@ -135,6 +135,11 @@ def _want_tol(name: str, v, owner: str = "") -> float | None:
 #: Largest relative tolerance a user claim may state (exclusive): with rtol >= 1 the measured value 0
 #: matches every prediction, so the statement could not fail.
 MAX_RTOL = 1.0
+#: An absolute tolerance must be below this multiple of max(1, |prediction|) at each instance (exclusive): with
+#: atol at the prediction's own scale the measured value 0 (and everything of that size) matches it, so the
+#: statement could not fail; 1e300 made every statement VERIFIED. Below 1 the floor 1 keeps atol = 1e-8 about a
+#: predicted 0 meaningful. Checked per instance (the prediction is known only there): :meth:`UserClaim.checks`.
+MAX_ATOL_SCALE = 1.0
 #: Largest geometry tolerance (exclusive): theory.geometry.classify_gram compares distances of Grams scaled to
 #: unit Frobenius norm (at most 2 apart), so a tolerance near 2 classifies every Gram as the geometry.
 MAX_GEOMETRY_TOL = 1.0
@@ -658,6 +663,22 @@ class UserClaim:
             raise TypeError(f"params must be a dict of hypothesis strategies or a strategy of dicts, got "
                             f"{type(self.params).__name__} {self.params!r}")
 
+    def _check_atol(self, pred) -> None:
+        """Refuse (InputError naming ``atol``) an absolute tolerance >= MAX_ATOL_SCALE x max(1, |prediction|) at
+        this instance: the statement could not fail (:data:`MAX_ATOL_SCALE`)."""
+        if not self.atol:
+            return
+        try:
+            vals = np.abs(np.asarray(pred, dtype=float)).reshape(-1)
+        except (TypeError, ValueError):  # not numbers: the comparison itself reports it
+            return
+        vals = vals[np.isfinite(vals)]
+        scale = max(1.0, float(vals.max())) if vals.size else 1.0
+        if not self.atol < MAX_ATOL_SCALE * scale:
+            raise InputError(f"claim {self.id!r}: atol must be < {MAX_ATOL_SCALE:g} x max(1, |prediction|) = "
+                             f"{MAX_ATOL_SCALE * scale:g} at this instance (an absolute tolerance at the prediction's "
+                             f"scale accepts 0 for any prediction: the statement could not fail), got {self.atol!r}")
+
     # ---- one instance -------------------------------------------------------------------
 
     def checks(self, params: Mapping, ctx: UserContext | None = None) -> list[Check]:
@@ -682,6 +703,8 @@ class UserClaim:
                 c.evidence.setdefault("instance", p)
             return out
         pred = _user_call("predict", self.predict, p)
+        if self.kind != "geometry":
+            self._check_atol(pred)
         if self.kind in ("lower_bound", "upper_bound", "optimum") and isinstance(pred, np.ndarray) and pred.size == 1:
             pred = pred.item()
         if self.kind == "equals":

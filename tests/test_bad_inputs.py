@@ -2,6 +2,7 @@
 traceback, and no work first (each case must end quickly; a SIGALRM guard turns a hang into a
 failure instead of a stuck suite). Defects are never reported as bad input (test_verdict_engine)."""
 
+import re
 import signal
 
 import pytest
@@ -145,3 +146,64 @@ def test_bad_input_is_one_line_exit_2(argv, word, capsys, alarm):
     assert len(lines) == 1, err
     assert lines[0].startswith("ncproofs: error:") or lines[0].startswith("usage:") is False
     assert word.lower() in lines[0].lower(), lines[0]
+
+
+# ---- tolerances that make a statement unable to fail ------------------------------------------------------
+
+def _user_claim(kind="equals", predict=lambda p: 1.0, solve=lambda p: 2.0, **tol):
+    st = pytest.importorskip("hypothesis.strategies")
+    from proofs_check.user import UserClaim
+
+    return UserClaim(id="t.huge-atol", statement="s", source="src", params={"k": st.integers(2, 3)}, kind=kind,
+                     predict=predict, solve=solve, **tol)
+
+
+@pytest.mark.parametrize("atol", [1e300, 1.0, 5.0])
+def test_user_claim_refuses_an_atol_at_the_predictions_scale(atol):
+    """1 = 2 within atol: with atol >= max(1, |prediction|) it was VERIFIED (1e300: any statement); refused,
+    naming atol and the bound, never VERIFIED."""
+    from proofs_check.core import Verdict
+    from theory._validate import InputError
+
+    claim = _user_claim(atol=atol)
+    with pytest.raises(InputError, match=re.escape("atol must be < 1 x max(1, |prediction|) = 1 at this")) as info:
+        claim.checks({"k": 2})
+    assert "atol" in str(info.value) and repr(atol) in str(info.value)
+    assert claim.check_instance({"k": 2}).verdict is Verdict.ERROR
+    big = _user_claim(kind="lower_bound", predict=lambda p: 3.0, solve=lambda p: 1.0, atol=atol + 10)
+    with pytest.raises(InputError, match="atol must be"):  # min >= 3 "shown" by a feasible value 1
+        big.checks({"k": 2})
+
+
+@pytest.mark.parametrize("atol", [float("inf"), float("nan")])
+def test_user_claim_refuses_a_non_finite_atol(atol):
+    from theory._validate import InputError
+
+    with pytest.raises(InputError, match="atol must be a finite number"):
+        _user_claim(atol=atol)
+
+
+def test_user_claim_small_atol_still_judges():
+    """Below the bound the statement is judged as before: 0 = 1e-10 within 1e-8 (prediction 0: the floor 1);
+    1e6 = 1e6 + 50 within 100 (scale 1e6); 1 = 2 within 0.5 is REFUTED."""
+    from proofs_check.core import Verdict
+
+    assert _user_claim(predict=lambda p: 0.0, solve=lambda p: 1e-10, atol=1e-8).check_instance(
+        {"k": 2}).verdict is Verdict.VERIFIED
+    assert _user_claim(predict=lambda p: 1e6, solve=lambda p: 1e6 + 50, atol=100.0).check_instance(
+        {"k": 2}).verdict is Verdict.VERIFIED
+    assert _user_claim(atol=0.5).check_instance({"k": 2}).verdict is Verdict.REFUTED
+
+
+@pytest.mark.parametrize("gtol", [1e300, 1.0, float("inf"), float("nan"), -1e-9])
+def test_ufm_solver_refuses_an_absurd_gtol_naming_it(gtol):
+    """solvers.ufm.solve_factored(gtol=1e300) stopped every start at its random point and reported it
+    'converged' (|grad| <= 10 gtol); refused before work with a ValueError naming gtol."""
+    from solvers import ufm as U
+    from theory.ufm import UFMInstance
+
+    inst = UFMInstance("ce", k=3, n=2, d=3, lw=1e-2, lh=1e-2)
+    with pytest.raises(ValueError, match="gtol"):
+        U.solve_factored(inst, starts=1, maxiter=20, gtol=gtol)
+    sol = U.solve_factored(inst, starts=1, maxiter=20, gtol=U.GTOL_MAX)  # the bound itself is accepted
+    assert sol.value > 0

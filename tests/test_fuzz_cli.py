@@ -218,6 +218,7 @@ def test_api_string_parameters_refuse_arrays_naming_the_parameter():
     (lambda: A._ufm_factored(rebalance_every=-1), "rebalance_every"),   # never ended
     (lambda: A._ufm_factored(maxiter=float("nan")), "maxiter"),         # accepted
     (lambda: A._ufm_factored(gtol=float("nan")), "gtol"),               # accepted
+    (lambda: A._ufm_factored(gtol=1e300), "gtol"),                      # stopped at once, 'converged'
     (lambda: A._ufm_factored(stop_at=float("nan")), "stop_at"),         # accepted
     (lambda: A._ufm_factored(starts=True), "starts"),                   # accepted as 1
     (lambda: A._ufm_factored(seed=float("nan")), "seed"),               # SeedSequence's message
