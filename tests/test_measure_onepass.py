@@ -227,3 +227,51 @@ def test_accumulators_that_do_not_fit_fall_back_to_two_passes(tmp_path, capsys, 
     _close(out["metrics"], reference_metrics(H, y, W), ["nc1", "cdnv_mean", "nc3"])
     assert cli.main(["measure", str(tmp_path / "a.npz"), "--passes", "1"]) == 2
     assert "--passes 1 needs" in capsys.readouterr().err
+
+
+_BLAS_PROBE = r"""
+import json, sys
+import numpy as np
+from threadpoolctl import threadpool_info
+from proofs_check import measure as PM
+from theory import metrics_onepass as MO
+
+seen = {}
+orig_update = MO.ClassStats.update
+def update(self, *a, **k):
+    seen.setdefault("hot_loop", [i["num_threads"] for i in threadpool_info() if i["user_api"] == "blas"])
+    return orig_update(self, *a, **k)
+MO.ClassStats.update = update
+orig_metrics = PM.MT.collapse_metrics
+def collapse_metrics(*a, **k):
+    seen.setdefault("metrics", [i["num_threads"] for i in threadpool_info() if i["user_api"] == "blas"])
+    return orig_metrics(*a, **k)
+PM.MT.collapse_metrics = collapse_metrics
+rng = np.random.default_rng(0)
+np.save(sys.argv[1] + "/f.npy", rng.normal(size=(600, 16)).astype(np.float32))
+np.save(sys.argv[1] + "/y.npy", np.arange(600) % 4)
+PM.measure(sys.argv[1] + "/f.npy", sys.argv[1] + "/y.npy", workers=2, batch_size=50)
+seen["libraries"] = [i["filepath"] for i in threadpool_info() if i["user_api"] == "blas"]
+print(json.dumps(seen))
+"""
+
+
+def test_hot_loop_and_small_metrics_run_on_one_blas_thread_in_every_blas_library(tmp_path):
+    """In a fresh process (scipy's BLAS not yet loaded, as for the CLI), every BLAS library threadpoolctl sees,
+    numpy's and scipy's (two OpenBLAS builds), has one thread inside the one-pass loop and the metrics stage."""
+    pytest.importorskip("threadpoolctl")
+    import subprocess
+
+    proc = subprocess.run([sys.executable, "-c", _BLAS_PROBE, str(tmp_path)], capture_output=True, text=True,
+                          cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))), timeout=120)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    seen = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert seen["hot_loop"] and seen["hot_loop"] == [1] * len(seen["libraries"]), seen
+    assert seen["metrics"] == [1] * len(seen["libraries"]), seen
+
+
+def test_metrics_stage_keeps_threads_only_for_large_tile_work():
+    import contextlib
+
+    assert not isinstance(PM.metrics_blas(1000, 512), contextlib.nullcontext)  # 1.8e9 flops: one thread
+    assert isinstance(PM.metrics_blas(50_000, 512), contextlib.nullcontext)  # 1.3e12 flops of tiles: threaded
