@@ -299,9 +299,8 @@ def _geo_ufm(out: dict, prec: int) -> dict:
     """``solve ufm-ce`` / ``ufm-mse``: the balanced closed form, proven the unique minimiser in balls."""
     from solvers import rigorous as R
 
-    p = out.get("instance") or {}
-    u = R.ufm_balanced_uniqueness(p["loss"], p["k"], p["n"], p["lw"], p["lh"], p.get("lb", 0.0) or 0.0, p["d"],
-                                  prec=prec)
+    p = out["live"]["instance"]
+    u = R.ufm_balanced_uniqueness(p.loss, p.k, p.n, p.lw, p.lh, p.lb, p.d, prec=prec)
     trivial = (out.get("predicted") or {}).get("trivial")
     _phase_matches(u, None if trivial is None else not trivial)
     return _balanced_statements(out, u)
@@ -315,32 +314,45 @@ NO_EXACT_MINIMISER = ("no exact minimiser is known (imbalanced counts or unequal
                       "nothing, so these statements keep their float evidence")
 
 
+def _loss_ball_form(loss) -> dict:
+    """The parameters under which the balanced uniqueness recipe (``solvers.rigorous.ufm_balanced_uniqueness``)
+    knows a live loss object, by its class: the softmax losses (``solvers.losses.CrossEntropy``: ce, ls, their
+    weighted forms) and one-hot MSE (``SquaredError`` with T = I); any other loss says by name that it has none."""
+    import numpy as np
+
+    from solvers import losses as L
+
+    if isinstance(loss, L.CrossEntropy):
+        return {"name": loss.name, "smoothing": float(loss.eps), "convention": loss.convention,
+                "weights": [float(w) for w in loss.w] if loss.weighted else None}
+    if isinstance(loss, L.SquaredError) and loss.T.shape[0] == loss.T.shape[1] \
+            and np.array_equal(loss.T, np.eye(loss.T.shape[0])):
+        return {"name": "mse", "smoothing": 0.0, "convention": "torch", "weights": None}
+    raise NotSupported(f"the loss {getattr(loss, 'name', '?')!r} ({type(loss).__name__}) has no ball-arithmetic "
+                       "uniqueness recipe")
+
+
 def _geo_ufm_general(out: dict, prec: int) -> dict:
     """``solve ufm``: balanced counts, equal weights, a softmax loss or MSE, no bias penalty (the report's
-    statements are then at the closed form); otherwise NotSupported with the reason."""
+    statements are then at the closed form); otherwise NotSupported with the reason. On the live problem."""
     from solvers import rigorous as R
 
-    inst = out.get("instance") or {}
-    if inst.get("kind") != "classification":
-        raise NotSupported(f"no uniqueness recipe for kind {inst.get('kind')!r}")
-    counts = inst.get("counts")
-    if not isinstance(counts, list) or not counts:
-        raise NotSupported("the report lists no counts: the instance cannot be rebuilt")
-    ld = inst.get("loss") or {}
-    weights = ld.get("class_weights")
-    if len(set(int(c) for c in counts)) != 1 or (weights and len(set(float(w) for w in weights)) != 1):
+    p = out["live"]["problem"]
+    if p.kind != "classification":
+        raise NotSupported(f"no uniqueness recipe for kind {p.kind!r}")
+    counts = [int(c) for c in p.counts]
+    lf = _loss_ball_form(p.loss)
+    weights = lf["weights"]
+    if len(set(counts)) != 1 or (weights and len(set(weights)) != 1):
         raise NotSupported(NO_EXACT_MINIMISER)
-    if inst.get("groups", len(counts)) != len(counts):
+    if p.G != p.K:
         raise NotSupported("groups other than one per class")
-    if float(inst.get("lambda_b", 0.0) or 0.0) != 0.0:
+    if float(p.lb) != 0.0:
         raise NotSupported("a bias penalty: the report's statements are not at a closed form")
-    name = ld.get("name")
-    if name not in R.BALANCED_SOFTMAX_LOSSES + ("mse",):
-        raise NotSupported(f"no uniqueness recipe for loss {name!r}")
-    conv = "others" if str(ld.get("smoothing_convention", "torch")).startswith("others") else "torch"
-    u = R.ufm_balanced_uniqueness(name, len(counts), int(counts[0]), inst["lambda_w"], inst["lambda_h"], 0.0,
-                                  inst["d"], smoothing=float(ld.get("smoothing", 0.0) or 0.0), convention=conv,
-                                  weight=float(weights[0]) if weights else 1.0, prec=prec)
+    if lf["name"] not in R.BALANCED_SOFTMAX_LOSSES + ("mse",):
+        raise NotSupported(f"no uniqueness recipe for loss {lf['name']!r}")
+    u = R.ufm_balanced_uniqueness(lf["name"], p.K, counts[0], p.lw, p.lh, 0.0, p.d, smoothing=lf["smoothing"],
+                                  convention=lf["convention"], weight=weights[0] if weights else 1.0, prec=prec)
     geo = (out.get("predicted") or {}).get("geometry")
     _phase_matches(u, None if geo is None else geo == "simplex-etf")
     return _balanced_statements(out, u)
@@ -383,23 +395,25 @@ def _unsupported(status: str, reason: str, prec: int) -> dict:
 
 
 def _bracket(view: dict, prec: int, saved: bool):
-    """(RigorousBound or None, certificate.rigorous dict) of the family's recipe on ``view`` and its live
-    objects (:func:`live_objects`)."""
+    """(RigorousBound or None, certificate.rigorous dict, live objects) of the family's recipe on ``view`` and
+    its live objects (:func:`live_objects`; the geometry recipe gets the same)."""
     from solvers import rigorous as R
 
     recipe = RECIPES.get(view.get("family"))
+    live = dict(view.get("live") or {})
     try:
         if recipe is None:
             raise NotSupported(f"no rigorous recipe for family {view.get('family')!r} (supported: "
                                f"{', '.join(sorted(RECIPES))})")
-        rb = recipe({**view, "live": live_objects(view, saved=saved)}, prec)
+        live = live_objects(view, saved=saved)
+        rb = recipe({**view, "live": live}, prec)
         rig = rb.to_dict()
         rig.setdefault("inputs", INPUTS)
-        return rb, rig
+        return rb, rig, live
     except (NotSupported, R.Unsupported) as exc:
-        return None, _unsupported("unsupported", str(exc), prec)
+        return None, _unsupported("unsupported", str(exc), prec), live
     except R.NotCertified as exc:
-        return None, _unsupported("not certified", str(exc), prec)
+        return None, _unsupported("not certified", str(exc), prec), live
 
 
 def rejudge(view: dict, checks: list, *, prec: int | None = None,
@@ -417,7 +431,7 @@ def rejudge(view: dict, checks: list, *, prec: int | None = None,
     R.require_flint()
     prec = int(prec or R.PRECISION_BITS)
     t0 = time.perf_counter()
-    rb, rig = _bracket(view, prec, saved)
+    rb, rig, live = _bracket(view, prec, saved)
     rig["seconds_total"] = round(time.perf_counter() - t0, 6)
     diags: list[str] = []
     out = list(checks)
@@ -457,7 +471,7 @@ def rejudge(view: dict, checks: list, *, prec: int | None = None,
             why = "the optimal value is not rigorously VERIFIED: the uniqueness proof needs the proven optimum"
         else:
             try:
-                gres = grecipe({**view, "claims": [{"id": c.name} for c in out]}, prec)
+                gres = grecipe({**view, "live": live, "claims": [{"id": c.name} for c in out]}, prec)
             except (NotSupported, R.Unsupported) as exc:
                 why = f"unsupported: {exc}"
             except R.NotCertified as exc:
