@@ -123,8 +123,9 @@ def _batch_alpha(A: np.ndarray, Bs: np.ndarray, metric: str) -> np.ndarray:
     na, nb = np.linalg.norm(a), np.linalg.norm(b, axis=1)
     with np.errstate(invalid="ignore", divide="ignore"):
         out = (b @ a) / (na * nb)
-    if metric == "pearson":
-        bad = np.array([_constant(x, Bs[i]) for i, x in enumerate(nb)]) | _constant(na, A)
+    if metric == "pearson":  # _constant per draw, vectorised (the same float comparisons)
+        scale = np.abs(Bs.reshape(n, -1)).max(axis=1, initial=0.0)
+        bad = (scale == 0.0) | (nb <= DEGENERATE_TOL * scale * np.sqrt(Bs[0].size)) | _constant(na, A)
     else:
         bad = (nb == 0.0) | (na == 0.0)
     out[bad] = np.nan
@@ -264,21 +265,20 @@ def _tmatmul(X: np.ndarray, Y: np.ndarray) -> np.ndarray:
     return out
 
 
-def _gram(X: np.ndarray) -> np.ndarray:
-    """X^T X for (n, d) or a stack (R, n, d) (looped over R, each product in row blocks)."""
-    if X.ndim == 2:
-        return _tmatmul(X, X)
-    return np.stack([_tmatmul(x, x) for x in X])
+def _bmm(X: np.ndarray, M: np.ndarray, trans: bool = False) -> np.ndarray:
+    """X[r] @ M[r] (``trans``: X[r]^T M[r]) for stacks: batched when each fits one row block, else in blocks."""
+    if _block_rows(*X.shape[-2:], M.shape[-1]) >= X.shape[-2]:
+        return np.matmul(X.transpose(0, 2, 1) if trans else X, M)
+    return np.stack([_tmatmul(x, m) if trans else _rows_matmul(x, m) for x, m in zip(X, M)])
 
 
 def _second_moment(X: np.ndarray, mode: str) -> np.ndarray:
+    """X^T X / n ("raw") or the covariance of the row-normalised X; for (n, d) or a stack (R, n, d)."""
     n = X.shape[-2]
-    if mode == "raw":
-        return _gram(X) / n
-    U = _normalise_rows(X)
-    mu = U.mean(axis=-2, keepdims=True)
-    Uc = U - mu
-    return _gram(Uc) / (n - 1)
+    if mode != "raw":
+        U = _normalise_rows(X)
+        X = U - U.mean(axis=-2, keepdims=True)
+    return (_tmatmul(X, X) if X.ndim == 2 else _bmm(X, X, trans=True)) / (n if mode == "raw" else n - 1)
 
 
 def _check_mode(mode: str) -> str:
@@ -864,12 +864,11 @@ def _sgd_loop(cfg, Xs, Ys, Ws, gam, eta, rngs, record_set, acc, deadline: float 
     batches_per_epoch = max(1, N // B)
     act = cfg.activation
     half = cfg.steps // 2
-    noise_l = cfg.noise_layer if cfg.neuron_noise > 0 else None
-    sig = cfg.neuron_noise
-    seed_ix = np.arange(n_seeds)[:, None]
-    single = n_seeds == 1
-    perms = None
-    recorded = 0
+    noise_l, sig = (cfg.noise_layer if cfg.neuron_noise > 0 else None), cfg.neuron_noise
+    seed_ix, single = np.arange(n_seeds)[:, None], n_seeds == 1
+    perms, recorded = None, 0
+    # loop invariants (the same floats as written inline; the transposes are views of Ws, updated in place)
+    WT, decay, lr_b, dyn_at = [W.transpose(0, 2, 1) for W in Ws], 1.0 - eta * gam, eta / B, loss_at | align_at
     for t in range(cfg.steps):
         if t % _CLOCK_EVERY == 0 and time.perf_counter() > deadline:
             return t, recorded
@@ -887,7 +886,7 @@ def _sgd_loop(cfg, Xs, Ys, Ws, gam, eta, rngs, record_set, acc, deadline: float 
         # forward (hs: clean activations for the activation derivative; hu: what the next layer reads)
         hs, hu, zs = [xb], [xb], []
         for l in range(L):
-            z = np.matmul(hu[-1], Ws[l].transpose(0, 2, 1))
+            z = np.matmul(hu[-1], WT[l])
             zs.append(z)
             if l < L - 1:
                 h = np.tanh(z) if act == "tanh" else np.maximum(z, 0.0)
@@ -905,8 +904,9 @@ def _sgd_loop(cfg, Xs, Ys, Ws, gam, eta, rngs, record_set, acc, deadline: float 
             if l > 0:
                 g = np.matmul(g, W)
                 g *= (1.0 - h * h) if act == "tanh" else (zs[l - 1] > 0)
-            W *= 1.0 - eta * gam
-            W += (eta / B) * S
+            W *= decay
+            S *= lr_b
+            W += S
         fb = None
         if t in record_set:
             recorded += 1
@@ -914,8 +914,7 @@ def _sgd_loop(cfg, Xs, Ys, Ws, gam, eta, rngs, record_set, acc, deadline: float 
             acc["loss"] += loss
             for l in range(L):
                 ha, gb = fhs[l], fgbs[l]
-                hb = np.stack([_rows_matmul(ha[r], Ws[l][r].T) for r in range(R)])
-                ga = np.stack([_rows_matmul(gb[r], Ws[l][r]) for r in range(R)])
+                hb, ga = _bmm(ha, WT[l]), _bmm(gb, Ws[l])
                 for mode, a in (("raw", acc["raw"][l]), ("normalized", acc["nrm"][l])):
                     a["H_a"] += _second_moment(ha, mode)
                     a["H_b"] += _second_moment(hb, mode)
@@ -926,11 +925,12 @@ def _sgd_loop(cfg, Xs, Ys, Ws, gam, eta, rngs, record_set, acc, deadline: float 
                 for a in (acc["raw"][l], acc["nrm"][l]):
                     a["Z_a"] += ZA
                     a["Z_b"] += ZB
-                Sl = np.stack([_tmatmul(gb[r], ha[r]) for r in range(R)]) / N
+                Sl = _bmm(gb, ha, trans=True) / N
                 acc["S"][l] += Sl
                 acc["SW"][l] += np.matmul(Sl, Ws[l].transpose(0, 2, 1))
                 acc["W"][l] += Ws[l]
-        _record_dynamics(dyn, t + 1, Ws, X_full, Y_full, act, loss_at, align_at, fb)
+        if t + 1 in dyn_at:
+            _record_dynamics(dyn, t + 1, Ws, X_full, Y_full, act, loss_at, align_at, fb)
     return cfg.steps, recorded
 
 
@@ -1133,7 +1133,7 @@ def critical_point(cfg: CRHExperiment, gamma: float, *, max_iter: int = 20_000,
             stopped["flag"] = True
             raise StopIteration
 
-    with np.errstate(over="ignore", invalid="ignore"):
+    with np.errstate(over="ignore", invalid="ignore"), blas_threads(0):  # small products: one BLAS thread
         res = minimize(objective, theta0, args=(X, Y, cfg.widths, gamma, cfg.activation), jac=True,
                        method="L-BFGS-B", callback=callback,
                        options={"maxiter": max_iter, "maxfun": 2 * max_iter, "gtol": gtol, "ftol": 1e-300,

@@ -74,6 +74,25 @@ def _substitutions(expr, seed: int, n: int = 2) -> list[dict]:
     return out
 
 
+def _first_nonzero(entries, seed: int):
+    """The first entry that ``sympy.simplify`` does not reduce to 0 (None when all do), found cheaply: an
+    entry that expands to 0 is 0 (a proof); one that is nonzero at a witness point of :func:`_substitutions`
+    (30 digits) is not, so simplify could not give 0 either; only the others are simplified."""
+    for e in entries:
+        e = sp.sympify(e)
+        if e == 0 or sp.expand(e) == 0:
+            continue
+        ce = _concretise(e)
+        try:
+            if any(abs(complex(sp.N(ce.subs(sub), 30))) > 1e-9 for sub in _substitutions(ce, seed)):
+                return e
+        except (TypeError, ValueError, ZeroDivisionError):  # no number at a point: simplify decides
+            pass
+        if sp.simplify(e) != 0:
+            return e
+    return None
+
+
 def symbolic_checks(items: dict, seed: int = 0, *, prefix: str = "symbolic") -> list[Check]:
     """Checks for {formula: matrix/expression} (must be 0) or {formula: ("zero"|"true", obj)}.
     Check names are ``<prefix>-<i>`` (kebab-case); the formula is in the reason and evidence.
@@ -88,12 +107,12 @@ def symbolic_checks(items: dict, seed: int = 0, *, prefix: str = "symbolic") -> 
             out.append(Check(name, c.verdict, f"{formula}: {c.reason}", {**c.evidence, "identity": formula}))
             continue
         entries = list(obj) if hasattr(obj, "shape") else [obj]
-        bad = [e for e in entries if sp.simplify(e) != 0]
-        if not bad:
+        bad = _first_nonzero(entries, seed)
+        if bad is None:
             out.append(Check(name, Verdict.VERIFIED, f"{formula}: all {len(entries)} entries simplify to 0",
                              {"entries": len(entries), "identity": formula}))
             continue
-        e = _concretise(bad[0])
+        e = _concretise(bad)
         c = symbolic_zero(name, e, substitutions=_substitutions(e, seed))
         out.append(Check(name, c.verdict, f"{formula}: {c.reason}", {**c.evidence, "identity": formula}))
     return out
@@ -126,8 +145,12 @@ def _shapes(ctx):
 # The MLP experiment: measured hypotheses (reconstructed)
 # --------------------------------------------------------------------------------------------
 
-#: `ncproofs run` quick profile: gamma in {0, 1e-2}, 2e4 steps (gamma * eta * steps = 10), ~5-10 s.
-EXP_QUICK = T.CRHExperiment(weight_decays=(0.0, 1e-2), steps=20_000, n_records=50)
+#: `ncproofs run` quick profile: gamma in {0, 1e-2}, 1e4 steps of batch 16 at lr 0.1: the same
+#: gamma * eta * steps = 10 (weight-decay time) and the same SGD noise scale eta / batch = 1/160 as 2e4
+#: steps of batch 8 at lr 0.05, in half the steps (~0.9 s CPU instead of ~1.5 s). Measured margins are those
+#: of the 2e4-step run: mean gain 0.57 (>= 0.10), lowest alignment 0.90 (>= 0.8), ranks 4 (dropped singular
+#: values <= 0.017 < 0.02), stationarity residual 0.16 (<= 0.25).
+EXP_QUICK = T.CRHExperiment(weight_decays=(0.0, 1e-2), steps=10_000, lr=0.1, batch_size=16, n_records=50)
 #: Full profile: the reference experiment (2e5 steps, average over the second half).
 EXP_FULL = T.CRHExperiment(weight_decays=(0.0, 1e-3, 1e-2), steps=200_000, n_records=200)
 

@@ -55,8 +55,10 @@ def alignment_wd_claim(gamma_lo: float = 0.0, gamma_hi: float = 1e-2, *, layer: 
         if problem is not None:
             yield problem
             return
-        r_lo, r_hi = experiment_report(c, lo, li, time_budget_s=time_budget_s), \
-            experiment_report(c, hi, li, time_budget_s=time_budget_s)
+        # Haar nulls only for the run the above-null check reads (the top of the stated direction)
+        up = direction == "increases"
+        r_lo = experiment_report(c, lo, li, null_draws=0 if up else S.NULL_DRAWS, time_budget_s=time_budget_s)
+        r_hi = experiment_report(c, hi, li, null_draws=S.NULL_DRAWS if up else 0, time_budget_s=time_budget_s)
         a_lo, a_hi = _alignments(r_lo), _alignments(r_hi)
         gains = [None if not is_finite(a_hi[r], a_lo[r]) else a_hi[r] - a_lo[r] for r in T.RELATION_NAMES]
         mean_gain = float(np.mean(gains)) if all(g is not None for g in gains) else None
@@ -112,7 +114,7 @@ def alignment_level_claim(gamma: float, threshold: float, *, layer: int = -2, cf
         if problem is not None:
             yield problem
             return
-        a = _alignments(experiment_report(c, ri, li, time_budget_s=time_budget_s))
+        a = _alignments(experiment_report(c, ri, li, null_draws=0, time_budget_s=time_budget_s))  # no null read
         vals = [None if not is_finite(v) else -v for v in a.values()]
         lowest = -_worst(vals) if is_finite(_worst(vals)) else None
         ev = {"alignments": a, "threshold": threshold, "margin": LEVEL_MARGIN, "layer": li + 1, "gamma": gamma,

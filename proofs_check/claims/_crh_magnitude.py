@@ -645,15 +645,16 @@ def noise_claim(coefficient: float = 1.0, *, cfg: T.CRHExperiment | None = None,
         ht = h + sig * e
         g = y - W * ht
         def expect(expr):  # E over eps of a polynomial of degree <= 2 in eps: E[eps_i eps_j] = delta_ij
-            out = sp.Integer(0)
-            for powers, coeff in sp.Poly(sp.expand(expr), e[0], e[1]).as_dict().items():
-                if powers == (0, 0):
-                    out += coeff
-                elif powers in ((2, 0), (0, 2)):
-                    out += coeff
-                elif sum(powers) > 2:
+            kept = []
+            for term in sp.Add.make_args(sp.expand(expr)):  # monomials c * e0^p0 * e1^p1 (no Poly: 4x faster)
+                coeff, mono = term.as_independent(*e, as_Add=False)
+                pw = mono.as_powers_dict()
+                powers = tuple(int(pw.get(v, 0)) for v in e)
+                if sum(powers) > 2:
                     raise ValueError("noise expectation implemented up to degree 2")
-            return sp.expand(out)
+                if powers in ((0, 0), (2, 0), (0, 2)):
+                    kept.append(coeff)
+            return sp.expand(sp.Add(*kept))
         first = (g * ht.T).applyfunc(expect)
         g0 = y - W * h
         pred = g0 * h.T - coefficient * sig ** 2 * W
