@@ -503,9 +503,87 @@ def _geometry_certificate(s: GeneralSolution, geometry_tol: float) -> None:
         s.geometry = geo
 
 
+def regression_residual(Y: np.ndarray, cf: dict) -> np.ndarray:
+    """The gradient of the regression closed form, Z + b 1^T - Y^T = -U min(s, N lam) V^T (m x N), from the SVD of
+    the centred targets: computing it as a difference cancels to ~u absolute per entry, more than the value's
+    tolerance at lambda <= 1e-9."""
+    Yc = (Y - Y.mean(axis=0)).T
+    Uy, sy, Vty = np.linalg.svd(Yc, full_matrices=False)
+    return -(Uy * np.minimum(sy, cf["threshold"])) @ Vty
+
+
+def regression_geometry(p: GeneralUFM, cf: dict) -> dict:
+    """The geometry of the regression optimum Z* (unique by strict convexity): W W^T = sqrt(lh/lw) (Z Z^T)^{1/2} =
+    q U S U^T from the thin SVD of Z (m x N), never an m x m matrix unless it is printed (m <= 50; an audit saw
+    9.5 GB for m = 20 000 targets with the m x m square root)."""
+    Z = cf["Z"]
+    m = Z.shape[0]
+    q = math.sqrt(p.lh / p.lw)
+    U_, s_, _ = np.linalg.svd(Z, full_matrices=False)
+    nrm = np.sqrt(np.clip(q * ((U_ * U_) @ s_), 0.0, None))
+    C = _cos(q * (U_ * s_) @ U_.T)[1] if m <= 50 else None
+    WW = q * (U_ * s_) @ U_.T if m <= 50 else None
+    return {"classifier_gram": WW.tolist() if WW is not None else None, "classifier_norms": nrm.tolist()[:1000],
+            "classifier_cosines": C.tolist() if C is not None else None, "feature_rank": cf["rank"],
+            "note": "W W^T = sqrt(lh/lw) (Z Z^T)^{1/2}, H^T H = sqrt(lw/lh) (Z^T Z)^{1/2}: features lie in the "
+                    "rank-r subspace of the top centred-target directions (Andriopoulos et al. 2024)"}
+
+
+#: The factored route of regression runs up to this many target entries (N m).
+REGRESSION_FACTORED_MAX = 200_000
+
+
+def _solve_regression(p: GeneralUFM, Y: np.ndarray, *, seed: int, factored: bool, value_rtol: float) -> GeneralSolution:
+    """Regression (docs/ufm_general.md, "Regression"): the closed form by singular-value soft thresholding of the
+    centred targets, certified at the closed form (the dual point from the SVD residual, or the plain gradient when
+    its bound is higher), an independent factored solve (``factored``, N m <= REGRESSION_FACTORED_MAX), the geometry
+    of the unique optimum. d below the closed form's rank: its truncation to rank d, bounded by von Neumann's trace
+    inequality (``rank_d``)."""
+    t0 = time.perf_counter()
+    s = GeneralSolution(p)
+    cf = regression_closed_form(Y, p.lw, p.lh)
+    N, m = Y.shape
+    s.closed_form, s.rank, s.tight = cf, cf["rank"], cf["rank"] <= p.d
+    # the residual of the closed form from the SVD, -U min(s, N lam) V^T: computing Z + b - Y in floats cancels to
+    # ~u absolute per entry, which at lambda ~ 1e-9 and below is larger than the gap the value needs
+    cert = certificate(p, cf["Z"], cf["b"], grads=regression_residual(Y, cf))
+    if not s.tight:
+        # the rank-d problem is decided by von Neumann's trace inequality: for rank Z <= d,
+        # ||Z - Yc||^2 >= sum_j (z_j - s_j)^2 (sorted singular values), so the objective is >= the separable problem
+        # in z with at most d nonzeros, whose minimum keeps the d largest: a proven lower bound of the rank-d optimum
+        best = convex_value(p, truncate(cf["Z"], p.d), cf["b"])
+        low_d = von_neumann_rank_d(cf["singular_values"], cf["threshold"], p.lam, N, m, p.d)
+        lower_d = max(low_d, cert.lower_bound)
+        s.certificate = s.value_certificate = cert
+        s.rank_d = {"route": "von-neumann", "best": best, "lower_d": lower_d, "rank_d_lower_bound": low_d,
+                    "certificate": Certificate(lower_d, cert.upper, "rank-d bound (von Neumann) and relaxation dual",
+                                               cert.details)}
+        s.plan.append(f"rank-d: d = {p.d} below the closed form's rank {cf['rank']}: its truncation to rank d")
+        s.seconds = time.perf_counter() - t0
+        return s
+    cert_plain = certificate(p, cf["Z"], cf["b"])
+    if cert_plain.lower_bound > cert.lower_bound:
+        cert = cert_plain
+    s.certificate = s.value_certificate = cert
+    s.X, s.b = cf["Z"], cf["b"]
+    s.plan.append("regression closed form (singular-value soft thresholding), certified at that point")
+    if factored and N * m <= REGRESSION_FACTORED_MAX:
+        with blas_threads(0):
+            s.run = solve_factored(p, rank=min(p.d, m, N), starts=1, seed=seed)
+        s.routes["factored"] = s.run.to_dict()
+        if s.run.value < cert.upper - _tolerance(cert.upper, value_rtol, VALUE_ATOL):
+            s.diagnostics.append("the factored solver found a lower value than the closed form")
+    s.uniqueness = {"route": "strict-convexity"}
+    s.geometry = regression_geometry(p, cf)
+    s.geometry_how = "unique Z* (strict convexity) at the exact closed form"
+    s.seconds = time.perf_counter() - t0
+    return s
+
+
 def solve(p: GeneralUFM, *, starts: int = 2, seed: int = 0, time_budget: float | None = None,
           minority: bool = True, value_rtol: float = VALUE_RTOL, geometry_tol: float = GEOMETRY_TOL,
-          minority_dev_rtol: float = MINORITY_DEV_RTOL) -> GeneralSolution:
+          minority_dev_rtol: float = MINORITY_DEV_RTOL, targets: np.ndarray | None = None,
+          factored: bool = True) -> GeneralSolution:
     """The any-loss engine on one instance, in one call (docs/ufm_general.md): the route planned from the sizes
     (:func:`plan`; InputError beyond the budget), the candidate found, cleaned and certified (a proven lower bound
     and a feasible value), then either the search in dimension d (when d is below the candidate's rank) or the
@@ -514,8 +592,14 @@ def solve(p: GeneralUFM, *, starts: int = 2, seed: int = 0, time_budget: float |
     (proven intervals where certified). Budgets are work counts (``starts`` random starts, the solvers' evaluation
     budgets; ``time_budget`` is only a wall-clock safety net), so the result is the same at any machine load.
     ``value_rtol``, ``geometry_tol`` and ``minority_dev_rtol`` are the accuracy the caller's statements need: they
-    decide which further evidence is computed (a fallback enclosure, a polish), never a verdict. Returns a
-    :class:`GeneralSolution`."""
+    decide which further evidence is computed (a fallback enclosure, a polish), never a verdict. Regression
+    (``p.kind == "regression"``) takes its targets Y (N x m) as ``targets`` (:func:`_solve_regression`; ``factored``:
+    run the independent factored route). Returns a :class:`GeneralSolution`."""
+    if p.kind == "regression":
+        if targets is None:
+            raise InputError("targets (an N x m array) are needed to solve a regression problem")
+        return _solve_regression(p, np.asarray(targets, dtype=float), seed=seed, factored=factored,
+                                 value_rtol=value_rtol)
     t0 = time.perf_counter()
     s = plan(p, starts)
     _find_candidate(s, starts, seed, time_budget)

@@ -713,54 +713,36 @@ def check_regression(Y: np.ndarray, d: int, lw: float, lh: float, *, claimed_val
     if N * m <= INLINE_TARGETS_MAX:
         meta["targets"] = Y.tolist()
     p = SG.GeneralUFM(loss, m, np.ones(N, dtype=np.int64), np.arange(N), d, lw, lh, 0.0, "regression", meta)
-    cf = SG.regression_closed_form(Y, p.lw, p.lh)
+    s = SG.solve(p, seed=seed, targets=Y, factored=factored, value_rtol=GEN_VALUE_RTOL)
+    cf, cert = s.closed_form, s.certificate
     claims: list[Check] = []
-    diagnostics: list[str] = []
     pred_value = cf["value"] if claimed_value is None else float(claimed_value)
     predicted = {"value": cf["value"], "rank": cf["rank"], "threshold_N_lambda": cf["threshold"],
                  "singular_values_centred_targets": cf["singular_values"].tolist()[:50],
                  "source": "Andriopoulos et al. 2024 (neural regression collapse); docs/ufm_general.md"}
-    if cf["rank"] > d:
+    if not s.tight:
         # the closed form is outside its hypothesis (d >= rank): NOT_APPLICABLE for the package's prediction. A
         # claimed value follows the rule of every route below the rank (check_general): REFUTED below the
         # relaxation's proven bound or above a value attained in dimension d, INCONCLUSIVE between. The rank-d point:
-        # the soft-thresholded targets truncated to their d largest singular values (feasible with d features).
+        # the soft-thresholded targets truncated to their d largest singular values (feasible with d features),
+        # bounded from below by von Neumann's trace inequality (the engine's rank_d).
+        rd = s.rank_d
+        best, lower_d = rd["best"], rd["lower_d"]
         claims.append(hypothesis_fails("optimal-value", f"d >= rank of the soft-thresholded targets: d = {d} < "
                                        f"{cf['rank']}"))
-        cert = SG.certificate(p, cf["Z"], cf["b"], grads=_regression_residual(Y, cf))
-        best = SG.convex_value(p, SG.truncate(cf["Z"], d), cf["b"])
-        # the rank-d problem is decided by von Neumann's trace inequality: for rank Z <= d,
-        # ||Z - Yc||^2 >= sum_j (z_j - s_j)^2 (sorted singular values), so the objective is >= the separable problem
-        # in z with at most d nonzeros, whose minimum keeps the d largest: a proven lower bound of the rank-d optimum
-        low_d = _von_neumann_rank_d(cf["singular_values"], cf["threshold"], p.lam, N, m, d)
-        lower_d = max(low_d, cert.lower_bound)
         claims.append(_rank_d_value(best, lower_d, cert.lower_bound, d))
         if claimed_value is not None:
             chk = lower_bound_claim_general(float(claimed_value), lower_d, best)
-            chk.evidence.update(rank_d_lower_bound=low_d, relaxation_lower_bound=cert.lower_bound,
+            chk.evidence.update(rank_d_lower_bound=rd["rank_d_lower_bound"], relaxation_lower_bound=cert.lower_bound,
                                 bound="von Neumann's trace inequality: the rank-d problem is separable in the "
                                       "singular values (docs/ufm_general.md, 'Regression')")
             claims.append(chk)
-        cert = SG.Certificate(lower_d, cert.upper, "rank-d bound (von Neumann) and relaxation dual", cert.details)
         sol_d = {"value": best, "method": "closed form truncated to rank d (feasible in dimension d)", "rank_limit": d}
         return SolveReport("ufm-regression", p.to_dict(), {**predicted, "value": None, "note": "no prediction: d is "
-                           "below the rank of the soft-thresholded targets"}, sol_d, _below_rank_certificate(cert, best),
-                           {}, claims, {}, diagnostics, seconds=time.perf_counter() - t0)
-    # the residual of the closed form from the SVD, -U min(s, N lam) V^T: computing Z + b - Y in floats cancels to
-    # ~u absolute per entry, which at lambda ~ 1e-9 and below is larger than the gap the value needs
-    cert = SG.certificate(p, cf["Z"], cf["b"], grads=_regression_residual(Y, cf))
-    cert_plain = SG.certificate(p, cf["Z"], cf["b"])
-    if cert_plain.lower_bound > cert.lower_bound:
-        cert = cert_plain
-    routes = {}
-    attained = cert.upper
-    if factored and N * m <= 200_000:
-        with blas_threads(0):
-            sol = SG.solve_factored(p, rank=min(d, m, N), starts=1, seed=seed)
-        routes["factored"] = sol.to_dict()
-        attained = min(attained, sol.value)
-        if sol.value < cert.upper - tolerance(cert.upper, rtol=GEN_VALUE_RTOL, atol=GEN_VALUE_ATOL):
-            diagnostics.append("the factored solver found a lower value than the closed form")
+                           "below the rank of the soft-thresholded targets"}, sol_d,
+                           _below_rank_certificate(rd["certificate"], best), {}, claims, s.routes, s.diagnostics,
+                           seconds=time.perf_counter() - t0)
+    attained = cert.upper if s.run is None else min(cert.upper, s.run.value)
     tol = tolerance(pred_value, rtol=GEN_VALUE_RTOL, atol=GEN_VALUE_ATOL)
     claims.append(optimum_matches("optimal-value", pred_value, attained=attained, lower_bound=cert.lower_bound,
                                   tol=tol, certificate=cert.method))
@@ -769,22 +751,10 @@ def check_regression(Y: np.ndarray, d: int, lw: float, lh: float, *, claimed_val
     claims.append(Check("minimiser-unique", Verdict.VERIFIED if within(cert.gap, tol) else Verdict.INCONCLUSIVE,
                         "strictly convex loss: every minimiser has the same logits U*, and Z* = U* (I - 11^T/N) "
                         "(docs/ufm_general.md, 'Regression')", {"gap": cert.gap}))
-    Z = cf["Z"]
-    q = math.sqrt(p.lh / p.lw)
-    # W W^T = q (Z Z^T)^{1/2} = q U S U^T from the thin SVD of Z (m x N): never an m x m matrix unless it is
-    # printed (m <= 50); an audit saw 9.5 GB for m = 20 000 targets with the m x m square root
-    U_, s_, _ = np.linalg.svd(Z, full_matrices=False)
-    nrm = np.sqrt(np.clip(q * ((U_ * U_) @ s_), 0.0, None))
-    C = SG._cos(q * (U_ * s_) @ U_.T)[1] if m <= 50 else None
-    WW = q * (U_ * s_) @ U_.T if m <= 50 else None
-    geometry = {"classifier_gram": WW.tolist() if WW is not None else None, "classifier_norms": nrm.tolist()[:1000],
-                "classifier_cosines": C.tolist() if C is not None else None, "feature_rank": cf["rank"],
-                "note": "W W^T = sqrt(lh/lw) (Z Z^T)^{1/2}, H^T H = sqrt(lw/lh) (Z^T Z)^{1/2}: features lie in the "
-                        "rank-r subspace of the top centred-target directions (Andriopoulos et al. 2024)",
-                "geometry_certificate": "unique Z* (strict convexity) at the exact closed form"}
+    geometry = {**s.geometry, "geometry_certificate": s.geometry_how}
     solution = {"value": cert.upper, "method": "closed form (singular-value soft thresholding)", "converged": True}
-    return SolveReport("ufm-regression", p.to_dict(), predicted, solution, cert.to_dict(), geometry, claims, routes,
-                       diagnostics, seconds=time.perf_counter() - t0)
+    return SolveReport("ufm-regression", p.to_dict(), predicted, solution, cert.to_dict(), geometry, claims, s.routes,
+                       s.diagnostics, seconds=time.perf_counter() - t0)
 
 
 def _rank_d_value(best: float, lower_d: float, relaxation_lower: float, d: int) -> Check:
@@ -796,19 +766,6 @@ def _rank_d_value(best: float, lower_d: float, relaxation_lower: float, d: int) 
                            certificate="rank-d bound (von Neumann's trace inequality)",
                            evidence={"prediction": "the closed form truncated to its d largest singular values",
                                      "relaxation_lower_bound": relaxation_lower, "d": d})
-
-
-#: The rank-d lower bound (von Neumann's trace inequality) lives with the engine.
-_von_neumann_rank_d = SG.von_neumann_rank_d
-
-
-def _regression_residual(Y: np.ndarray, cf: dict) -> np.ndarray:
-    """The gradient of the closed form, Z + b 1^T - Y^T = -U min(s, N lam) V^T (m x N), from the SVD of the centred
-    targets: computing it as a difference cancels to ~u absolute per entry, more than the value's tolerance at
-    lambda <= 1e-9."""
-    Yc = (Y - Y.mean(axis=0)).T
-    Uy, sy, Vty = np.linalg.svd(Yc, full_matrices=False)
-    return -(Uy * np.minimum(sy, cf["threshold"])) @ Vty
 
 
 #: Regression targets: at most this many entries (N m); the certificate's SVD is O(N m min(N, m)).
