@@ -85,8 +85,8 @@ def main(argv=None) -> int:
                       f"{r['load_after']}, {r['overall_verdict']} {r['counts']}, {r['cached']} cached")
     first = runs[0]
     print(f"slowest claims (--jobs {first['jobs_option']}, cold):")
-    for c in first["top"]:
-        print(f"  {c['cpu_s']:7.3f} CPU s  {c['wall_s']:7.3f} s  {c['id']}")
+    for c in first["top"]:  # reports before cpu_seconds existed have none
+        print(f"  {c['cpu_s'] if c['cpu_s'] is not None else '-':>7} CPU s  {c['wall_s']:7.3f} s  {c['id']}")
     same = all(r["verdicts"] == first["verdicts"] for r in runs)
     print("same verdicts in every run:", same)
     write_results({"benchmark": "ncproofs run", "profile": "full" if args.full else "quick", "cpus": os.cpu_count(),
