@@ -350,9 +350,10 @@ def default_workers(n_claims: int | None = None) -> int:
     most 8, and no more than the claims to run (one claim: serial, no process started).
 
     The claims are independent and forked from a parent that has imported their modules, so a worker
-    costs milliseconds; measured on 2 cores (docs/benchmarks.md, "ncproofs run"), two workers finish the
-    quick profile in about half the wall time of one, and under load from other processes they still
-    take two scheduler shares instead of one."""
+    costs milliseconds. Measured on 2 cores (docs/benchmarks.md, "ncproofs run"): the quick profile in
+    8.1 s wall with two workers, 12.9 s with one (near-idle); at load 4.6-6.6 from other processes 17 s
+    against 58 s for the same CPU time (two scheduler shares instead of one), where the former default
+    (the CPUs minus the load average) had chosen one."""
     try:
         n = len(os.sched_getaffinity(0))
     except (AttributeError, OSError):
