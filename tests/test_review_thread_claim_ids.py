@@ -12,7 +12,7 @@ from proofs_check.registry import all_claims
 
 NAMED = """
 ntk.general.invariant ntk.general.nc1-at-e-zero ntk.general.etf ntk.imbalanced.nc1 ntk.imbalanced.etf
-ntk.ce.invariant ntk.ce.collapse ntk.reviewer.first-implications ntk.reviewer.corrected-implications
+ntk.ce.invariant ntk.ce.collapse ntk.ce.nc1-decays ntk.reviewer.first-implications ntk.reviewer.corrected-implications
 ntk.assumption.consequences ntk.assumption.consistency
 feature_collapse.trainable-ln.attained feature_collapse.trainable-ln.type2 feature_collapse.trainable-ln.landscape
 feature_collapse.no-decay.no-minimum feature_collapse.no-decay.limit feature_collapse.random-latents.word-collapse
