@@ -112,18 +112,19 @@ class GeneralSolution:
 
     The candidate: ``point`` (grouped, with ``layout``) and/or ``X``, ``b`` (class coordinates; None for K >
     EXPAND_MAX), ``rank`` its numerical rank, ``run`` the solve that found it (a :class:`Solution`; for a closed
-    form, a stand-in), ``certificate`` its proven lower bound and feasible value (``Certificate.method`` says how;
-    after a polish for the geometry certificate, of the polished candidate), ``value_certificate`` the certificate of
-    the candidate as first found (the bracket its value is certified with).
-    ``tight``: rank <= d (the relaxation is attained in dimension d); else ``rank_d`` holds the search in dimension
-    d (``route`` "von-neumann" (exact bound), "factored" (best rank-d point) or "skipped" (``why``)).
-    ``closed_form`` (balanced, the loss's closed form inside its hypotheses), ``closed_form_failed`` (its failed
-    hypotheses), ``mse_closed_form`` (imbalanced MSE). ``uniqueness``: the evidence for a unique minimiser, its
-    ``route`` "structural" | "phase-threshold" | "closed-form" | "enclosure"; ``enclosure`` / ``intervals``: the
-    geometry certificate (proven radius, proven geometry intervals); ``geometry``: the geometry to report (at the
-    proven unique minimiser when ``geometry_how`` says how, else at the candidate), ``cosines`` its class-mean and
-    classifier cosine matrices; ``minority``: the restricted (collapsed) problem of the smallest-count group.
-    ``routes``: the solves run (the report's "routes"), ``plan``: which route was taken and why."""
+    form, a stand-in; None where no solver ran), ``candidate`` how it was found, ``certificate`` its proven lower
+    bound and feasible value (``Certificate.method`` says how; after a polish for the geometry certificate, of the
+    polished candidate), ``value_certificate`` the certificate of the candidate as first found (the bracket its
+    value is certified with). ``tight``: rank <= d (the relaxation is attained in dimension d); else ``rank_d``
+    holds the search in dimension d (``route`` "von-neumann" (exact bound), "factored" (best rank-d point) or
+    "skipped" (``why``)). ``closed_form`` (balanced: the loss's closed form inside its hypotheses; regression: the
+    soft-thresholded targets), ``closed_form_failed`` (its failed hypotheses), ``mse_closed_form`` (imbalanced
+    MSE). ``uniqueness``: the evidence for a unique minimiser, its ``route`` "structural" | "phase-threshold" |
+    "closed-form" | "enclosure" | "strict-convexity"; ``enclosure`` / ``intervals``: the geometry certificate
+    (proven radius, proven geometry intervals); ``geometry``: the geometry to report (at the proven unique
+    minimiser when ``geometry_how`` says how, else at the candidate), ``cosines`` its class-mean and classifier
+    cosine matrices; ``minority``: the restricted (collapsed) problem of the smallest-count group. ``routes``: the
+    solves run (the report's "routes"), ``plan``: which route was taken and why."""
 
     problem: GeneralUFM
     layout: object = None
@@ -132,6 +133,7 @@ class GeneralSolution:
     closed_form_failed: list = field(default_factory=list)
     mse_closed_form: dict | None = None
     run: Solution | None = None
+    candidate: str = ""
     certificate: Certificate | None = None
     value_certificate: Certificate | None = None
     point: GroupedPoint | None = None
@@ -288,6 +290,7 @@ def _find_candidate(s: GeneralSolution, starts: int, seed: int, time_budget: flo
         s.candidate_geometry = geometry(p, s.X, s.b)
         s.rank = s.candidate_geometry["rank"]
     s.value_certificate = s.certificate
+    s.candidate = s.run.method
     s.tight = s.rank <= p.d
     s.routes = {"factored": s.run.to_dict()}
 
@@ -580,10 +583,64 @@ def _solve_regression(p: GeneralUFM, Y: np.ndarray, *, seed: int, factored: bool
     return s
 
 
+def estimate_value(p: GeneralUFM, starts: int = 1) -> float:
+    """Estimated seconds of ``solve(p, evidence="value")`` (0 when a balanced closed form is certified directly)."""
+    balanced = bool(np.all(p.counts == p.counts[0])) and p.kind == "classification"
+    if balanced and p.lb == 0.0 and p.loss.closed_form(p.K, int(p.counts[0]), p.lam) is not None \
+            and not closed_form_hypotheses(p.loss):
+        return 0.0
+    layout = class_layout(p)
+    if layout is None:
+        return estimate(p, starts)["seconds"]
+    m = float(layout.m)
+    return starts * GROUPED_EVALS * (GROUPED_EVAL_OVERHEAD + GROUPED_FLOPS_M3 * m ** 3 / FLOPS_PER_SECOND)
+
+
+def _solve_value(p: GeneralUFM, starts: int, seed: int, time_budget: float | None) -> GeneralSolution:
+    """One certified value (``evidence="value"``; rows of ``table ufm``): balanced classes with a closed form: the
+    candidate is the closed form's point itself (one group, O(K) work); otherwise the grouped (or, without
+    exchangeable classes, the class-reduced) solver from random starts, refused beyond TIME_LIMIT_S by
+    :func:`estimate_value`. Imbalanced counts: the geometry at the candidate (its minority measures are a
+    measurement, not a statement about every minimiser). No rank, no minimiser evidence."""
+    t0 = time.perf_counter()
+    balanced = bool(np.all(p.counts == p.counts[0])) and p.kind == "classification"
+    s = GeneralSolution(p, class_layout(p), balanced)
+    cf = p.loss.closed_form(p.K, int(p.counts[0]), p.lam) if balanced and p.lb == 0.0 else None
+    s.closed_form_failed = closed_form_hypotheses(p.loss) if cf is not None else []
+    s.closed_form = None if s.closed_form_failed else cf  # outside its hypothesis: the certified value is the value
+    layout = s.layout
+    if s.closed_form is not None and layout is not None and layout.m == 1:
+        s.point = closed_form_grouped(p, s.closed_form)
+        s.certificate = certificate_grouped(p, s.point, layout)
+        s.candidate = "closed form's point"
+    else:
+        est = estimate_value(p, starts)
+        if est > TIME_LIMIT_S:
+            raise InputError(f"instance too large for a certified value: {work_text(est, TIME_LIMIT_S)} "
+                             "(docs/ufm_general.md, 'Budgets')")
+        with blas_threads(0):
+            if layout is not None:
+                s.run = solve_grouped(p, layout, starts=starts, seed=seed, time_budget=time_budget)
+                s.point = clean_grouped(p, s.run.variables["point"], layout)
+                s.certificate = certificate_grouped(p, s.point, layout)
+            else:
+                s.run = solve_factored(p, rank=min(p.K, p.G), starts=starts, seed=seed, time_budget=time_budget)
+                s.X, s.b = clean_candidate(p, s.run.variables["X"], s.run.variables["b"]), s.run.variables["b"]
+                s.certificate = certificate(p, s.X, s.b)
+        s.candidate = s.run.method
+        s.routes = {"factored": s.run.to_dict()}
+    s.plan.append(f"value: {s.candidate}")
+    s.value_certificate = s.certificate
+    if p.kind == "classification" and np.unique(p.counts).size > 1:
+        s.geometry = geometry_grouped(p, s.point, layout) if s.point is not None else geometry(p, s.X, s.b)
+    s.seconds = time.perf_counter() - t0
+    return s
+
+
 def solve(p: GeneralUFM, *, starts: int = 2, seed: int = 0, time_budget: float | None = None,
           minority: bool = True, value_rtol: float = VALUE_RTOL, geometry_tol: float = GEOMETRY_TOL,
           minority_dev_rtol: float = MINORITY_DEV_RTOL, targets: np.ndarray | None = None,
-          factored: bool = True) -> GeneralSolution:
+          factored: bool = True, evidence: str = "full") -> GeneralSolution:
     """The any-loss engine on one instance, in one call (docs/ufm_general.md): the route planned from the sizes
     (:func:`plan`; InputError beyond the budget), the candidate found, cleaned and certified (a proven lower bound
     and a feasible value), then either the search in dimension d (when d is below the candidate's rank) or the
@@ -594,7 +651,12 @@ def solve(p: GeneralUFM, *, starts: int = 2, seed: int = 0, time_budget: float |
     ``value_rtol``, ``geometry_tol`` and ``minority_dev_rtol`` are the accuracy the caller's statements need: they
     decide which further evidence is computed (a fallback enclosure, a polish), never a verdict. Regression
     (``p.kind == "regression"``) takes its targets Y (N x m) as ``targets`` (:func:`_solve_regression`; ``factored``:
-    run the independent factored route). Returns a :class:`GeneralSolution`."""
+    run the independent factored route). ``evidence="value"``: the certified value only (:func:`_solve_value`, the
+    rows of ``table ufm``). Returns a :class:`GeneralSolution`."""
+    if evidence not in ("full", "value"):
+        raise InputError(f"evidence must be 'full' or 'value', got {evidence!r}")
+    if evidence == "value":
+        return _solve_value(p, starts, seed, time_budget)
     if p.kind == "regression":
         if targets is None:
             raise InputError("targets (an N x m array) are needed to solve a regression problem")

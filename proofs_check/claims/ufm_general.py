@@ -23,7 +23,6 @@ from proofs_check.core import (Check, Claim, Provenance, RunContext, SolveReport
                                tolerance, within)
 from proofs_check.rigorous import judge_report
 from solvers import ufm_general as SG
-from solvers.common import blas_threads, work_text
 from theory import geometry as G
 from theory import ufm as T
 from theory._validate import InputError
@@ -794,17 +793,8 @@ def _validate_targets(Y) -> np.ndarray:
 # One certified value per instance (rows of `ncproofs table ufm`)
 # =====================================================================================================
 
-def estimate_value(p: "SG.GeneralUFM", starts: int = 1) -> float:
-    """Estimated seconds of :func:`certify_value` (0 when a balanced closed form is certified directly)."""
-    balanced = bool(np.all(p.counts == p.counts[0])) and p.kind == "classification"
-    if balanced and p.lb == 0.0 and p.loss.closed_form(p.K, int(p.counts[0]), p.lam) is not None \
-            and not closed_form_hypotheses(p.loss):
-        return 0.0
-    layout = SG.class_layout(p)
-    if layout is None:
-        return SG.estimate(p, starts)["seconds"]
-    m = float(layout.m)
-    return starts * SG.GROUPED_EVALS * (SG.GROUPED_EVAL_OVERHEAD + SG.GROUPED_FLOPS_M3 * m ** 3 / SG.FLOPS_PER_SECOND)
+#: The work estimate of a certified value (``table ufm`` plans its rows with it) lives with the engine.
+estimate_value = SG.estimate_value
 
 
 def certify_value(p: "SG.GeneralUFM", *, starts: int = 1, seed: int = 0, time_budget: float | None = None) -> dict:
@@ -817,32 +807,9 @@ def certify_value(p: "SG.GeneralUFM", *, starts: int = 1, seed: int = 0, time_bu
 
     Balanced classes with a closed form: the candidate is the closed form's point itself (one group, O(K) work).
     Otherwise the grouped (or, without exchangeable classes, the class-reduced) solver and its certificate."""
-    balanced = bool(np.all(p.counts == p.counts[0])) and p.kind == "classification"
-    cf = p.loss.closed_form(p.K, int(p.counts[0]), p.lam) if balanced and p.lb == 0.0 else None
-    if cf is not None and closed_form_hypotheses(p.loss):
-        cf = None  # outside the closed form's hypothesis: the certified value is the row's value
-    layout = SG.class_layout(p)
-    pt = None
+    s = SG.solve(p, starts=starts, seed=seed, time_budget=time_budget, evidence="value")
+    cf, cert = s.closed_form, s.certificate
     out: dict = {"closed_form": None, "margin": None, "phase": None}
-    if cf is not None and layout is not None and layout.m == 1:
-        pt = SG.closed_form_grouped(p, cf)
-        cert = SG.certificate_grouped(p, pt, layout)
-        how = "closed form's point"
-    else:
-        est = estimate_value(p, starts)
-        if est > SG.TIME_LIMIT_S:
-            raise InputError(f"instance too large for a certified value: {work_text(est, SG.TIME_LIMIT_S)} "
-                             "(docs/ufm_general.md, 'Budgets')")
-        with blas_threads(0):
-            if layout is not None:
-                sol = SG.solve_grouped(p, layout, starts=starts, seed=seed, time_budget=time_budget)
-                pt = SG.clean_grouped(p, sol.variables["point"], layout)
-                cert = SG.certificate_grouped(p, pt, layout)
-            else:
-                sol = SG.solve_factored(p, rank=min(p.K, p.G), starts=starts, seed=seed, time_budget=time_budget)
-                sol.variables["X"] = SG.clean_candidate(p, sol.variables["X"], sol.variables["b"])
-                cert = SG.certificate(p, sol.variables["X"], sol.variables["b"])
-        how = sol.method
     if cf is not None:
         out.update(closed_form=cf["value"], margin=cf["margin"], phase="trivial" if cf["trivial"] else "collapse")
     pred = cf["value"] if cf is not None else cert.upper
@@ -851,16 +818,11 @@ def certify_value(p: "SG.GeneralUFM", *, starts: int = 1, seed: int = 0, time_bu
                           certificate=cert.method)
     out.update(value=cert.upper, lower_bound=cert.lower_bound, gap=cert.gap, certified=chk.verdict == Verdict.VERIFIED,
                verdict=chk.verdict.value if hasattr(chk.verdict, "value") else str(chk.verdict), reason=chk.reason,
-               tolerance=tol, candidate=how, certificate=cert.method,
+               tolerance=tol, candidate=s.candidate, certificate=cert.method,
                # the certified candidate, for `table ufm --rigorous` (the ball recipe bounds it: no second solve)
-               live={"problem": p, "layout": layout, "point": pt,
-                     "X": None if pt is not None else sol.variables["X"], "b": None if pt is not None else sol.variables["b"]})
+               live=s.live)
     if p.kind == "classification" and np.unique(p.counts).size > 1:
-        if pt is not None:
-            geo = SG.geometry_grouped(p, pt, layout)
-        else:
-            geo = SG.geometry(p, sol.variables["X"], sol.variables["b"])
-        mino = geo.get("minority") or {}
+        mino = s.geometry.get("minority") or {}
         out.update(minority_classifier_cosine=mino.get("minority_classifier_cosine"),
                    classifier_norm_ratio=mino.get("classifier_norm_ratio"))
     return out
