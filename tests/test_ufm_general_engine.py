@@ -154,3 +154,70 @@ def test_false_geometry_through_check_general_is_refuted():
     rep = check_general(_ce((6, 6, 2, 1), 4), starts=1, geometry_expected={"class_mean_cosines": etf.tolist()})
     cos = next(c for c in rep.claims if c.name == "class-mean-cosines")
     assert cos.verdict.value == "REFUTED", cos.reason
+
+
+def _regression_problem(Y, d, lw, lh):
+    m = Y.shape[1]
+    return SG.GeneralUFM(L.SquaredError(Y.T, "squared-error (regression)"), m, np.ones(Y.shape[0], dtype=np.int64),
+                         np.arange(Y.shape[0]), d, lw, lh, 0.0, "regression")
+
+
+def test_regression_alone_matches_soft_thresholding_and_needs_its_targets():
+    from theory._validate import InputError
+
+    Y = np.random.default_rng(5).normal(size=(12, 3))
+    lw, lh = 1e-2, 2e-2
+    s = SG.solve(_regression_problem(Y, 3, lw, lh), targets=Y)
+    N, lam = Y.shape[0], math.sqrt(lw * lh)
+    sv = np.linalg.svd(Y - Y.mean(axis=0), compute_uv=False)
+    ref = float(np.sum(np.minimum(sv, N * lam) ** 2) / (2 * N) + lam * np.sum(np.maximum(sv - N * lam, 0.0)))
+    c = s.certificate
+    assert c.lower_bound <= ref * (1 + 1e-12) and abs(c.upper - ref) <= 1e-12 * ref
+    assert s.tight and s.uniqueness["route"] == "strict-convexity" and "factored" in s.routes
+    assert len(s.geometry["classifier_norms"]) == 3
+    low = SG.solve(_regression_problem(Y, 1, lw, lh), targets=Y)  # d below the rank 3: von Neumann's bound
+    assert not low.tight and low.rank_d["route"] == "von-neumann" and low.rank_d["lower_d"] <= low.rank_d["best"]
+    with pytest.raises(InputError, match="targets"):
+        SG.solve(_regression_problem(Y, 3, lw, lh))
+
+
+def test_value_only_evidence_certifies_the_closed_forms_point():
+    from theory._validate import InputError
+
+    K, n = 5, 2
+    s = SG.solve(_ce([n] * K, K), evidence="value")
+    ref = T.optimum(T.UFMInstance("ce", K, n, K, 5e-3, 5e-3)).value
+    assert s.candidate == "closed form's point" and s.run is None and s.point is not None
+    assert s.certificate.lower_bound - 1e-12 <= ref <= s.certificate.upper + 1e-12
+    assert s.certificate.gap <= 1e-10 * ref and s.uniqueness is None  # no minimiser evidence in this mode
+    with pytest.raises(InputError, match="evidence"):
+        SG.solve(_ce([n] * K, K), evidence="everything")
+
+
+@pytest.mark.parametrize("which", ["regression", "value"])
+def test_regression_and_table_rows_ask_the_engine_once(monkeypatch, which):
+    from proofs_check.claims.ufm_general import certify_value, check_regression
+
+    state = {"calls": 0, "inside": False}
+    real_solve = SG.solve
+
+    def counting(*a, **k):
+        state["calls"] += 1
+        state["inside"] = True
+        try:
+            return real_solve(*a, **k)
+        finally:
+            state["inside"] = False
+
+    monkeypatch.setattr(SG, "solve", counting)
+    for name in GUARDED + ("regression_closed_form", "convex_value", "truncate", "estimate_value"):
+        def guard(*a, _real=getattr(SG, name), _name=name, **k):
+            assert state["inside"], f"the claims layer called solvers.ufm_general.{_name} itself"
+            return _real(*a, **k)
+
+        monkeypatch.setattr(SG, name, guard)
+    if which == "regression":
+        check_regression(np.random.default_rng(2).normal(size=(10, 3)), 3, 1e-2, 1e-2)
+    else:
+        certify_value(_ce((6, 6, 2, 1), 4))
+    assert state["calls"] == 1
