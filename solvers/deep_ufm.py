@@ -91,17 +91,22 @@ class ScalarCertificate:
         return dict(self.__dict__)
 
 
-def _arb_consts(count: int, N: int, lams, L: int):
+def _arb_consts(count: int, N: int, lams, L: int, spread: int = 1):
+    """Ball constants of the scalar problem; ``spread`` = K divides C by K^{(L-1)/(L+1)} (the ReLU chain bound,
+    :func:`certify_relu_chain_bound`), exactly in ball arithmetic."""
     fl = _flint()
     arb = fl.arb
     logp = sum((arb(v).log() for v in lams), arb(0))
+    if spread > 1:
+        logp = logp - (L - 1) * arb(spread).log()
     C = arb(L + 1) / 2 * (logp / (L + 1)).exp()
     y = arb(count).sqrt()
     return arb, C, y
 
 
-def certify_scalar(count: int, N: int, lams, L: int) -> ScalarCertificate:
-    """Proven global minimum of phi(s) = (s - y)^2/(2N) + C s^{2/(L+1)}, y = sqrt(count), over s >= 0.
+def certify_scalar(count: int, N: int, lams, L: int, spread: int = 1) -> ScalarCertificate:
+    """Proven global minimum of phi(s) = (s - y)^2/(2N) + C s^{2/(L+1)}, y = sqrt(count), over s >= 0
+    (``spread`` = K > 1: with C / K^{(L-1)/(L+1)} in place of C, for :func:`certify_relu_chain_bound`).
 
     L = 1: convex (soft threshold s = max(0, y - N C)). L >= 2, s = t^{L+1}: dphi/dt = (t/N) q(t) with
     q(t) = (L+1) t^{2L} - (L+1) y t^{L-1} + 2NC, q(0) > 0, and q' vanishes on t > 0 only at t*^{L+1} =
@@ -111,7 +116,7 @@ def certify_scalar(count: int, N: int, lams, L: int) -> ScalarCertificate:
     monotone on [t*, inf) near t2 only up to the enclosure width, so the interval evaluation is used).
     """
     with _prec(ARB_PREC):
-        arb, C, y = _arb_consts(count, N, lams, L)
+        arb, C, y = _arb_consts(count, N, lams, L, spread)
         Nn = arb(N)
         v0 = y * y / (2 * Nn)
         vz = (_down(v0), _up(v0))
@@ -139,7 +144,7 @@ def certify_scalar(count: int, N: int, lams, L: int) -> ScalarCertificate:
             return ScalarCertificate(count, vz[0], vz[1], "zero", None, None, vz,
                                      "q(t*) > 0 proven: phi increasing on s > 0, s = 0 the unique minimiser")
         if not qs < 0:  # a double root within the ball: bound phi on a fine interval cover instead
-            return _cover_bound(count, N, lams, L, vz, "q(t*) not separated from 0 (near the threshold)")
+            return _cover_bound(count, N, lams, L, vz, "q(t*) not separated from 0 (near the threshold)", spread=spread)
         # isolate t2 in (t*, T], T = y^{1/(L+1)}, q(T) = 2 N C > 0; q increasing on [t*, inf)
         lo = float(tstar.mid())
         hi = float((y ** (arb(1) / (L + 1))).upper()) * (1 + 1e-15)
@@ -162,7 +167,7 @@ def certify_scalar(count: int, N: int, lams, L: int) -> ScalarCertificate:
                 a, b = aa, bb
                 break
         if a is None:
-            return _cover_bound(count, N, lams, L, vz, "could not isolate the larger root of q")
+            return _cover_bound(count, N, lams, L, vz, "could not isolate the larger root of q", spread=spread)
         ball = (a + b) / 2
         ball = arb(ball.mid(), (b - a).upper() / 2 + ball.rad())
         vp = ph(ball)
@@ -179,11 +184,11 @@ def certify_scalar(count: int, N: int, lams, L: int) -> ScalarCertificate:
                                  "phi(t2) and phi(0) not separated (at the rank threshold)")
 
 
-def _cover_bound(count, N, lams, L, vz, why: str, pieces: int = 4000) -> ScalarCertificate:
+def _cover_bound(count, N, lams, L, vz, why: str, pieces: int = 4000, spread: int = 1) -> ScalarCertificate:
     """Interval branch over a cover of t in [0, y^{1/(L+1)}] (the minimiser lies there: for s > y both terms
     increase): a proven lower bound, not tight; the branch stays undecided."""
     with _prec(ARB_PREC):
-        arb, C, y = _arb_consts(count, N, lams, L)
+        arb, C, y = _arb_consts(count, N, lams, L, spread)
         Nn = arb(N)
         T_ = float((y ** (arb(1) / (L + 1))).upper()) * (1 + 1e-12)
         lo = None
@@ -242,6 +247,43 @@ def certify_dnc(inst: T.DeepUFMInstance) -> tuple[float, float] | None:
         return None
     K = inst.K
     return (float(np.nextafter(sc.value_plus[0] * K, -np.inf)), float(np.nextafter(sc.value_plus[1] * K, np.inf)))
+
+
+def certify_relu_chain_bound(inst: T.DeepUFMInstance) -> dict | None:
+    """A proven lower bound of the deep UFM objective with ReLU (or identity) between the layers, MSE, balanced
+    classes, at **every** point of the full model (docs/deep_ufm.md, "A proven lower bound for ReLU"):
+
+    ||O||_* <= ||W_L||_F ||A_{L-1}||_F (Hoelder for Schatten norms) and ||A_l||_F = ||relu(W_l A_{l-1})||_F <=
+    ||W_l||_F ||A_{l-1}||_F (ReLU is 1-Lipschitz with relu(0) = 0; A_0 = H), so by AM-GM the regulariser is
+    >= C ||O||_*^{2/(L+1)}; von Neumann's trace inequality and the equal split of a fixed nuclear norm t over the
+    K singular values give ||O - Y||_F^2 >= K (t/K - sqrt n)^2. With sigma = t/K the objective is >= K min_sigma
+    (sigma - sqrt n)^2/(2N) + C K^{-(L-1)/(L+1)} sigma^{2/(L+1)}: the scalar problem with a smaller constant,
+    certified by :func:`certify_scalar` (ball arithmetic). For L = 1 it is the linear optimum; for L >= 2 and
+    K >= 2 it lies strictly below the best DNC value (C is divided by K^{(L-1)/(L+1)} > 1), so it never closes
+    the gap to DNC by itself. None for unbalanced classes or another loss."""
+    if inst.loss != "mse" or not inst.balanced:
+        return None
+    K = inst.K
+    sc = certify_scalar(inst.n, inst.N, inst.lams, inst.layers, spread=K)
+    lower = float(np.nextafter(sc.lower * K, -np.inf))
+    return {"lower_bound": lower, "scalar": sc.to_dict(), "spread": K,
+            "method": "nuclear-Frobenius chain (ReLU 1-Lipschitz) + von Neumann, scalar problem in ball arithmetic"}
+
+
+def certify_relu_two_column_bound(inst: T.DeepUFMInstance) -> dict | None:
+    """Two samples, one ReLU (N = 2, L = 2, MSE): a proven lower bound equal to the deep **linear** optimum's
+    (docs/deep_ufm.md, "Two samples and one ReLU"). Lemma: ||relu(Z)||_* <= ||Z||_* for every D x 2 matrix Z
+    (proved there; false for three columns). Then (lambda_1/2)||W_1||^2 + (lambda_H/2)||H||^2 >= g ||W_1 H||_* >=
+    g ||relu(W_1 H)||_*, g = sqrt(lambda_1 lambda_H), and Hoelder (||W_2 A||_{S_{2/3}} <= ||W_2||_F ||A||_*) with
+    AM-GM give the regulariser >= C sum_i s_i(O)^{2/3}, the bound of the linear model, whose certified lower
+    bound (:func:`certify_linear_mse` of the same instance with identity activations) therefore holds for the
+    ReLU model. None outside N = 2, L = 2, MSE."""
+    if inst.loss != "mse" or inst.layers != 2 or inst.N != 2:
+        return None
+    lin = T.DeepUFMInstance(2, "linear", "mse", inst.counts, inst.width, inst.lams)
+    cert = certify_linear_mse(lin)
+    return {"lower_bound": cert.lower_bound, "linear_certificate": cert.to_dict(),
+            "method": "two-column lemma ||relu(Z)||_* <= ||Z||_* + the deep linear scalar reduction"}
 
 
 # ------------------------------------------------------------------------------------------

@@ -287,3 +287,50 @@ def test_torch_objective_matches_numpy():
     sol = S.multistart(T.balanced(3, "linear", "mse", 3, 2, 3, 0.01), starts=1, max_evals=500, backend="torch")
     cert = S.certify_linear_mse(T.balanced(3, "linear", "mse", 3, 2, 3, 0.01))
     assert sol.value >= cert.lower_bound - 1e-12 and "torch" in sol.method
+
+
+def _nuclear(M):
+    return float(np.linalg.svd(M, compute_uv=False).sum())
+
+
+@settings(max_examples=200)
+@given(D=st.integers(1, 6), seed=st.integers(0, 10**6), shift=st.floats(-2.0, 2.0))
+def test_relu_does_not_increase_the_nuclear_norm_of_two_columns(D, seed, shift):
+    # the lemma behind S.certify_relu_two_column_bound (docs/deep_ufm.md, "Two samples and one ReLU")
+    Z = np.random.default_rng(seed).standard_normal((D, 2)) + shift
+    assert _nuclear(np.maximum(Z, 0.0)) <= _nuclear(Z) * (1 + 1e-12) + 1e-300
+
+
+def test_relu_can_increase_the_nuclear_norm_of_three_columns():
+    # why the lemma is stated for two columns only (docs/deep_ufm.md): ratio 1.036
+    Z = np.array([[3.0, 4.0, 0.0], [-1.0, 0.0, 2.0], [0.0, 3.0, 3.0]])
+    assert _nuclear(np.maximum(Z, 0.0)) > 1.03 * _nuclear(Z)
+
+
+@pytest.mark.parametrize("L,K,n,D,lam", [(2, 3, 1, 3, 0.01), (3, 2, 2, 3, 0.01), (4, 3, 1, 4, 0.005),
+                                         (2, 2, 1, 3, 0.01), (2, 2, 1, 2, 0.2)])
+def test_relu_lower_bounds_hold_at_random_and_locally_optimal_points_of_the_full_model(L, K, n, D, lam):
+    inst = T.balanced(L, "relu", "mse", K, n, D, lam)
+    chain = S.certify_relu_chain_bound(inst)
+    bound = chain["lower_bound"]
+    assert bound == pytest.approx(T.relu_chain_bound(inst), rel=1e-12)  # ball arithmetic vs the float formula
+    two = S.certify_relu_two_column_bound(inst)
+    if two is not None:
+        assert two["lower_bound"] >= bound
+        bound = two["lower_bound"]
+    model = S.DeepModel(inst, collapsed=False)
+    rng = np.random.default_rng(L * 100 + K * 10 + n)
+    vals = []
+    for i in range(30):
+        x = S.random_start(model, rng, scale=[0.3, 1.0, 2.0][i % 3], rank=[None, 1][i % 2])
+        vals.append(model.value(x))
+        if i < 4:
+            vals.append(model.value(S._lbfgs(model, x, 400).x))
+    dnc = S.certify_dnc(inst)
+    assert min(vals) >= bound and (dnc is None or dnc[1] >= bound)
+
+
+def test_relu_chain_bound_is_the_linear_optimum_for_one_layer():
+    inst = T.balanced(1, "linear", "mse", 3, 2, 3, 0.01)
+    assert S.certify_relu_chain_bound(inst)["lower_bound"] == pytest.approx(S.certify_linear_mse(inst).lower_bound,
+                                                                            rel=1e-14)

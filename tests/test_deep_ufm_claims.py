@@ -93,10 +93,38 @@ def test_shallow_linear_certified_and_false_variant():
     assert badz.verdict is Verdict.REFUTED
 
 
-def test_shallow_relu_is_inconclusive_not_verified():
+def test_shallow_relu_is_inconclusive_with_the_proven_gap_where_the_bound_does_not_close():
     inst = T.balanced(2, "relu", "mse", 3, 1, 3, 0.01)
     res = C.make_dnc_shallow_claim(instances=_one(inst)).run(CTX)
-    assert res.verdict is Verdict.INCONCLUSIVE and "no lower bound" in res.reason
+    assert res.verdict is Verdict.INCONCLUSIVE and "proven lower bound" in res.reason and "below the best DNC" in res.reason
+    ch = {c.name.split(" (")[0]: c for c in res.checks}
+    assert ch["dnc-optimal"].evidence["relative_gap"] > 0.1  # the chain bound divides C by K^{(L-1)/(L+1)}
+    assert ch["relu-lower-bound"].verdict is Verdict.VERIFIED
+    assert ch["relu-search-above-bound"].verdict is Verdict.VERIFIED
+
+
+def test_two_samples_one_relu_dnc_is_verified_and_the_false_variants_refuted():
+    inst = T.balanced(2, "relu", "mse", 2, 1, 3, 0.01)  # N = 2, L = 2: the two-column lemma
+    ok = C.make_dnc_shallow_claim(instances=_one(inst)).run(CTX)
+    assert ok.verdict is Verdict.VERIFIED, ok.reason
+    # "DNC is not optimal" is refuted by the proven lower bound (it reaches the DNC value)
+    bad = C.make_dnc_shallow_claim(predict_optimal=lambda i: False, instances=_one(inst)).run(CTX)
+    assert bad.verdict is Verdict.REFUTED and "proven lower bound" in bad.reason
+    # a wrong optimal (DNC) value is refuted by the enclosure
+    bad2 = C.make_dnc_shallow_claim(predict_dnc_value=lambda i: T.dnc_value(i) * 0.99, instances=_one(inst)).run(CTX)
+    assert bad2.verdict is Verdict.REFUTED
+    # where the zero point beats the DNC point, "DNC optimal" is refuted by the zero point (exact value 1/2)
+    z = T.balanced(2, "relu", "mse", 2, 1, 2, 0.2)
+    badz = C.make_dnc_shallow_claim(instances=_one(z)).run(CTX)
+    assert badz.verdict is Verdict.REFUTED and "exact" in badz.reason
+
+
+def test_false_relu_lower_bound_refuted_by_a_feasible_point():
+    inst = T.balanced(4, "relu", "mse", 2, 1, 2, 0.01)
+    bad = C.make_dnc_shallow_claim(predict_relu_bound=lambda i: 1.01 * T.dnc_value(i), instances=_one(inst)).run(CTX)
+    assert bad.verdict is Verdict.REFUTED
+    ch = [c for c in bad.checks if c.name.startswith("relu-lower-bound")][0]
+    assert ch.verdict is Verdict.REFUTED and ch.evidence["feasible_value"] < 1.01 * T.dnc_value(inst)
 
 
 def test_ce_claim_and_false_variants():

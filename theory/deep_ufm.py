@@ -244,6 +244,18 @@ def dnc_hypotheses(inst: DeepUFMInstance) -> list[str]:
     return out
 
 
+def relu_chain_bound(inst: DeepUFMInstance) -> float | None:
+    """Derived lower bound of the deep UFM optimum with ReLU (or identity) between layers, MSE, balanced classes
+    (docs/deep_ufm.md, "A proven lower bound for ReLU"): K min_sigma phi(sigma; sqrt n) with C replaced by
+    C / K^{(L-1)/(L+1)} (the regulariser is >= C ||O||_*^{2/(L+1)} for ReLU networks too). Float prediction; the
+    proof is solvers.deep_ufm.certify_relu_chain_bound. None for unbalanced classes or CE."""
+    if inst.loss != "mse" or not inst.balanced:
+        return None
+    L, K = inst.layers, inst.K
+    C = reg_constant(inst) / K ** ((L - 1) / (L + 1))
+    return K * scalar_solution(math.sqrt(inst.n), inst.N, C, L).value
+
+
 def literature_dnc_optimal(inst: DeepUFMInstance) -> bool:
     """What the literature states (reconstructed, docs/deep_ufm.md): DNC is the global optimum for deep linear
     models (Dang et al. 2023, where the rank-K point beats zero), for L <= 2 layers and for K = 2 classes

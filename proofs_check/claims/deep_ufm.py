@@ -19,7 +19,8 @@ from typing import Callable, Iterable
 import numpy as np
 
 from proofs_check.core import (Check, Claim, Provenance, RunContext, SolveReport, Verdict, close, condition, exceeds,
-                               fmt, hypothesis_fails, is_finite, optimum_matches, symbolic_zero, tolerance, within)
+                               fmt, hypothesis_fails, is_finite, lower_bound_claim, optimum_matches, symbolic_zero,
+                               tolerance, within)
 from solvers import deep_ufm as S
 from theory import deep_ufm as T
 
@@ -109,12 +110,14 @@ def check_instance(inst: T.DeepUFMInstance, *, starts: int = 3, seed: int = 0, m
                    predict_value: Callable | None = None, predict_rank: Callable | None = None,
                    predict_dnc_value: Callable | None = None, predict_dnc_optimal: Callable | None = None,
                    ce_bound: Callable | None = None, tau: float = CE_TAU, search: bool = True,
-                   symbolic: bool = True, backend: dict | None = None) -> SolveReport:
+                   symbolic: bool = True, backend: dict | None = None,
+                   predict_relu_bound: Callable | None = None) -> SolveReport:
     """Every statement about one deep UFM instance (docs/deep_ufm.md).
 
     Linear MSE: the certified optimum (``optimal-value``), the rank of every minimiser (``optimal-rank``), the
     multi-start check, the sympy steps, the DNC statements; ReLU MSE: the DNC value and "DNC is optimal" against
-    a stored or searched witness evaluated exactly; CE: the rank-bound measurement. ``predict_*`` and ``ce_bound``
+    a stored or searched witness evaluated exactly and against the proven ReLU chain bound (``relu-lower-bound``:
+    "min >= predict_relu_bound(inst)"); CE: the rank-bound measurement. ``predict_*`` and ``ce_bound``
     replace the theory (tests feed false ones); ``backend`` = {"backend", "device", "dtype"} for the local solves.
 
     Returns a :class:`proofs_check.core.SolveReport`. Raises ``InputError`` for ``starts`` or ``max_evals`` < 1
@@ -133,13 +136,13 @@ def check_instance(inst: T.DeepUFMInstance, *, starts: int = 3, seed: int = 0, m
         _dispatch(rep, inst, starts=starts, seed=seed, max_evals=max_evals, predict_value=predict_value,
                   predict_rank=predict_rank, predict_dnc_value=predict_dnc_value,
                   predict_dnc_optimal=predict_dnc_optimal, ce_bound=ce_bound, tau=tau, search=search,
-                  symbolic=symbolic, backend=dict(backend or {}))
+                  symbolic=symbolic, backend=dict(backend or {}), predict_relu_bound=predict_relu_bound)
     rep.seconds = time.perf_counter() - t0
     return rep
 
 
 def _dispatch(rep, inst, *, starts, seed, max_evals, predict_value, predict_rank, predict_dnc_value,
-              predict_dnc_optimal, ce_bound, tau, search, symbolic, backend) -> None:
+              predict_dnc_optimal, ce_bound, tau, search, symbolic, backend, predict_relu_bound=None) -> None:
     if inst.loss == "mse" and inst.activation == "relu" and inst.layers == 1:
         rep.diagnostics.append("L = 1: there is no ReLU between weight layers, the model is the linear one")
         inst = T.DeepUFMInstance(1, "linear", "mse", inst.counts, inst.width, inst.lams)
@@ -154,7 +157,7 @@ def _dispatch(rep, inst, *, starts, seed, max_evals, predict_value, predict_rank
     else:
         _relu_mse_statements(rep, inst, starts=starts, seed=seed, max_evals=max_evals,
                              predict_dnc_value=predict_dnc_value, predict_dnc_optimal=predict_dnc_optimal,
-                             search=search, backend=backend)
+                             search=search, backend=backend, predict_relu_bound=predict_relu_bound)
 
 
 def _dnc_checks(rep, inst, *, optimum_upper, optimum_lower, optimum_exact: bool, predict_dnc_value,
@@ -213,21 +216,29 @@ def _dnc_checks(rep, inst, *, optimum_upper, optimum_lower, optimum_exact: bool,
             return
         rep.claims.append(optimum_matches("dnc-optimal", 0.5 * (enc[0] + enc[1]), attained=optimum_upper,
                                           lower_bound=optimum_lower, tol=tol, evidence=ev,
-                                          certificate="deep linear scalar reduction" if optimum_lower is not None
-                                          else ""))
-        if optimum_lower is None and rep.claims[-1].verdict is Verdict.INCONCLUSIVE:
-            c = rep.claims[-1]
+                                          certificate=("deep linear scalar reduction" if inst.activation == "linear"
+                                                       else "ReLU lower bound (docs/deep_ufm.md)")
+                                          if optimum_lower is not None else ""))
+        c = rep.claims[-1]
+        if optimum_lower is None and c.verdict is Verdict.INCONCLUSIVE:
             c.reason = (f"not proven: no lower bound for the {inst.activation} model (non-convex); best of "
                         f"{searched} starts {fmt(optimum_upper)} >= best DNC value {fmt(enc[0])}")
+        elif inst.activation == "relu" and c.verdict is Verdict.INCONCLUSIVE and is_finite(optimum_lower):
+            gap = enc[0] - optimum_lower
+            c.evidence.update(gap=gap, relative_gap=gap / enc[0])
+            c.reason = (f"not proven: the proven lower bound {fmt(optimum_lower)} (ReLU chain bound) is below the best "
+                        f"DNC value {fmt(enc[0])} by {fmt(gap)} ({100 * gap / enc[0]:.1f} %); no point below the DNC "
+                        f"value among {searched} starts (best {fmt(optimum_upper)})")
         return
     rep.claims.append(_strictly_below("dnc-optimal", enc[0], feasible_value=optimum_upper, exact=optimum_exact,
                                       proven_lower=optimum_lower, tol=tol, evidence=ev))
     c = rep.claims[-1]
     if c.verdict is Verdict.VERIFIED:
         c.reason = "DNC is not optimal: " + c.reason
-    elif c.verdict is Verdict.INCONCLUSIVE and optimum_lower is None:
+    elif c.verdict is Verdict.INCONCLUSIVE and (optimum_lower is None or inst.activation == "relu"):
         c.reason = (f"no point below the best DNC value {fmt(enc[0])} found among {searched} starts (best "
-                    f"{fmt(optimum_upper)}); non-convex, no lower bound")
+                    f"{fmt(optimum_upper)}); non-convex, " + ("no lower bound" if optimum_lower is None else
+                    f"the proven lower bound {fmt(optimum_lower)} (ReLU chain bound) is below the DNC value"))
 
 
 def _linear_mse_statements(rep, inst, *, starts, seed, max_evals, predict_value, predict_rank, predict_dnc_value,
@@ -305,7 +316,7 @@ def _linear_mse_statements(rep, inst, *, starts, seed, max_evals, predict_value,
 
 
 def _relu_mse_statements(rep, inst, *, starts, seed, max_evals, predict_dnc_value, predict_dnc_optimal,
-                         search, backend) -> None:
+                         search, backend, predict_relu_bound=None) -> None:
     stored = S.find_stored_witness(inst)
     if search and stored is None:
         _budget_model(inst, starts + 1, max_evals, True)
@@ -326,13 +337,21 @@ def _relu_mse_statements(rep, inst, *, starts, seed, max_evals, predict_dnc_valu
     rep.solution = {"value": best["value_exact"], "value_float": best["value_float"], "method": best["origin"],
                     "exact": True, "starts": searched}
     rep.geometry["best_point"] = best["structure"]
-    rep.certificate = None
-    rep.extra["lower_bound"] = None
-    rep.diagnostics.append("ReLU model: no proven lower bound on the global optimum (non-convex); the best value "
-                           "is an upper bound only")
+    bound = S.certify_relu_chain_bound(inst)
+    two = S.certify_relu_two_column_bound(inst)  # N = 2, L = 2: the linear optimum's bound holds (a lemma)
+    lower = None if bound is None else bound["lower_bound"]
+    if two is not None and is_finite(two["lower_bound"]) and (lower is None or two["lower_bound"] > lower):
+        lower = two["lower_bound"]
+    rep.certificate = {"lower_bound": lower, "chain": bound, "two_column": two}
+    rep.extra["lower_bound"] = lower
+    if bound is None:
+        rep.diagnostics.append("ReLU model: no proven lower bound on the global optimum for unbalanced classes; the "
+                               "best value is an upper bound only")
+    else:
+        _relu_bound_checks(rep, inst, bound, best, predict_relu_bound, lower)
     info = {"witness_origin": best["origin"], "witness_exact_value": best["value_exact_fraction"],
             "feature_ranks": [f["rank"] for f in best["structure"]["features"]]}
-    _dnc_checks(rep, inst, optimum_upper=best["value_exact"], optimum_lower=None,
+    _dnc_checks(rep, inst, optimum_upper=best["value_exact"], optimum_lower=lower,
                 optimum_exact=bool(best["below_dnc_proven"]), predict_dnc_value=predict_dnc_value,
                 predict_dnc_optimal=predict_dnc_optimal, searched=searched + (stored is not None),
                 lower_rank_info=info)
@@ -340,6 +359,31 @@ def _relu_mse_statements(rep, inst, *, starts, seed, max_evals, predict_dnc_valu
         fr = info["feature_ranks"]
         rep.extra["witness"] = {"value_exact": best["value_exact"], "fraction": best["value_exact_fraction"],
                                 "feature_ranks": fr, "x": [float(v).hex() for v in best["x"]]}
+
+
+def _relu_bound_checks(rep, inst, bound: dict, best: dict, predict_relu_bound, strongest: float) -> None:
+    """"min >= B" for the derived ReLU chain bound B (``relu-lower-bound``: VERIFIED by the ball-arithmetic
+    certificate, REFUTED by a feasible point below B: the best point found, evaluated exactly, or the DNC point),
+    and the best point found never below the proven bound (``relu-search-above-bound``: a test of the proof that
+    can fail; against the strongest proven bound)."""
+    lower = bound["lower_bound"]
+    claimed = (predict_relu_bound or T.relu_chain_bound)(inst)
+    dnc = S.certify_dnc(inst)
+    feasible = min([best["value_exact"]] + ([dnc[1]] if dnc else []))
+    tol = tolerance(lower, rtol=VALUE_RTOL, atol=VALUE_ATOL)
+    rep.predicted["relu_lower_bound"] = claimed
+    rep.claims.append(lower_bound_claim("relu-lower-bound", claimed, proven_lower=lower, feasible_value=feasible,
+                                        tol=tol, certificate=bound["method"],
+                                        evidence={"best_point_exact": best["value_exact"],
+                                                  "dnc_upper": dnc[1] if dnc else None}))
+    # value_exact is the exact rational rounded to nearest: value_exact > lower (a float) implies exact > lower
+    v, lower = best["value_exact"], strongest
+    rep.claims.append(condition("relu-search-above-bound", bool(v > lower), inconclusive=bool(v == lower),
+                                verified=f"the best point found ({best['origin']}, exact value "
+                                f"{fmt(best['value_exact'])}) is above the proven lower bound {fmt(lower)}",
+                                refuted=f"a point with exact value {fmt(best['value_exact'])} lies below the "
+                                f"'proven' lower bound {fmt(lower)}: the bound is wrong",
+                                evidence={"best_exact": best["value_exact"], "lower_bound": lower}))
 
 
 def _ce_statements(rep, inst, *, starts, seed, max_evals, bound, tau, backend) -> None:
@@ -458,21 +502,27 @@ def make_dnc_suboptimal_claim(predict_optimal: Callable | None = None, predict_d
 
 def dnc_shallow_instances(ctx: RunContext) -> list[T.DeepUFMInstance]:
     out = [T.balanced(2, "linear", "mse", 3, 2, 3, 0.01), T.balanced(4, "linear", "mse", 2, 2, 2, 0.01),
-           T.balanced(2, "relu", "mse", 3, 1, 3, 0.01), T.balanced(4, "relu", "mse", 2, 1, 2, 0.01)]
+           T.balanced(2, "relu", "mse", 3, 1, 3, 0.01), T.balanced(4, "relu", "mse", 2, 1, 2, 0.01),
+           T.balanced(2, "relu", "mse", 2, 1, 3, 0.01)]  # N = 2, L = 2: the two-column lemma closes the gap
     if ctx.full:
         out += [T.balanced(2, "relu", "mse", 5, 1, 6, 0.005), T.balanced(5, "relu", "mse", 2, 2, 4, 0.005)]
     return out
 
 
 def make_dnc_shallow_claim(predict_optimal: Callable | None = None, predict_dnc_value: Callable | None = None,
-                           instances: Callable | None = None, id_: str = "deep_ufm.dnc.optimal-shallow") -> Claim:
+                           instances: Callable | None = None, id_: str = "deep_ufm.dnc.optimal-shallow",
+                           predict_relu_bound: Callable | None = None) -> Claim:
     """Statement: for L = 2 layers or K = 2 classes (and for deep linear models), the best DNC point is a global
     minimiser.
 
     Source: Súkeník et al. 2023/2024 and Dang et al. 2023 (reconstructed). Conditions: MSE, balanced, D >= K.
     Checks: the DNC value against its enclosure; linear: the DNC value against the certified global optimum
-    (VERIFIED when the proven lower bound matches; REFUTED by a point below); ReLU: no lower bound exists here, so
-    INCONCLUSIVE unless the multi-start search finds a point below the DNC value (exactly evaluated: REFUTED)."""
+    (VERIFIED when the proven lower bound matches; REFUTED by a point below); ReLU: "min = best DNC value" against
+    the exactly evaluated best point found (REFUTED when below the DNC value) and the proven ReLU chain bound
+    (docs/deep_ufm.md: VERIFIED only where it reaches the DNC value, which for L >= 2 and K >= 2 it does not, so
+    INCONCLUSIVE with the gap stated); ``relu-lower-bound``: "min >= predict_relu_bound(inst)" (default the derived
+    chain bound), VERIFIED by the ball-arithmetic certificate, REFUTED by a feasible point below it; and the best
+    point found never below the proven bound (a test of the proof)."""
 
     def check(ctx: RunContext):
         for inst in (instances or dnc_shallow_instances)(ctx):
@@ -481,8 +531,8 @@ def make_dnc_shallow_claim(predict_optimal: Callable | None = None, predict_dnc_
                 continue
             rep = check_instance(inst, starts=3 if ctx.full else 1, seed=ctx.seed, max_evals=800 if not ctx.full
                                  else 3000, predict_dnc_optimal=predict_optimal, predict_dnc_value=predict_dnc_value,
-                                 symbolic=False)
-            yield from _label([c for c in rep.claims if c.name.startswith("dnc-")], inst)
+                                 symbolic=False, predict_relu_bound=predict_relu_bound)
+            yield from _label([c for c in rep.claims if c.name.startswith(("dnc-", "relu-"))], inst)
 
     return Claim(id_, FAMILY, "Deep UFM with MSE, L = 2 layers or K = 2 classes (or linear): the best DNC point "
                  "is a global minimiser", SRC_SUKENIK + "; " + SRC_DANG, Provenance.RECONSTRUCTED, check,
