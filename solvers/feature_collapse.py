@@ -34,7 +34,6 @@ import time
 from dataclasses import dataclass
 
 import numpy as np
-from scipy.optimize import minimize
 
 from solvers.common import Certificate, Solution, solve_conic
 from theory._validate import InstanceError
@@ -535,6 +534,8 @@ def solve(inst: FCInstance, *, n_starts: int = 4, seed: int = 0, certify: bool =
     Every lower bound includes its float64 round-off allowance.
     ``backend="torch"`` evaluates the objective with torch autograd (optional dependency).
     """
+    from scipy.optimize import minimize  # here: importing scipy.optimize costs ~0.5 s at start-up
+
     if isinstance(n_starts, bool) or not isinstance(n_starts, (int, np.integer)) or not 1 <= n_starts <= 64:
         raise InstanceError(f"n_starts (--starts) must be an integer in [1, 64], got {n_starts!r}")
     from theory._validate import as_float, as_int

@@ -14,7 +14,6 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from scipy.optimize import minimize
 
 from solvers.feature_collapse import EPS, LBFGS_FTOL, LBFGS_GTOL, ROUNDOFF_C, FCProblem
 from theory.feature_collapse import FCInstance, concept_vectors
@@ -170,6 +169,8 @@ def subspace_lower_bound(prob: FCProblem, Z0: np.ndarray, basis: list[np.ndarray
 
 
 def _lbfgs(fun, x0, maxiter):
+    from scipy.optimize import minimize  # here: importing scipy.optimize costs ~0.5 s at start-up
+
     return minimize(fun, x0, jac=True, method="L-BFGS-B",
                     options={"maxiter": int(maxiter), "maxcor": 30, "ftol": LBFGS_FTOL, "gtol": LBFGS_GTOL,
                              "maxfun": 2 * int(maxiter)})

@@ -13,7 +13,6 @@ import math
 import time
 
 import numpy as np
-from scipy.optimize import minimize
 
 from solvers.common import Solution, blas_threads
 from solvers.feature_collapse import LBFGS_FTOL, LBFGS_GTOL, FCProblem, certificate_at, dual_certificate
@@ -107,6 +106,8 @@ def solve_hier(h: HierInstance, *, n_starts: int = 4, seed: int = 0, maxiter: in
 
 
 def _starts(P, rng, n, n_starts, maxiter):
+    from scipy.optimize import minimize  # here: importing scipy.optimize costs ~0.5 s at start-up
+
     best, vals, its = None, [], []
     for _ in range(n_starts):
         x0 = rng.normal(scale=1.0, size=n)

@@ -32,7 +32,6 @@ import time
 from dataclasses import dataclass
 
 import numpy as np
-from scipy.optimize import minimize
 
 from solvers.common import Certificate, Solution, blas_threads
 from solvers.feature_collapse import (EPS, LBFGS_FTOL, LBFGS_GTOL, LBFGS_MAXITER, ROUNDOFF_C, FCProblem,
@@ -150,6 +149,8 @@ def rescaling_sequence(model: TrainableLN, W, U, g, beta, factors=(1, 2, 4, 8, 1
 def solve_trainable(inst: FCInstance, ln_decay: float, *, n_starts: int = 4, seed: int = 0,
                     maxiter: int = LN_MAXITER) -> Solution:
     """Multi-start L-BFGS on (W, U, g, beta); budget in iterations (``maxiter`` per start)."""
+    from scipy.optimize import minimize  # here: importing scipy.optimize costs ~0.5 s at start-up
+
     if isinstance(n_starts, bool) or not isinstance(n_starts, (int, np.integer)) or not 1 <= n_starts <= 64:
         raise InstanceError(f"n_starts (--starts) must be an integer in [1, 64], got {n_starts!r}")
     check_budget(inst, int(n_starts))

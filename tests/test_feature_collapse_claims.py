@@ -121,6 +121,12 @@ def test_derivations_claim_refutes_wrong_identity():
     assert C.make_derivations_claim(lambda: wrong).run(CTX).verdict == Verdict.REFUTED
 
 
+def test_threshold_text_written_out_is_what_sympy_prints():
+    assert C.threshold_text(C.theorem1_threshold) == C.THEOREM1_THRESHOLD_TEXT
+    claim = next(c for c in C.CLAIMS if c.id == "feature_collapse.thm1.trivial-phase")
+    assert C.THEOREM1_THRESHOLD_TEXT in claim.statement
+
+
 def test_derivation_check_proves_by_cancel_and_still_refutes():
     n, t = sp.symbols("n_c t", positive=True)
     true = sp.log(n) * (n ** 2 - 1) / (n - 1) - sp.log(n) * (n + 1)  # zero only after cancelling n - 1

@@ -455,6 +455,18 @@ def theorem1_threshold(s: dict):
     return sp.sqrt(s["K"] * s["L"] / s["n_w"]) / (1 + s["N0"] + s["K"] - s["K"] * s["n_c"] ** (-s["L"]))
 
 
+#: ``threshold_text(theorem1_threshold)``, written out so that building the claims imports no sympy (a test
+#: compares the two)
+THEOREM1_THRESHOLD_TEXT = "sqrt(K)*sqrt(L)/(sqrt(n_w)*(K - K/n_c**L + N_0 + 1))"
+
+
+def threshold_text(threshold: Callable[[dict], object]) -> str:
+    """A threshold formula as sympy prints it (``sstr``), in the symbols of :func:`_sym` and L."""
+    import sympy as sp
+
+    return sp.sstr(threshold({**_sym(), "L": sp.Symbol("L", positive=True)}))
+
+
 def _trivial_cases(ctx: RunContext) -> list[FCInstance]:
     out = [FCInstance(3, 2, 2, 4, 0.05), FCInstance(3, 2, 2, 4, 0.3), FCInstance(2, 4, 3, 3, 0.05),
            FCInstance(3, 2, 2, 5, 0.19243084472090224),  # just below lambda_crit = 0.1924500897...
@@ -476,11 +488,11 @@ def make_trivial_phase_claim(threshold: Callable[[dict], object] = theorem1_thre
     relative tolerance THRESHOLD_RTOL; (2) the phase the claim predicts at the instance's lambda
     against the proven phase (zero unique iff ||grad CE(0)||_2 < lambda; not optimal iff >).
     Symbolically: phi'(0) = 0 at lambda = the claimed formula (L = 1, 2, 3)."""
-    import sympy as sp
-
-    text = sp.sstr(threshold({**_sym(), "L": sp.Symbol("L", positive=True)}))
+    text = THEOREM1_THRESHOLD_TEXT if threshold is theorem1_threshold else threshold_text(threshold)
 
     def check(ctx):
+        import sympy as sp
+
         syms = _sym()
         n, K, nw, N0 = syms["n_c"], syms["K"], syms["n_w"], syms["N0"]
         lam, t = sp.symbols("lambda t", positive=True)
