@@ -115,8 +115,6 @@ class RunResult:
         return 1 if any(r.verdict in bad for r in self._judged()) else 0
 
     def to_dict(self) -> dict:
-        import numpy, scipy, sympy
-
         from proofs_check.envelope import envelope
         from proofs_check.registry import aliases_of
 
@@ -134,11 +132,24 @@ class RunResult:
             "counts": self.counts(),
             "refuted_as_expected": self.expected_refuted, "seconds": round(self.seconds, 3),
             "cpu_seconds": round(sum(cpu_seconds(r) or 0.0 for r in self.results), 3), "jobs": self.workers,
-            "environment": {"python": platform.python_version(), "numpy": numpy.__version__,
-                            "scipy": scipy.__version__, "sympy": sympy.__version__,
+            "environment": {"python": platform.python_version(), "numpy": _version("numpy"),
+                            "scipy": _version("scipy"), "sympy": _version("sympy"),
                             "platform": platform.platform()},
             "claims": claims,
         }))
+
+
+def _version(package: str) -> str:
+    """A package's version without importing it when no claim did (scipy and sympy take ~1 s to import)."""
+    mod = sys.modules.get(package)
+    if getattr(mod, "__version__", None):
+        return str(mod.__version__)
+    try:
+        from importlib.metadata import version
+
+        return version(package)
+    except Exception:  # noqa: BLE001 - not installed or no metadata: the report says so
+        return "unknown"
 
 
 class Progress:
