@@ -251,3 +251,27 @@ def test_balance_rescaling_derivative_is_measured_without_gradient_code():
     r = C.balance_claim(activation="tanh", id="x").run(CTX)
     fd = next(c for c in r.checks if c.name == "fd-rescaling-tanh")
     assert fd.verdict == Verdict.REFUTED and fd.independent  # tanh is not positively homogeneous
+
+
+# ---- the cheap order of symbolic_checks decides as sympy.simplify does (issue 28) -------------
+
+def test_symbolic_checks_cheap_order_gives_the_simplify_verdicts():
+    x, y = sp.symbols("x y", real=True)
+    # true, but not by expansion: only simplify proves it (the cheap steps must not refute it)
+    hard_true = sp.Matrix([sp.sin(x) ** 2 + sp.cos(x) ** 2 - 1, (x ** 2 - y ** 2) / (x - y) - x - y])
+    assert all(sp.expand(e) != 0 for e in hard_true) and all(sp.simplify(e) == 0 for e in hard_true)
+    (ok,) = C.symbolic_checks({"hard but true": hard_true}, seed=3)
+    assert ok.verdict is Verdict.VERIFIED, ok.reason
+    # false in the second entry only: REFUTED, with the witness of that entry
+    false = sp.Matrix([sp.sin(x) ** 2 + sp.cos(x) ** 2 - 1, (x + y) ** 2 - x ** 2 - y ** 2])
+    (bad,) = C.symbolic_checks({"false": false}, seed=3)
+    assert bad.verdict is Verdict.REFUTED and bad.evidence["value"] > 1e-3, bad.reason
+    assert bad.evidence["expression"] == str(false[1])
+
+
+def test_sym_stationarity_expansion_keeps_false_statements_nonzero():
+    for factor in (1 + 1e-4, 1.01, 2):
+        out = T.sym_stationarity(predict_b=lambda W, g: factor * g * W * W.T)
+        assert any(e != 0 for e in out["E[g_b h_b^T] = gamma Z_b"][1]), factor
+    out = T.sym_stationarity()
+    assert all(e == 0 for k in ("E[g_b h_b^T] = gamma Z_b", "E[g_a h_a^T] = gamma Z_a") for e in out[k][1])

@@ -283,3 +283,33 @@ def test_imbalanced_nc_closed_form_over_class_counts(counts, extra_d):
 def test_api_sizes_refused_before_allocation(call, msg):
     with pytest.raises(InstanceError, match=msg):
         call()
+
+
+# ---- vectorised helpers give the numbers of the per-run / per-draw loops they replace (issue 28) ----
+
+@pytest.mark.parametrize("n, k, m", [(64, 8, 8), (512, 32, 32), (300, 40, 30)])  # one block; row blocks
+def test_batched_products_equal_the_per_run_loops_bitwise(n, k, m):
+    rng = np.random.default_rng(n + k)
+    X, M, Y = rng.standard_normal((3, n, k)), rng.standard_normal((3, k, m)), rng.standard_normal((3, n, m))
+    assert np.array_equal(S._bmm(X, M), np.stack([S._rows_matmul(x, w) for x, w in zip(X, M)]))
+    assert np.array_equal(S._bmm(X, Y, trans=True), np.stack([S._tmatmul(x, y) for x, y in zip(X, Y)]))
+    for mode in S.MODES:
+        assert np.array_equal(S._second_moment(X, mode), np.stack([S._second_moment(x, mode) for x in X]))
+
+
+def test_null_degeneracy_test_matches_the_per_draw_rule():
+    rng = np.random.default_rng(5)
+    for d in (3, 16):
+        A = spd(rng, d)
+        Bs = rng.standard_normal((40, d, d))
+        Bs[3], Bs[7] = 1.0, 0.0  # constant, zero
+        Bs[9] = 2.0 + 1e-15 * rng.standard_normal((d, d))  # constant up to rounding
+        got = S._batch_alpha(A, Bs, "pearson")
+        a = A.ravel() - A.mean()
+        for i, B in enumerate(Bs):
+            b = B.ravel() - B.mean()
+            if S._constant(np.linalg.norm(b), B):
+                assert np.isnan(got[i]), i
+            else:
+                assert got[i] == pytest.approx(a @ b / (np.linalg.norm(a) * np.linalg.norm(b)), abs=1e-14), i
+        assert np.isnan(got[[3, 7, 9]]).all()
