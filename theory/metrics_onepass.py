@@ -157,7 +157,12 @@ class ClassStats:
             np.subtract(X[r0:r1], Ab, out=Ab)
             np.einsum("ij,ij->i", Ab, Ab, out=rowsq[r0:r1])
         self._qb[cls] += np.bincount(inv, weights=rowsq, minlength=cls.size)
-        self._sb[cls] += ind @ A
+        P = ind @ A  # the chunk's class sums (classes of this chunk x d)
+        if cls.size == self.K:
+            self._sb += P  # every class in the chunk: one contiguous addition, no gather or scatter
+        else:
+            P += self._sb[cls]  # the same sums as self._sb[cls] += P (addition is commutative), one temporary less
+            self._sb[cls] = P
         self.counts[cls] += m
         if self.scatter:
             from scipy.linalg import blas
