@@ -11,6 +11,10 @@ of them:
 - :mod:`solvers.ufm_general_grouped`: grouping exchangeable classes (solver, certificate, geometry, the dual
   margin of minority collapse);
 - :mod:`solvers.ufm_general_geometry`: the geometry certificate (a proven enclosure of every minimiser).
+
+The same entry point serves regression (``problem.kind == "regression"``, ``targets=Y``) and one certified value
+(``evidence="value"``, the rows of ``table ufm``). A part reads its own constants: change one (a test's
+monkeypatch) in the module that defines it.
 """
 
 from __future__ import annotations
