@@ -311,4 +311,6 @@ def test_fc_random_true_never_refuted(n_c, L, s_c, dk, lam, layernorm):
         FS.check_budget(inst, 1)
     except ValueError:
         return
-    _not_refuted(FC.check_instance(inst, n_starts=1), f"fc random {inst}")
+    # with LayerNorm the cvxpy SDP is a reported cross-check that no verdict reads (the sdp-dual bound
+    # decides), and it took 15 of the test's 26 CPU s: not solved here; without LayerNorm cvxpy's bound is used
+    _not_refuted(FC.check_instance(inst, n_starts=1, cvxpy="no" if layernorm else "auto"), f"fc random {inst}")
