@@ -443,7 +443,8 @@ def linear_optimum_instances(ctx: RunContext) -> list[T.DeepUFMInstance]:
 
 
 def make_linear_optimum_claim(predict_value: Callable | None = None, predict_rank: Callable | None = None,
-                              instances: Callable | None = None, id_: str = "deep_ufm.linear-mse.optimum") -> Claim:
+                              instances: Callable | None = None,
+                              claim_id: str = "deep_ufm.linear-mse.optimum") -> Claim:
     """Statement: the deep linear MSE optimum is the sum of the scalar minima and its rank is the number of
     classes whose scalar minimiser is positive.
 
@@ -459,7 +460,8 @@ def make_linear_optimum_claim(predict_value: Callable | None = None, predict_ran
                                  predict_value=predict_value, predict_rank=predict_rank)
             yield from _label([c for c in rep.claims if not c.name.startswith("dnc-")], inst)
 
-    return Claim(id_, FAMILY, "Deep linear UFM with MSE (L layers, no bias, mean over samples): the global minimum "
+    return Claim(claim_id, FAMILY, "Deep linear UFM with MSE (L layers, no bias, mean over samples): the global "
+                 "minimum "
                  "equals sum_c min_{s>=0} (s - sqrt(n_c))^2/(2N) + C s^{2/(L+1)} over the min(D, K) largest classes "
                  "(C = ((L+1)/2)(lambda_H prod lambda_l)^{1/(L+1)}), attained at rank = #classes with a positive "
                  "scalar minimiser", SRC_DANG, Provenance.RECONSTRUCTED, check,
@@ -475,7 +477,8 @@ def dnc_suboptimal_instances(ctx: RunContext) -> list[T.DeepUFMInstance]:
 
 
 def make_dnc_suboptimal_claim(predict_optimal: Callable | None = None, predict_dnc_value: Callable | None = None,
-                              instances: Callable | None = None, id_: str = "deep_ufm.dnc.suboptimal") -> Claim:
+                              instances: Callable | None = None,
+                              claim_id: str = "deep_ufm.dnc.suboptimal") -> Claim:
     """Statement: with ReLU and MSE, L >= 3 layers and K >= 3 classes, DNC is not optimal: a lower-rank point has
     a strictly smaller objective than the best DNC point (for linear models the certified optimum decides).
 
@@ -495,7 +498,8 @@ def make_dnc_suboptimal_claim(predict_optimal: Callable | None = None, predict_d
                                  symbolic=False)
             yield from _label([c for c in rep.claims if c.name.startswith("dnc-")], inst)
 
-    return Claim(id_, FAMILY, "Deep UFM with ReLU and MSE, L >= 3 layers and K >= 3 classes: deep neural collapse is "
+    return Claim(claim_id, FAMILY, "Deep UFM with ReLU and MSE, L >= 3 layers and K >= 3 classes: deep neural "
+                 "collapse is "
                  "not optimal (a lower-rank point has a strictly smaller objective than the best DNC point)",
                  SRC_SUKENIK, Provenance.RECONSTRUCTED, check, key=("witness_gap", "feature_ranks"))
 
@@ -510,7 +514,7 @@ def dnc_shallow_instances(ctx: RunContext) -> list[T.DeepUFMInstance]:
 
 
 def make_dnc_shallow_claim(predict_optimal: Callable | None = None, predict_dnc_value: Callable | None = None,
-                           instances: Callable | None = None, id_: str = "deep_ufm.dnc.optimal-shallow",
+                           instances: Callable | None = None, claim_id: str = "deep_ufm.dnc.optimal-shallow",
                            predict_relu_bound: Callable | None = None) -> Claim:
     """Statement: for L = 2 layers or K = 2 classes (and for deep linear models), the best DNC point is a global
     minimiser.
@@ -534,7 +538,7 @@ def make_dnc_shallow_claim(predict_optimal: Callable | None = None, predict_dnc_
                                  symbolic=False, predict_relu_bound=predict_relu_bound)
             yield from _label([c for c in rep.claims if c.name.startswith(("dnc-", "relu-"))], inst)
 
-    return Claim(id_, FAMILY, "Deep UFM with MSE, L = 2 layers or K = 2 classes (or linear): the best DNC point "
+    return Claim(claim_id, FAMILY, "Deep UFM with MSE, L = 2 layers or K = 2 classes (or linear): the best DNC point "
                  "is a global minimiser", SRC_SUKENIK + "; " + SRC_DANG, Provenance.RECONSTRUCTED, check,
                  key=("gap",))
 
@@ -546,7 +550,7 @@ def ce_instances(ctx: RunContext) -> list[T.DeepUFMInstance]:
 
 def make_ce_claim(bound: Callable | None = None, predict_trend: str = "non-increasing", final_below_dnc: bool = True,
                   instances: Callable | None = None, tau: float = CE_TAU,
-                  id_: str = "deep_ufm.ce.low-rank-bias") -> Claim:
+                  claim_id: str = "deep_ufm.ce.low-rank-bias") -> Claim:
     """Statement (a measurement): for the deep linear CE UFM, at the best points found over 2 seeds the number of
     singular values of the output above tau obeys the derived bound at every depth, does not increase with L and,
     at the deepest L, is below the DNC count K - 1.
@@ -583,7 +587,8 @@ def make_ce_claim(bound: Callable | None = None, predict_trend: str = "non-incre
                             refuted=f"at L = {Ls[-1]} the count {best_counts[-1]} is not below K - 1 (measured)",
                             evidence=ev)
 
-    return Claim(id_, FAMILY, "Deep linear UFM with cross-entropy (measured at the best points found over 2 seeds, "
+    return Claim(claim_id, FAMILY, "Deep linear UFM with cross-entropy (measured at the best points found over 2 "
+                 "seeds, "
                  f"tau = {tau:g}): the number of output singular values above tau is at most floor(log K / (C "
                  "tau^{2/(L+1)})) at every depth, does not increase with L, and falls below the DNC count K - 1",
                  SRC_GK, Provenance.RECONSTRUCTED, check, key=("best_counts",), tags=("measurement",))
