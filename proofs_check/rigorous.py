@@ -137,10 +137,9 @@ RECIPES = {"ufm-ce": _ufm, "ufm-mse": _ufm, "ufm": _ufm_general, "ufm-regression
 # ---------------------------------------------------------------------------------------------------
 
 #: Float candidate of a saved `solve ufm` report (it does not carry its point): one start of the family's
-#: grouped solver (a choice: only the tightness of the bound depends on it), with a wall-clock budget (s) inside
-#: the CLI's 2-minute limit.
+#: grouped solver (a choice: only the tightness of the bound depends on it), on the solver's own work limits
+#: (iterations and its gap target, never wall time: the bracket, and so a verdict, must not depend on the load).
 UFM_GENERAL_STARTS = 1
-UFM_GENERAL_BUDGET_S = 60.0
 
 
 def _saved_ufm(report: dict) -> dict:
@@ -194,12 +193,11 @@ def ufm_general_candidate(p):
     if layout is None:
         if p.G != p.K:
             raise NotSupported("groups other than one per class have no ball recipe")
-        sol = SG.solve_factored(p, rank=min(p.K, p.G), starts=UFM_GENERAL_STARTS, seed=0,
-                                time_budget=UFM_GENERAL_BUDGET_S)
+        sol = SG.solve_factored(p, rank=min(p.K, p.G), starts=UFM_GENERAL_STARTS, seed=0)
         X = SG.clean_candidate(p, sol.variables["X"], sol.variables["b"])
         return L.SlotLayout(np.arange(p.K)), SG.GroupedPoint(np.asarray(X, float), np.zeros(p.K),
                                                              np.asarray(sol.variables["b"], float))
-    sol = SG.solve_grouped(p, layout, starts=UFM_GENERAL_STARTS, seed=0, time_budget=UFM_GENERAL_BUDGET_S)
+    sol = SG.solve_grouped(p, layout, starts=UFM_GENERAL_STARTS, seed=0)
     return layout, SG.clean_grouped(p, sol.variables["point"], layout)
 
 
