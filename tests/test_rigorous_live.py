@@ -19,13 +19,14 @@ LAM = ["--lambda-w", "1e-3", "--lambda-h", "1e-3"]
 
 @pytest.fixture
 def solver_calls(monkeypatch):
-    """Counts the calls of the any-loss UFM engine's solvers (grouped and class-reduced factored)."""
-    calls = {"n": 0}
-    for name in ("solve_grouped", "solve_factored"):
+    """Counts the calls of the any-loss UFM engine: ``n`` its solvers (grouped and class-reduced factored),
+    ``entry`` its one entry point ``solvers.ufm_general.solve``."""
+    calls = {"n": 0, "entry": 0}
+    for name, key in (("solve_grouped", "n"), ("solve_factored", "n"), ("solve", "entry")):
         real = getattr(SG, name)
 
-        def counted(*a, _real=real, **k):
-            calls["n"] += 1
+        def counted(*a, _real=real, _key=key, **k):
+            calls[_key] += 1
             return _real(*a, **k)
 
         monkeypatch.setattr(SG, name, counted)
@@ -65,10 +66,11 @@ IMBALANCED = {"optimal-value": ("VERIFIED", True), "minority-collapse-threshold"
 def test_solve_ufm_rigorous_adds_no_solver_call(capsys, solver_calls, no_saved_reader, argv, expected, plain_calls,
                                                 rigorous):
     rc, plain, _ = _solve(capsys, argv)
-    assert rc == 0 and solver_calls["n"] == plain_calls
-    solver_calls["n"] = 0
+    assert rc == 0 and solver_calls["n"] == plain_calls and solver_calls["entry"] == 1
+    solver_calls.update(n=0, entry=0)
     rc, rig, out = _solve(capsys, argv + ["--rigorous"])
-    assert rc == 0 and solver_calls["n"] == plain_calls  # before: one more (the candidate solved again)
+    # before: one solver call more (the candidate solved again from the report's dict)
+    assert rc == 0 and solver_calls["n"] == plain_calls and solver_calls["entry"] == 1
     assert rig == expected
     assert {k: v for k, (v, _) in rig.items()} == {k: v for k, (v, _) in plain.items()}
     assert out["certificate"]["rigorous"]["lower"] is not None and out["rigorous"] is rigorous
