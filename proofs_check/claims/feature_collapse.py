@@ -142,6 +142,19 @@ def check_instance(inst: FCInstance, *, predict: Callable[[FCInstance], Predicti
     Returns a :class:`proofs_check.core.SolveReport`. Raises ``theory._validate.InputError`` (a
     ValueError) for bad options or an instance above the budget; any other exception is a defect.
     """
+    import scipy.optimize  # noqa: F401 - its BLAS loaded before the limit below is set
+    from threadpoolctl import threadpool_limits
+
+    # single-threaded BLAS (numpy's and scipy's, as loaded now): the products are small (U E^T is
+    # K L x n_w x d) and a threaded BLAS spin-waits on them (the type-I claim took 0.87 CPU s with 2 threads,
+    # 0.07 s with 1); ``ncproofs run`` runs every claim so
+    with threadpool_limits(limits=1, user_api="blas"):
+        return _check_instance(inst, predict=predict, n_starts=n_starts, seed=seed, cvxpy=cvxpy, solve=solve,
+                               label=label)
+
+
+def _check_instance(inst: FCInstance, *, predict, n_starts: int, seed: int, cvxpy, solve: bool,
+                    label: str) -> SolveReport:
     t0 = time.perf_counter()
     pre = f"{label}: " if label else ""
     S.check_budget(inst, max(1, int(n_starts)) if solve else 1)
