@@ -183,8 +183,8 @@ class ClassStats:
             return
         _kahan_add(self.s, self.s_c, self._sb)
         _kahan_add(self.q, self.q_c, self._qb)
-        self._sb = np.zeros((self.K, self.d))
-        self._qb = np.zeros(self.K)
+        self._sb[...] = 0.0  # cleared in place (no new K x d array per block)
+        self._qb[...] = 0.0
         if self.scatter:
             _kahan_add(self.T, self.T_c, self._Tb, self._buf)
             self._Tb[...] = 0.0
@@ -208,9 +208,13 @@ class ClassStats:
         self.shift[adopt] = other.shift[adopt]
         self.has_shift[adopt] = True
         both = seen & ~adopt
-        delta = np.zeros((self.K, self.d))
-        delta[both] = other.shift[both] - self.shift[both]  # a about self's shift = a_other + delta
-        if np.any(delta != 0.0):
+        if other.shift is self.shift:  # the same shifts (the driver's segments): no re-shift
+            reshift = False
+        else:
+            delta = np.zeros((self.K, self.d))
+            delta[both] = other.shift[both] - self.shift[both]  # a about self's shift = a_other + delta
+            reshift = bool(np.any(delta != 0.0))
+        if reshift:
             n = other.counts.astype(np.float64)
             if self.scatter:
                 U = np.triu(o_T) + np.triu(o_T, 1).T
@@ -219,8 +223,8 @@ class ClassStats:
                 o_T = np.triu(U)
             o_q = o_q + 2.0 * np.einsum("ij,ij->i", delta, o_s) + n * np.einsum("ij,ij->i", delta, delta)
             o_s = o_s + n[:, None] * delta
-        _kahan_add(self.s, self.s_c, o_s.copy())
-        _kahan_add(self.q, self.q_c, o_q.copy())
+        _kahan_add(self.s, self.s_c, o_s)  # o_s, o_q are temporaries (overwritten)
+        _kahan_add(self.q, self.q_c, o_q)
         if self.scatter:
             _kahan_add(self.T, self.T_c, np.asfortranarray(o_T), self._buf)
         self.counts += other.counts
