@@ -12,12 +12,18 @@ interleaved, R times:
   and nothing is dropped, so this is the **page-cache** speed (memory bandwidth through a pipe), not
   the disk's.
 - ``os.preadv`` of 8 MiB chunks into one buffer (how measure reads), also from the page cache.
+- ``dd iflag=direct`` (O_DIRECT, Linux): the file read past the page cache, i.e. the disk's speed
+  (skipped where O_DIRECT is refused).
 - ``ncproofs measure`` (``proofs_check.measure.measure``: the CLI's code path; labels only, no
   weights, so one pass) at its defaults (workers = the CPUs available).
 - ``numpy baseline``: what a user writes (:func:`baseline`): ``np.load(mmap_mode="r")``, two chunked
   passes of 65 536 rows in float64, class sums by ``np.add.at``, the scatter about the pass-1 means
   by ``dev.T @ dev`` (numpy's default threaded BLAS), then NC1 and the trace ratio from the d x d
   matrices. It computes fewer metrics than measure (no CDNV, no K x K pairs).
+
+``--floor`` adds, in this process with one BLAS thread: the float64 syrk of one 2048 x D chunk and a loop of
+``ClassStats.update`` over in-memory float32 chunks (MB of float32 rows per CPU second: what one core can do
+without reading), and the same loop with the float32 syrk for comparison of speed (not used: not exact enough).
 
 Reported per run (imports done before the clock starts): MB/s of the file (bytes / wall seconds), the CPU
 seconds of the process (all threads), MB per CPU second,
@@ -147,6 +153,50 @@ def time_pread(path: Path, chunk: int = 1 << 23) -> dict:
             "load_end": os.getloadavg()[0]}
 
 
+def time_direct(path: Path) -> dict | None:
+    """Read the file with O_DIRECT (``dd iflag=direct``): the disk's speed, past the page cache (None if refused)."""
+    load0 = os.getloadavg()[0]
+    t0 = time.perf_counter()
+    proc = subprocess.run(["dd", f"if={path}", "of=/dev/null", "bs=8M", "iflag=direct"], capture_output=True)
+    if proc.returncode != 0:
+        return None
+    return {"wall_s": time.perf_counter() - t0, "cpu_s": None, "load_start": load0, "load_end": os.getloadavg()[0]}
+
+
+def floor(d: int, K: int = 1000, B: int = 2048, chunks: int = 48, seed: int = 0) -> list[dict]:
+    """One-core rates without reading: the float64 syrk of a chunk, the ClassStats.update loop (MB of float32
+    rows per CPU second), and a float32 syrk of the same chunk (speed only)."""
+    import scipy.linalg.blas as blas
+    from threadpoolctl import threadpool_limits
+
+    from theory.metrics import ClassStats
+
+    rng = np.random.default_rng(seed)
+    X = rng.standard_normal((B * chunks, d), dtype=np.float32) + 1.0
+    y = rng.integers(0, K, B * chunks)
+    mb = B * d * 4 / 1e6
+    rows = []
+    with threadpool_limits(limits=1, user_api="blas"):
+        A = X[:B].astype(np.float64)
+        for name, M, syrk in (("float64 syrk of one chunk", A, blas.dsyrk), ("float32 syrk of one chunk", X[:B], blas.ssyrk)):
+            C = np.zeros((d, d), dtype=M.dtype, order="F")
+            C = syrk(1.0, M.T, beta=1.0, c=C, trans=0, lower=0, overwrite_c=1)
+            c0 = time.process_time()
+            for _ in range(chunks):
+                C = syrk(1.0, M.T, beta=1.0, c=C, trans=0, lower=0, overwrite_c=1)
+            cpu = (time.process_time() - c0) / chunks
+            rows.append({"method": name, "B": B, "ms": 1e3 * cpu, "mb_per_cpu_s": mb / cpu})
+        for K_ in sorted({10, K}):
+            st = ClassStats(K_, d)
+            st.update(X[:B], y[:B] % K_)
+            c0 = time.process_time()
+            for s in range(B, B * chunks, B):
+                st.update(X[s:s + B], y[s:s + B] % K_)
+            cpu = (time.process_time() - c0) / (chunks - 1)
+            rows.append({"method": f"ClassStats.update loop, K = {K_}", "B": B, "ms": 1e3 * cpu, "mb_per_cpu_s": mb / cpu})
+    return rows
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--rows", type=int, default=600_000)
@@ -157,6 +207,7 @@ def main(argv=None) -> int:
     ap.add_argument("--keep", action="store_true")
     ap.add_argument("--no-baseline", action="store_true")
     ap.add_argument("--quick", action="store_true", help="N = 20 000, one repetition (a smoke run)")
+    ap.add_argument("--floor", action="store_true", help="also the one-core rates without reading (see above)")
     ap.add_argument("--out", default=None)
     args = ap.parse_args(argv)
     if args.quick:
@@ -164,6 +215,11 @@ def main(argv=None) -> int:
     classes = [int(k) for k in args.classes.split(",")]
     folder = Path(args.dir or tempfile.mkdtemp(prefix="measure_tp_"))
     folder.mkdir(parents=True, exist_ok=True)
+    with open("/proc/loadavg") if os.path.exists("/proc/loadavg") else open(os.devnull) as fh:
+        print(f"load average (1, 5, 15 min) at the start: {fh.read().strip() or 'n/a'}", flush=True)
+    if args.floor:
+        for r in floor(args.dim):
+            print(json.dumps(r), flush=True)
     t0 = time.perf_counter()
     data = write_data(folder, args.rows, args.dim, classes)
     mb = data["bytes"] / 1e6
@@ -178,6 +234,10 @@ def main(argv=None) -> int:
             c = time_pread(data["features"])
             rows.append({"method": "pread 8 MiB (page cache)", "K": None, "rep": rep, **c, "mb_s": mb / c["wall_s"]})
             print(json.dumps(rows[-1]), flush=True)
+            c = time_direct(data["features"])
+            if c is not None:
+                rows.append({"method": "dd iflag=direct (disk)", "K": None, "rep": rep, **c, "mb_s": mb / c["wall_s"]})
+                print(json.dumps(rows[-1]), flush=True)
             for K in classes:
                 ours = run_child("measure", data["features"], data["labels"][K])
                 rows.append({"method": "ncproofs measure", "K": K, "rep": rep, **ours, "mb_s": mb / ours["wall_s"]})
@@ -195,13 +255,18 @@ def main(argv=None) -> int:
                 folder.rmdir()
     cat_best = max(r["mb_s"] for r in rows if r["method"].startswith("cat"))
     pread_best = max(r["mb_s"] for r in rows if r["method"].startswith("pread"))
-    print(f"\nread speed (page cache): cat F > /dev/null {cat_best:.0f} MB/s, os.preadv 8 MiB chunks {pread_best:.0f} MB/s")
+    disk = [r["mb_s"] for r in rows if r["method"].startswith("dd")]
+    print(f"\nread speed (page cache): cat F > /dev/null {cat_best:.0f} MB/s, os.preadv 8 MiB chunks {pread_best:.0f} MB/s"
+          + (f"; disk (O_DIRECT) {max(disk):.0f} MB/s" if disk else ""))
+    with open("/proc/loadavg") if os.path.exists("/proc/loadavg") else open(os.devnull) as fh:
+        print(f"load average (1, 5, 15 min) at the end: {fh.read().strip() or 'n/a'}")
     print(f"\n| K | method | MB/s (wall) | CPU s | load avg start-end | / cat ({cat_best:.0f} MB/s) | / baseline | "
           "rel. diff NC1, trace |")
     print("|---|---|---|---|---|---|---|---|")
     for r in rows:
-        if r["method"].startswith(("cat", "pread")):
-            print(f"| | {r['method']} | {r['mb_s']:.0f} | {r['cpu_s']:.2f} | "
+        if r["method"].startswith(("cat", "pread", "dd")):
+            cpu = "" if r["cpu_s"] is None else f"{r['cpu_s']:.2f}"
+            print(f"| | {r['method']} | {r['mb_s']:.0f} | {cpu} | "
                   f"{r['load_start']:.1f}-{r['load_end']:.1f} | | | |")
             continue
         ratio_b = diff = ""
