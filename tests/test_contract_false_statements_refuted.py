@@ -307,12 +307,12 @@ def test_ntk_spectrum_factory_wrong_eigenvalue(factor):
     def eigen(C, m, kd, kc, kn):
         l0, lc, lg = NT.sym_eigenvalues(C, m, kd, kc, kn)
         return l0, lc * factor, lg
-    r = NC.spectrum_claim(eigen, id_="false").run(CTX)
+    r = NC.spectrum_claim(eigen, claim_id="false").run(CTX)
     _refuted(r, f"ntk lambda_c x{factor}")
 
 
 def test_ntk_spectrum_factory_wrong_multiplicity():
-    r = NC.spectrum_claim(mult=lambda C, m: (C * (m - 1) - 1, C, 1), id_="false").run(CTX)
+    r = NC.spectrum_claim(mult=lambda C, m: (C * (m - 1) - 1, C, 1), claim_id="false").run(CTX)
     _never_verified(r, "ntk multiplicities shifted")
 
 
@@ -323,28 +323,28 @@ def test_ntk_rates_factory_wrong_rate(comp, factor):
         r = dict(NT.residual_rates(inst))
         r[comp] *= factor
         return r
-    r = NC.rates_claim(rates, id_="false").run(CTX)
+    r = NC.rates_claim(rates, claim_id="false").run(CTX)
     _never_verified(r, f"ntk rate {comp} x{factor}")
 
 
 @pytest.mark.parametrize("weights", [(1.0, 1.0, 1 + 1e-4), (1 - 1e-4, 1.0, 1.0), (1.0, 1.01, 1.0)])
 def test_ntk_invariant_factory_wrong_weights(weights):
-    r = NC.invariant_claim(weights, id_="false").run(CTX)
+    r = NC.invariant_claim(weights, claim_id="false").run(CTX)
     _never_verified(r, f"ntk invariant weights {weights}")
 
 
 @pytest.mark.parametrize("constant", [0.99, 0.9999])
 def test_ntk_nc1_bound_factory_too_strong(constant):
-    r = NC.nc1_bound_claim(constant, id_="false").run(CTX)
+    r = NC.nc1_bound_claim(constant, claim_id="false").run(CTX)
     _refuted(r, f"ntk nc1 bound constant {constant}")
 
 
 def test_ntk_lazy_collapse_false():
-    _refuted(NC.lazy_claim(collapses=True, id_="false").run(CTX), "ntk lazy collapses")
+    _refuted(NC.lazy_claim(collapses=True, claim_id="false").run(CTX), "ntk lazy collapses")
 
 
 def test_ntk_e_zero_etf_false():
-    _never_verified(NC.e_zero_claim(predict_etf=True, id_="false").run(CTX), "ntk e-zero ETF")
+    _never_verified(NC.e_zero_claim(predict_etf=True, claim_id="false").run(CTX), "ntk e-zero ETF")
 
 
 # ============================================================================================
@@ -357,29 +357,29 @@ from theory import crh as CT  # noqa: E402
 
 @pytest.mark.parametrize("shift", [1 + 1e-6, 1 - 1e-4, 2, 0])
 def test_crh_transfer_wrong_shift(shift):
-    _refuted(CC.transfer_claim(shift=shift, id="x").run(CTX), f"crh transfer shift {shift}")
+    _refuted(CC.transfer_claim(shift=shift, claim_id="x").run(CTX), f"crh transfer shift {shift}")
 
 
 @pytest.mark.parametrize("factor", [1 + 1e-6, 1.01])
 def test_crh_backprop_wrong_moments(factor):
-    _refuted(CC.backprop_claim(predict_H_b=lambda W, H: factor * W @ H @ W.T, id="x").run(CTX), f"H_b x{factor}")
-    _refuted(CC.backprop_claim(predict_G_a=lambda W, G: factor * W.T @ G @ W, id="y").run(CTX), f"G_a x{factor}")
+    _refuted(CC.backprop_claim(predict_H_b=lambda W, H: factor * W @ H @ W.T, claim_id="x").run(CTX), f"H_b x{factor}")
+    _refuted(CC.backprop_claim(predict_G_a=lambda W, G: factor * W.T @ G @ W, claim_id="y").run(CTX), f"G_a x{factor}")
 
 
 def test_crh_backprop_transposed():
-    _refuted(CC.backprop_claim(predict_G_a=lambda W, G: W.T @ G.T @ W + 1e-6 * np.eye(W.shape[1]), id="x").run(CTX),
+    _refuted(CC.backprop_claim(predict_G_a=lambda W, G: W.T @ G.T @ W + 1e-6 * np.eye(W.shape[1]), claim_id="x").run(CTX),
              "G_a + 1e-6 I")
 
 
 @pytest.mark.parametrize("factor", [1 + 1e-6, 0.5, 2.0])
 def test_crh_one_step_wrong_second_order(factor):
-    r = CC.one_step_claim(eta2_term=lambda S_, W, g: factor * (S_ - g * W) @ (S_ - g * W).T, id="x").run(CTX)
+    r = CC.one_step_claim(eta2_term=lambda S_, W, g: factor * (S_ - g * W) @ (S_ - g * W).T, claim_id="x").run(CTX)
     _refuted(r, f"crh one step eta^2 x{factor}")
 
 
 @pytest.mark.parametrize("eig", [lambda c: (0.0, c * (1 + 1e-6)), lambda c: (0.0, c, 2 * c), lambda c: (0.0, c / 2)])
 def test_crh_scaled_projector_wrong_eigenvalues(eig):
-    _refuted(CC.scaled_projector_claim(eigenvalues=eig, id="x").run(CTX), "crh projector eigenvalues")
+    _refuted(CC.scaled_projector_claim(eigenvalues=eig, claim_id="x").run(CTX), "crh projector eigenvalues")
 
 
 def test_crh_isotropy_wrong_range():
@@ -388,7 +388,7 @@ def test_crh_isotropy_wrong_range():
         U, s, Vt = np.linalg.svd(W)
         r = int(np.sum(s > 1e-10 * s[0]))
         return np.eye(W.shape[1]) - Vt[:r].T @ Vt[:r]
-    _never_verified(CC.isotropy_claim(projector=proj, id="x").run(CTX), "crh isotropy complement")
+    _never_verified(CC.isotropy_claim(projector=proj, claim_id="x").run(CTX), "crh isotropy complement")
 
 
 def test_crh_exponent_table_wrong_reference():
@@ -397,7 +397,7 @@ def test_crh_exponent_table_wrong_reference():
     pair = next(p for p, v in ref.items() if v is not None)
     x, y = ref[pair]
     ref[pair] = (Fraction(x) + Fraction(1, 1000), Fraction(y))
-    _refuted(CC.exponent_table_claim(reference=ref, id="x").run(CTX), "crh exponent table")
+    _refuted(CC.exponent_table_claim(reference=ref, claim_id="x").run(CTX), "crh exponent table")
 
 
 @pytest.mark.parametrize("delta", [1e-6, -1e-4, 0.01])
@@ -405,26 +405,26 @@ def test_crh_nc_claim_wrong_cosine(delta):
     counts = (150, 20, 20, 20)
     imb = float(CT.nc_imbalanced_cosine(counts))
     pred = {r: (1.0 if r.endswith("RGA") else imb + delta) for r in CT.RELATION_NAMES}
-    _refuted(CC.nc_claim(counts, predicted=pred, id="x").run(CTX), f"crh nc cosine +{delta}")
+    _refuted(CC.nc_claim(counts, predicted=pred, claim_id="x").run(CTX), f"crh nc cosine +{delta}")
 
 
 def test_crh_nc_breaking_wrong_pattern():
     pat = {k: set(v) for k, v in CT.NC_BREAK_UNAFFECTED.items()}
     first = next(iter(pat))
     pat[first] = set(CT.RELATION_NAMES)  # claimed: breaking it changes nothing
-    _refuted(CC.nc_breaking_claim(unaffected=pat, id="x").run(CTX), "crh nc breaking nothing drops")
+    _refuted(CC.nc_breaking_claim(unaffected=pat, claim_id="x").run(CTX), "crh nc breaking nothing drops")
 
 
 @pytest.mark.parametrize("factor", [1 + 1e-4, 1.01])
 def test_crh_stationarity_wrong(factor):
-    r = CC.stationarity_claim(predict_b=lambda W, g: factor * g * W @ W.T, id="x").run(CTX)
+    r = CC.stationarity_claim(predict_b=lambda W, g: factor * g * W @ W.T, claim_id="x").run(CTX)
     _refuted(r, f"crh stationarity x{factor}")
 
 
 @pytest.mark.parametrize("activation", ["tanh", "gelu"])
 def test_crh_balance_wrong_activation(activation):
     try:
-        c = CC.balance_claim(activation=activation, id="x")
+        c = CC.balance_claim(activation=activation, claim_id="x")
         r = c.run(CTX)
     except ValueError:
         pytest.skip(f"{activation} not an accepted activation")
@@ -434,7 +434,7 @@ def test_crh_balance_wrong_activation(activation):
 
 
 def test_crh_reparam_wrong_invariants():
-    r = CC.reparam_claim(("a-GWA", "b-GWA", "NFA"), id="x").run(CTX)
+    r = CC.reparam_claim(("a-GWA", "b-GWA", "NFA"), claim_id="x").run(CTX)
     _refuted(r, "crh reparam NFA invariant")
 
 

@@ -82,7 +82,7 @@ def test_stationarity_claim_and_false_version():
     # the numeric evidence comes from finite differences, not from the gradient L-BFGS used
     fd = [c for c in r.checks if c.name.startswith("fd-stationarity")]
     assert len(fd) == 3 and all(c.verdict == Verdict.VERIFIED and c.independent for c in fd)
-    false = C.stationarity_claim(predict_b=lambda W, g: 2 * g * W @ W.T, id="x").run(CTX)
+    false = C.stationarity_claim(predict_b=lambda W, g: 2 * g * W @ W.T, claim_id="x").run(CTX)
     assert false.verdict == Verdict.REFUTED
     # both the sympy derivation and the finite-difference measurement see the false statement
     assert {c.name for c in false.checks if c.verdict == Verdict.REFUTED} >= {"fd-stationarity-z-b"}
@@ -90,7 +90,7 @@ def test_stationarity_claim_and_false_version():
 
 
 def test_stationarity_false_side_a_refuted():
-    false = C.stationarity_claim(predict_a=lambda W, g: g * W.T @ W + 1e-3 * np.eye(W.shape[1]), id="x").run(CTX)
+    false = C.stationarity_claim(predict_a=lambda W, g: g * W.T @ W + 1e-3 * np.eye(W.shape[1]), claim_id="x").run(CTX)
     assert false.verdict == Verdict.REFUTED
 
 
@@ -115,16 +115,16 @@ def test_reparametrisation_claims():
     assert flags == {"fd-alignment-unchanged": True, "backprop-alignment-unchanged": False, "loss-unchanged": False}
     assert C.nfa_changes_claim().run(CTX).verdict == Verdict.VERIFIED
     # false: the NFA statistic claimed invariant; last-layer GWA claimed invariant for non-orthogonal Q
-    assert C.reparam_claim(("a-GWA", "b-GWA", "NFA"), id="x").run(CTX).verdict == Verdict.REFUTED
-    assert C.reparam_claim(("b-GWA",), layers="all", id="y").run(CTX).verdict == Verdict.REFUTED
-    assert C.reparam_claim(("a-GWA",), layers="all", id="z").run(CTX).verdict == Verdict.REFUTED
+    assert C.reparam_claim(("a-GWA", "b-GWA", "NFA"), claim_id="x").run(CTX).verdict == Verdict.REFUTED
+    assert C.reparam_claim(("b-GWA",), layers="all", claim_id="y").run(CTX).verdict == Verdict.REFUTED
+    assert C.reparam_claim(("a-GWA",), layers="all", claim_id="z").run(CTX).verdict == Verdict.REFUTED
     # false relation: RWA claimed invariant in every layer (Z_a of the last layer becomes W^T Q^T Q W)
-    assert C.reparam_claim(("a-RWA",), layers="all", id="w").run(CTX).verdict == Verdict.REFUTED
+    assert C.reparam_claim(("a-RWA",), layers="all", claim_id="w").run(CTX).verdict == Verdict.REFUTED
 
 
 def test_reparametrisation_with_wrong_compensation_refuted():
     # l'(f') = l(Q^T f') is not the compensating loss: hidden gradients change, GWA changes
-    r = C.reparam_claim(compensation=lambda Q: Q.T, id="x").run(CTX)
+    r = C.reparam_claim(compensation=lambda Q: Q.T, claim_id="x").run(CTX)
     assert r.verdict == Verdict.REFUTED
     fd = next(c for c in r.checks if c.name == "fd-alignment-unchanged")
     assert fd.verdict == Verdict.REFUTED and fd.independent
@@ -154,14 +154,14 @@ def test_measured_claims_quick():
 
 def test_false_measured_claims_refuted():
     # alignment claimed at gamma = 0 above the gamma = 1e-2 level; decreasing with weight decay; rank 2
-    assert C.alignment_level_claim(0.0, 0.86, id="a").run(CTX).verdict == Verdict.REFUTED
-    assert C.alignment_wd_claim(direction="decreases", id="b").run(CTX).verdict == Verdict.REFUTED
-    assert C.rank_claim(rank=2, id="c").run(CTX).verdict == Verdict.REFUTED
-    assert C.rank_claim(gamma=0.0, id="d").run(CTX).verdict != Verdict.VERIFIED  # no rank drop without decay
+    assert C.alignment_level_claim(0.0, 0.86, claim_id="a").run(CTX).verdict == Verdict.REFUTED
+    assert C.alignment_wd_claim(direction="decreases", claim_id="b").run(CTX).verdict == Verdict.REFUTED
+    assert C.rank_claim(rank=2, claim_id="c").run(CTX).verdict == Verdict.REFUTED
+    assert C.rank_claim(gamma=0.0, claim_id="d").run(CTX).verdict != Verdict.VERIFIED  # no rank drop without decay
 
 
 def test_stationarity_claim_at_gamma_zero_is_not_applicable():
-    assert C.stationarity_sgd_claim(gamma=0.0, id="s0").run(CTX).verdict == Verdict.NOT_APPLICABLE
+    assert C.stationarity_sgd_claim(gamma=0.0, claim_id="s0").run(CTX).verdict == Verdict.NOT_APPLICABLE
 
 
 @pytest.mark.slow
@@ -169,7 +169,7 @@ def test_full_spec_experiment():
     # spec: 2e5 steps; layer 3 at gamma = 1e-2: six alignments about 0.86-0.99, hidden weights rank 4
     ctx = RunContext("full")
     for claim in (C.alignment_wd_claim(), C.rank_claim(), C.stationarity_sgd_claim(),
-                  C.alignment_level_claim(1e-2, 0.86, id="lvl")):
+                  C.alignment_level_claim(1e-2, 0.86, claim_id="lvl")):
         r = claim.run(ctx)
         assert r.verdict == Verdict.VERIFIED, (claim.id, r.reason)
 
@@ -178,7 +178,7 @@ def test_full_spec_experiment():
 @pytest.mark.parametrize("seed", [1, 2])
 def test_quick_effect_other_seeds(seed):
     cfg = T.CRHExperiment(weight_decays=(0.0, 1e-2), steps=20_000, n_records=50, seed=seed)
-    assert C.alignment_wd_claim(cfg=cfg, id="s").run(CTX).verdict == Verdict.VERIFIED
+    assert C.alignment_wd_claim(cfg=cfg, claim_id="s").run(CTX).verdict == Verdict.VERIFIED
 
 
 # ---- CLI -------------------------------------------------------------------------------------------
@@ -277,11 +277,11 @@ def test_check_instance_returns_solve_report():
 
 def test_short_training_is_outside_the_theorem_not_a_witness():
     cfg = T.CRHExperiment(weight_decays=(0.0, 0.05), steps=300, n_records=3)
-    for claim in (C.alignment_wd_claim(0.0, 0.05, direction="decreases", cfg=cfg, id="a"),
-                  C.rank_claim(rank=1, gamma=0.05, cfg=cfg, id="b")):
+    for claim in (C.alignment_wd_claim(0.0, 0.05, direction="decreases", cfg=cfg, claim_id="a"),
+                  C.rank_claim(rank=1, gamma=0.05, cfg=cfg, claim_id="b")):
         r = claim.run(CTX)
         assert r.verdict == Verdict.NOT_APPLICABLE and "stationary weights" in r.reason, (claim.id, r.reason)
-    assert C.stationarity_sgd_claim(0.05, cfg=cfg, id="d").run(CTX).verdict == Verdict.INCONCLUSIVE
+    assert C.stationarity_sgd_claim(0.05, cfg=cfg, claim_id="d").run(CTX).verdict == Verdict.INCONCLUSIVE
 
 
 def test_check_instance_refuses_over_budget_before_work():
@@ -301,7 +301,7 @@ def test_run_experiment_stops_at_wall_clock_budget():
     res = S.run_experiment(cfg, time_budget_s=0.2)
     assert res.budget_reached and 0 < res.steps_done < cfg.steps and res.n_recorded == 0
     assert res.layer(1, 2) is None and res.stationarity_residual(1, 2) is None
-    r = C.rank_claim(cfg=cfg, id="r", time_budget_s=0.2).run(CTX)
+    r = C.rank_claim(cfg=cfg, claim_id="r", time_budget_s=0.2).run(CTX)
     assert r.verdict == Verdict.INCONCLUSIVE and "stopped by the wall-clock safety limit" in r.reason
 
 
@@ -350,8 +350,8 @@ def test_diverged_run_is_inconclusive_not_error():
                           widths=(4, 8, 8, 2), task_rank=2)
     res = C.experiment(cfg)
     assert any(res.diverged)
-    for claim in (C.alignment_wd_claim(cfg=cfg, id="a"), C.rank_claim(cfg=cfg, id="b"),
-                  C.stationarity_sgd_claim(cfg=cfg, id="c")):
+    for claim in (C.alignment_wd_claim(cfg=cfg, claim_id="a"), C.rank_claim(cfg=cfg, claim_id="b"),
+                  C.stationarity_sgd_claim(cfg=cfg, claim_id="c")):
         r = claim.run(CTX)
         # the theorem's stationarity hypothesis fails: not applicable, never VERIFIED or REFUTED
         assert r.verdict == Verdict.NOT_APPLICABLE, (claim.id, r.reason)

@@ -196,7 +196,7 @@ def test_wrong_exponent_table_refuted():
 
 def test_balance_fails_for_tanh():
     # tanh is not positively homogeneous: the rescaling identity must fail (REFUTED)
-    r = C.balance_claim(activation="tanh", id="x").run(CTX)
+    r = C.balance_claim(activation="tanh", claim_id="x").run(CTX)
     assert r.verdict == Verdict.REFUTED
 
 
@@ -210,7 +210,7 @@ def test_worst_error_fails_closed():
 
 def test_nan_measurement_is_inconclusive_never_verified():
     # a projector that produces NaN: every numeric comparison must fail closed (INCONCLUSIVE)
-    r = C.isotropy_claim(projector=lambda W: np.full((W.shape[1], W.shape[1]), np.nan), id="nan").run(CTX)
+    r = C.isotropy_claim(projector=lambda W: np.full((W.shape[1], W.shape[1]), np.nan), claim_id="nan").run(CTX)
     assert r.verdict == Verdict.INCONCLUSIVE, r.reason
     numeric = [c for c in r.checks if c.name.startswith("numeric")]
     assert numeric and all(c.verdict == Verdict.INCONCLUSIVE for c in numeric)
@@ -244,11 +244,11 @@ def test_every_verified_identity_has_an_independent_check():
 def test_wrong_nc_alignment_prediction_refuted():
     # the four non-RGA alignments claimed to stay at 0.80 under 150/20/20/20 imbalance (true: 0.7524)
     pred = {r: (1.0 if r.endswith("RGA") else 0.80) for r in T.RELATION_NAMES}
-    assert C.nc_claim(predicted=pred, id="x").run(CTX).verdict == Verdict.REFUTED
+    assert C.nc_claim(predicted=pred, claim_id="x").run(CTX).verdict == Verdict.REFUTED
 
 
 def test_balance_rescaling_derivative_is_measured_without_gradient_code():
-    r = C.balance_claim(activation="tanh", id="x").run(CTX)
+    r = C.balance_claim(activation="tanh", claim_id="x").run(CTX)
     fd = next(c for c in r.checks if c.name == "fd-rescaling-tanh")
     assert fd.verdict == Verdict.REFUTED and fd.independent  # tanh is not positively homogeneous
 

@@ -174,7 +174,7 @@ def test_imbalanced_nc_lowers_four_alignments():
 
 def test_nc_claim_and_false_version():
     assert C.nc_claim().run(RunContext()).verdict == Verdict.VERIFIED
-    false = C.nc_claim(predicted={r: 1.0 for r in T.RELATION_NAMES}, id="x")  # "imbalance keeps all six at 1"
+    false = C.nc_claim(predicted={r: 1.0 for r in T.RELATION_NAMES}, claim_id="x")  # "imbalance keeps all six at 1"
     assert false.run(RunContext()).verdict == Verdict.REFUTED
 
 
@@ -250,7 +250,7 @@ def test_nc_breaking_claim_and_false_pattern():
     assert C.nc_breaking_claim().run(RunContext()).verdict == Verdict.VERIFIED
     wrong = dict(T.NC_BREAK_UNAFFECTED)
     wrong["NC1"] = frozenset({"a-RWA"})  # "breaking NC1 keeps H_a ~ Z_a": false
-    assert C.nc_breaking_claim(unaffected=wrong, id="x").run(RunContext()).verdict == Verdict.REFUTED
+    assert C.nc_breaking_claim(unaffected=wrong, claim_id="x").run(RunContext()).verdict == Verdict.REFUTED
 
 
 @given(st.lists(st.integers(1, 60), min_size=2, max_size=6), st.integers(0, 3))

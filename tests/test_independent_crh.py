@@ -81,7 +81,7 @@ def test_linear_regression_verdicts():
     assert C.linreg_claim("whitening").run(CTX).verdict is Verdict.REFUTED
     # at gamma = 0 alone the whitening teacher is exactly the corrected condition: its numeric check holds (the
     # statement "at every weight decay" stays refuted by the symbolic part)
-    res = C.linreg_claim("whitening", gammas=(0.0,), id="x").run(CTX)
+    res = C.linreg_claim("whitening", gammas=(0.0,), claim_id="x").run(CTX)
     assert all(k.verdict is Verdict.VERIFIED for k in res.checks if k.name.startswith("numeric"))
     assert res.verdict is Verdict.REFUTED
 
@@ -108,7 +108,7 @@ def test_transfer_inverse_own_matrices():
             np.testing.assert_allclose(W.T @ np.linalg.matrix_power(Zb, int(y)) @ W,
                                        np.linalg.matrix_power(Za, int(y) + 1), rtol=1e-9, atol=1e-9)
     assert C.transfer_inverse_claim().run(CTX).verdict is Verdict.VERIFIED
-    assert C.transfer_inverse_claim(full_rank=False, id="x").run(CTX).verdict is Verdict.REFUTED
+    assert C.transfer_inverse_claim(full_rank=False, claim_id="x").run(CTX).verdict is Verdict.REFUTED
 
 
 # ------------------------------------------------------------------------------------------
@@ -152,18 +152,18 @@ def test_cauchy_schwarz_and_exponent_recomputed():
     excluded = lo > 2.25 or hi < 1.75
     assert (chk.verdict is Verdict.REFUTED) == excluded
     # the claimed exponent at the own mean is never refuted
-    assert C.gamma_exponent_claim(exponent=float(m), id="x").run(CTX).verdict is not Verdict.REFUTED
+    assert C.gamma_exponent_claim(exponent=float(m), claim_id="x").run(CTX).verdict is not Verdict.REFUTED
 
 
 def test_magnitude_false_variants_refuted():
-    for claim in (C.first_moment_claim(coefficient=1.3, id="a"), C.first_moment_claim(coefficient=0.8, id="b")):
+    for claim in (C.first_moment_claim(coefficient=1.3, claim_id="a"), C.first_moment_claim(coefficient=0.8, claim_id="b")):
         res = claim.run(CTX)
         num = [k for k in res.checks if k.name == "first-moment"][0]
         assert num.verdict is Verdict.REFUTED, num.reason  # the numeric part alone, not only sympy
-    assert C.cauchy_schwarz_claim(claimed_ratio=1.0, id="c").run(CTX).verdict is Verdict.REFUTED
-    assert C.gamma_exponent_claim(exponent=2.5, corrected=True, id="d").run(CTX).verdict is Verdict.REFUTED
-    assert C.gamma_exponent_claim(exponent=1.5, corrected=True, id="e").run(CTX).verdict is Verdict.REFUTED
-    assert C.later_better_claim(direction="earlier", id="f").run(CTX).verdict is Verdict.REFUTED
+    assert C.cauchy_schwarz_claim(claimed_ratio=1.0, claim_id="c").run(CTX).verdict is Verdict.REFUTED
+    assert C.gamma_exponent_claim(exponent=2.5, corrected=True, claim_id="d").run(CTX).verdict is Verdict.REFUTED
+    assert C.gamma_exponent_claim(exponent=1.5, corrected=True, claim_id="e").run(CTX).verdict is Verdict.REFUTED
+    assert C.later_better_claim(direction="earlier", claim_id="f").run(CTX).verdict is Verdict.REFUTED
     for cid in ("crh.magnitude.first-moment", "crh.magnitude.cauchy-schwarz", "crh.magnitude.gamma-exponent-corrected",
                 "crh.layers.later-better"):
         claim = [k for k in C.CLAIMS if k.id == cid][0]
@@ -171,9 +171,9 @@ def test_magnitude_false_variants_refuted():
 
 
 def test_noise_wrong_coefficient_refuted():
-    assert C.noise_claim(coefficient=2.0, id="x").run(CTX).verdict is Verdict.REFUTED  # by the sympy expectation
+    assert C.noise_claim(coefficient=2.0, claim_id="x").run(CTX).verdict is Verdict.REFUTED  # by the sympy expectation
     # the numeric balance alone refutes "noise has no effect" (c = 0); c = 2 is within its loose tolerance
-    res = C.noise_claim(coefficient=0.0, id="y").run(CTX)
+    res = C.noise_claim(coefficient=0.0, claim_id="y").run(CTX)
     assert [k.verdict for k in res.checks if k.name == "noise-balance"] == [Verdict.REFUTED]
 
 
@@ -207,7 +207,7 @@ def test_noise_and_layer_claims_need_stationary_runs():
     cfg = T.CRHExperiment(weight_decays=(0.02, 0.04, 0.08), steps=60, n_records=10, seeds=tuple(range(3)), lr=0.1,
                           widths=(8, 16, 16, 2), n_samples=256, task_rank=2)
     for d in ("later", "earlier"):
-        assert C.later_better_claim(direction=d, cfg=cfg, id="x").run(CTX).verdict is Verdict.INCONCLUSIVE
+        assert C.later_better_claim(direction=d, cfg=cfg, claim_id="x").run(CTX).verdict is Verdict.INCONCLUSIVE
     assert C.noise_claim().run(CTX).verdict is Verdict.VERIFIED  # the shipped (stationary) runs decide
 
 
@@ -221,9 +221,9 @@ def test_lazy_claims_need_lazy_runs():
     move = max(float(np.linalg.norm(res.W_final[0][l] - res.W_init[0][l]) / np.linalg.norm(res.W_init[0][l]))
                for l in range(cfg.n_layers))
     assert move > 0.01
-    for claim in (C.lazy_claim(cfg=cfg, id="x"),
+    for claim in (C.lazy_claim(cfg=cfg, claim_id="x"),
                   C.lazy_claim(forced=C.LAZY_FORCED, unchanged=C.LAZY_UNCHANGED, max_change=C.LAZY_RWA_CHANGE, cfg=cfg,
-                               id="y")):
+                               claim_id="y")):
         assert claim.run(CTX).verdict is Verdict.INCONCLUSIVE
     ids = {c.id: c for c in C.CLAIMS}
     assert ids["crh.lazy.no-alignment"].run(CTX).verdict is Verdict.REFUTED

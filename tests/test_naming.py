@@ -1,8 +1,10 @@
 """One naming grammar: claim ids ``<family>.<segment>(.<segment>)*`` over the whole registry, former
 ids kept as aliases, and ``--only NAME`` (family first, then ids, then globs, then substrings, else
-"did you mean")."""
+"did you mean"), and one keyword for a claim factory's id (``claim_id=``)."""
 
+import ast
 import json
+from pathlib import Path
 
 import pytest
 
@@ -146,3 +148,46 @@ def test_a_statement_with_a_corrected_sibling_is_expected_refuted():
     assert not runner.refuted_as_expected(ClaimResult(other, Verdict.REFUTED, "w", [], 0.0))
     run = runner.RunResult([refuted], __import__("proofs_check.core", fromlist=["RunContext"]).RunContext(), 0.0)
     assert run.exit_status == 0
+
+
+CLAIMS_DIR = Path(R.__file__).resolve().parent / "claims"
+FORMER_ID_KEYWORDS = ("id", "id_")
+
+
+def id_keywords(source: str, filename: str = "<source>") -> list[str]:
+    """``name:line:param`` for every public function (module level or a public class's method) of ``source``
+    that takes a parameter spelled ``id`` or ``id_`` (positional, keyword-only or positional-only)."""
+    found = []
+
+    def scan(fn, owner=""):
+        a = fn.args
+        for p in [*a.posonlyargs, *a.args, *a.kwonlyargs]:
+            if p.arg in FORMER_ID_KEYWORDS:
+                found.append(f"{filename}:{fn.lineno}:{owner}{fn.name}({p.arg}=)")
+
+    for node in ast.parse(source, filename).body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and not node.name.startswith("_"):
+            scan(node)
+        elif isinstance(node, ast.ClassDef) and not node.name.startswith("_"):
+            for sub in node.body:
+                if isinstance(sub, (ast.FunctionDef, ast.AsyncFunctionDef)) and not sub.name.startswith("_"):
+                    scan(sub, f"{node.name}.")
+    return found
+
+
+def test_the_id_keyword_scan_finds_id_and_id_underscore():
+    src = ("def a_claim(x, *, id='f.x'):\n    pass\n"
+           "def b_claim(id_, /):\n    pass\n"
+           "def c_claim(*, claim_id='f.c'):\n    pass\n"
+           "def _private(id=None):\n    pass\n"
+           "class Maker:\n    def make(self, id=None):\n        pass\n")
+    assert id_keywords(src, "m.py") == ["m.py:1:a_claim(id=)", "m.py:3:b_claim(id_=)", "m.py:10:Maker.make(id=)"]
+
+
+def test_no_claim_factory_takes_its_id_as_id_or_id_underscore():
+    """docs/DEVELOPING.md "Naming": every factory in proofs_check/claims/*.py takes the claim's id as
+    ``claim_id=`` (crh's factories took ``id=``, deep_ufm's and ntk's ``id_=``)."""
+    files = sorted(CLAIMS_DIR.glob("*.py"))
+    assert len(files) > 10, f"expected the claim modules under {CLAIMS_DIR}"
+    offenders = [hit for f in files for hit in id_keywords(f.read_text(), f.name)]
+    assert not offenders, "take the claim id as claim_id=: " + ", ".join(offenders)

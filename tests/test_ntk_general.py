@@ -217,11 +217,12 @@ def test_ce_statements_not_applicable_for_a_generic_kernel():
     assert by["ntk.ce.nc1-decays"] is Verdict.NOT_APPLICABLE and by["ntk.ce.collapse"] is Verdict.NOT_APPLICABLE
 
 
-def test_factories_accept_the_former_id_keyword():
-    assert cg.ce_collapse_claim(id_="old").id == "old" and cg.ce_collapse_claim(claim_id="new").id == "new"
-    assert ct.consistency_claim(id_="old").id == "old"
+def test_factories_take_claim_id_and_refuse_the_former_id_keyword():
+    assert cg.ce_collapse_claim(claim_id="new").id == "new" and ct.consistency_claim(claim_id="new").id == "new"
     with pytest.raises(TypeError):
-        cg.ce_collapse_claim(id_="a", claim_id="b")
+        cg.ce_collapse_claim(id_="old")
+    with pytest.raises(TypeError):
+        ct.consistency_claim(id_="old")
 
 
 def test_corrected_first_list_fed_the_reviewers_formulas_refuted():

@@ -30,8 +30,8 @@ DERIVED_SRC = "docs/crh.md, exact identities (derived in this project)"
 STATIONARY_TOL = 0.25
 
 
-def _claim(id, statement, source, provenance, check, key=(), tags=()):
-    return Claim(id=id, family=FAMILY, statement=statement, source=source, provenance=provenance,
+def _claim(claim_id, statement, source, provenance, check, key=(), tags=()):
+    return Claim(id=claim_id, family=FAMILY, statement=statement, source=source, provenance=provenance,
                  check=check, key=tuple(key), tags=tuple(tags))
 
 

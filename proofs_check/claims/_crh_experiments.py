@@ -38,7 +38,7 @@ LEVEL_MARGIN = 0.05
 NULL_Z = 3.0
 
 def alignment_wd_claim(gamma_lo: float = 0.0, gamma_hi: float = 1e-2, *, layer: int = -2, direction: str = "increases",
-                       cfg: T.CRHExperiment | None = None, id="crh.experiment.alignment_vs_weight_decay",
+                       cfg: T.CRHExperiment | None = None, claim_id="crh.experiment.alignment_vs_weight_decay",
                        statement=None, time_budget_s: float | None = None) -> Claim:
     """Measured: in ``layer`` (default the last hidden layer), the six alignments at gamma_hi are
     higher ("increases") or lower ("decreases") than at gamma_lo, and above their Haar null."""
@@ -92,7 +92,7 @@ def alignment_wd_claim(gamma_lo: float = 0.0, gamma_hi: float = 1e-2, *, layer: 
                         evidence={"excess_over_null": above,
                                   "null_mean": {r: rep_top.null[r]["pearson"].mean for r in T.RELATION_NAMES}})
 
-    return _claim(id, statement or f"In the last hidden layer of the MLP experiment (docs/crh.md), the six alignments "
+    return _claim(claim_id, statement or f"In the last hidden layer of the MLP experiment (docs/crh.md), the six alignments "
                   f"(per-sample-normalised centred covariances, Pearson) {direction} from weight decay "
                   f"{fmt(gamma_lo)} to {fmt(gamma_hi)} and exceed their Haar null baseline.",
                   f"{PAPER}, CRH theorem and weight-decay figure (reconstructed; docs/crh.md)",
@@ -100,10 +100,10 @@ def alignment_wd_claim(gamma_lo: float = 0.0, gamma_hi: float = 1e-2, *, layer: 
 
 
 def alignment_level_claim(gamma: float, threshold: float, *, layer: int = -2, cfg: T.CRHExperiment | None = None,
-                          id=None, statement=None, time_budget_s: float | None = None) -> Claim:
+                          claim_id=None, statement=None, time_budget_s: float | None = None) -> Claim:
     """Measured level statement: all six alignments of ``layer`` at weight decay ``gamma`` are >= threshold.
     REFUTED when one is below threshold - LEVEL_MARGIN."""
-    cid = id or f"crh.experiment.alignment_level.g{gamma:g}"
+    cid = claim_id or f"crh.experiment.alignment_level.g{gamma:g}"
 
     def check(ctx):
         c = _cfg(ctx, cfg)
@@ -137,7 +137,7 @@ def alignment_level_claim(gamma: float, threshold: float, *, layer: int = -2, cf
 
 
 def rank_claim(rank: int | None = None, gamma: float = 1e-2, *, cfg: T.CRHExperiment | None = None,
-               id="crh.experiment.rank_drop", statement=None, time_budget_s: float | None = None) -> Claim:
+               claim_id="crh.experiment.rank_drop", statement=None, time_budget_s: float | None = None) -> Claim:
     """Measured: at weight decay gamma the hidden weight matrices (W_2 .. W_{L-1}) have numerical rank
     ``rank`` (default the task rank) at relative threshold RANK_REL_TOL; at gamma = 0 they do not."""
 
@@ -177,7 +177,7 @@ def rank_claim(rank: int | None = None, gamma: float = 1e-2, *, cfg: T.CRHExperi
         else:
             yield Check(name, Verdict.REFUTED, f"numerical ranks {ranks} != {want} at gamma={fmt(gamma)}", ev)
 
-    return _claim(id, statement or f"With weight decay {fmt(gamma)} the hidden weight matrices of the MLP experiment "
+    return _claim(claim_id, statement or f"With weight decay {fmt(gamma)} the hidden weight matrices of the MLP experiment "
                   "drop to the task's dimension (numerical rank = task rank).",
                   f"{PAPER}, experiments (reconstructed; docs/crh.md)", Provenance.RECONSTRUCTED, check,
                   key=("ranks",), tags=("experiment",))
@@ -198,7 +198,7 @@ def magnitude_ratio(res: S.ExperimentResult, run: int, layer: int) -> float | No
 
 
 def stationarity_sgd_claim(gamma: float = 1e-2, *, cfg: T.CRHExperiment | None = None,
-                           id="crh.experiment.stationarity", statement=None,
+                           claim_id="crh.experiment.stationarity", statement=None,
                            time_budget_s: float | None = None) -> Claim:
     """Measured: time-averaged SGD weights are stationary in the mean: ||E[g_b h_a^T] - gamma W|| / ||gamma W||
     below STATIONARY_TOL in every layer (the theorem's hypothesis holds in the experiment)."""
@@ -225,7 +225,7 @@ def stationarity_sgd_claim(gamma: float = 1e-2, *, cfg: T.CRHExperiment | None =
                         evidence={"residuals": stat, "max_residual": worst_res if is_finite(worst_res) else None,
                                   "threshold": STATIONARY_TOL, "gamma": gamma, "steps": c.steps})
 
-    return _claim(id, statement or f"With weight decay {fmt(gamma)}, SGD in the MLP experiment reaches mean "
+    return _claim(claim_id, statement or f"With weight decay {fmt(gamma)}, SGD in the MLP experiment reaches mean "
                   "stationarity: the time-averaged E[g_b h_a^T] equals gamma W within 25% in every layer.",
                   f"{PAPER}, stationarity hypothesis of the CRH theorem (reconstructed; docs/crh.md)",
                   Provenance.RECONSTRUCTED, check, key=("max_residual",), tags=("experiment",))

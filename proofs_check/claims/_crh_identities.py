@@ -46,7 +46,7 @@ FD_ALIGN_TOL = 1e-7
 # Exact identities (derived)
 # --------------------------------------------------------------------------------------------
 
-def backprop_claim(predict_H_b=None, predict_G_a=None, *, id="crh.identity.backprop", statement=None) -> Claim:
+def backprop_claim(predict_H_b=None, predict_G_a=None, *, claim_id="crh.identity.backprop", statement=None) -> Claim:
     """g_a = W^T g_b, H_b = W H_a W^T, G_a = W^T G_b W (predictions replaceable).
 
     Independent checks: sympy (chain rule with a generic loss, explicit samples) and the predicted
@@ -74,12 +74,12 @@ def backprop_claim(predict_H_b=None, predict_G_a=None, *, id="crh.identity.backp
             yield close(nm, 0.0, err, rtol=0.0, atol=IDENTITY_RTOL, what=f"{formula}: max relative error",
                         evidence={"instances": len(shapes), "shapes": shapes, "identity": formula})
 
-    return _claim(id, statement or "For h_b = W h_a: g_a = W^T g_b, H_b = W H_a W^T and G_a = W^T G_b W "
+    return _claim(claim_id, statement or "For h_b = W h_a: g_a = W^T g_b, H_b = W H_a W^T and G_a = W^T G_b W "
                   "(raw second moments).", DERIVED_SRC, Provenance.DERIVED, check,
                   key=("numeric-h-b.measured",))
 
 
-def transfer_claim(shift: float = 1, *, id="crh.identity.transfer", statement=None) -> Claim:
+def transfer_claim(shift: float = 1, *, claim_id="crh.identity.transfer", statement=None) -> Claim:
     """W (W^T W)^p W^T = (W W^T)^(p + shift) for real p >= 0 (true for shift = 1).
 
     Independent checks: sympy in the SVD basis; both sides evaluated numerically (two separate
@@ -105,12 +105,12 @@ def transfer_claim(shift: float = 1, *, id="crh.identity.transfer", statement=No
         yield close("numeric-phi-form", 0.0, _worst(phi_errs), rtol=0.0, atol=IDENTITY_RTOL,
                     what="H_b = U S^2 phi(S^2) U^T: max relative error")
 
-    return _claim(id, statement or f"Transfer: W (W^T W)^p W^T = (W W^T)^(p+{fmt(shift)}) for real p >= 0, "
+    return _claim(claim_id, statement or f"Transfer: W (W^T W)^p W^T = (W W^T)^(p+{fmt(shift)}) for real p >= 0, "
                   "and H_a = V phi(S^2) V^T gives H_b = U S^2 phi(S^2) U^T.", DERIVED_SRC, Provenance.DERIVED,
                   check, key=("numeric-transfer.measured",))
 
 
-def scaled_projector_claim(eigenvalues=lambda c: (0.0, c), *, id="crh.identity.scaled_projector",
+def scaled_projector_claim(eigenvalues=lambda c: (0.0, c), *, claim_id="crh.identity.scaled_projector",
                            statement=None) -> Claim:
     """Symmetric A with A^2 = cA iff its eigenvalues lie in ``eigenvalues(c)`` (true: {0, c}); full
     CRH forces equal nonzero singular values of W."""
@@ -150,12 +150,12 @@ def scaled_projector_claim(eigenvalues=lambda c: (0.0, c), *, id="crh.identity.s
         yield close("numeric-full-crh-unequal-sv", pred_ne, cos[1], rtol=IDENTITY_RTOL,
                     what="unequal singular values: cos = sum s^6 / sqrt(sum s^8 sum s^4) < 1")
 
-    return _claim(id, statement or "For symmetric A, A^2 = cA iff every eigenvalue is 0 or c; full CRH "
+    return _claim(claim_id, statement or "For symmetric A, A^2 = cA iff every eigenvalue is 0 or c; full CRH "
                   "(H_a ~ Z_a and H_b ~ Z_b) forces Z^2 ~ Z: all nonzero singular values of W equal.",
                   DERIVED_SRC, Provenance.DERIVED, check)
 
 
-def isotropy_claim(projector=None, *, id="crh.identity.isotropy_on_range", statement=None) -> Claim:
+def isotropy_claim(projector=None, *, claim_id="crh.identity.isotropy_on_range", statement=None) -> Claim:
     """W (H_a - cI) W^T = 0 iff H_a compressed to ``projector(W)``'s range is c I (true: row space)."""
 
     def row_space(W):
@@ -198,12 +198,12 @@ def isotropy_claim(projector=None, *, id="crh.identity.isotropy_on_range", state
                         evidence={"min_violation": weakest, "threshold": BREAK_MIN},
                         inconclusive=not is_finite(weakest))
 
-    return _claim(id, statement or "W (H_a - cI) W^T = 0 iff H_a restricted (compressed) to the row space of W "
+    return _claim(claim_id, statement or "W (H_a - cI) W^T = 0 iff H_a restricted (compressed) to the row space of W "
                   "is c times the identity there (b-RWA means H_a isotropic on row(W)).", DERIVED_SRC,
                   Provenance.DERIVED, check)
 
 
-def one_step_claim(eta2_term=None, *, id="crh.identity.one_step", statement=None) -> Claim:
+def one_step_claim(eta2_term=None, *, claim_id="crh.identity.one_step", statement=None) -> Claim:
     """Delta Z_b = eta (S W^T + W S^T - 2 gamma Z_b) + eta^2 (S - gamma W)(S - gamma W)^T, exactly."""
     sec = eta2_term or (lambda S_, W, g: (S_ - g * W) @ (S_ - g * W).T)
 
@@ -220,7 +220,7 @@ def one_step_claim(eta2_term=None, *, id="crh.identity.one_step", statement=None
         yield close("numeric-one-step", 0.0, _worst(errs), rtol=0.0, atol=IDENTITY_RTOL,
                     what="one SGD step on random W, S_bar: max relative error")
 
-    return _claim(id, statement or "One SGD step Delta W = eta (S_bar - gamma W) changes Z_b = W W^T by exactly "
+    return _claim(claim_id, statement or "One SGD step Delta W = eta (S_bar - gamma W) changes Z_b = W W^T by exactly "
                   "eta (S_bar W^T + W S_bar^T - 2 gamma Z_b) + eta^2 (S_bar - gamma W)(S_bar - gamma W)^T "
                   "(dually for Z_a).", DERIVED_SRC, Provenance.DERIVED, check)
 
@@ -249,7 +249,7 @@ def _hidden_inputs(Ws, X, activation):
     return hs
 
 
-def stationarity_claim(predict_b=None, predict_a=None, *, id="crh.identity.stationarity", statement=None) -> Claim:
+def stationarity_claim(predict_b=None, predict_a=None, *, claim_id="crh.identity.stationarity", statement=None) -> Claim:
     """At a critical point of loss + (gamma/2)||theta||^2: E[g_b h_a^T] = gamma W, so
     E[g_b h_b^T] = gamma Z_b and E[g_a h_a^T] = gamma Z_a (predictions replaceable).
 
@@ -303,7 +303,7 @@ def stationarity_claim(predict_b=None, predict_a=None, *, id="crh.identity.stati
                         what=f"{k} at a critical point (finite-difference g_b): max |entry|",
                         evidence={**ev, "per_layer_error": errs[k], "per_layer_bound": bounds[k]})
 
-    return _claim(id, statement or "At any critical point of loss + (gamma/2)||theta||^2 (E[Delta W] = 0): "
+    return _claim(claim_id, statement or "At any critical point of loss + (gamma/2)||theta||^2 (E[Delta W] = 0): "
                   "E[g_b h_a^T] = gamma W, hence E[g_b h_b^T] = gamma Z_b and E[g_a h_a^T] = gamma Z_a.",
                   DERIVED_SRC, Provenance.DERIVED, check, key=("fd_grad_max",))
 
@@ -315,7 +315,7 @@ BALANCE_STEP = 1e-4
 BALANCE_ATOL = 1e-7
 
 
-def balance_claim(activation: str = "relu", *, id="crh.identity.relu_balance", statement=None) -> Claim:
+def balance_claim(activation: str = "relu", *, claim_id="crh.identity.relu_balance", statement=None) -> Claim:
     """Per-neuron balance for a positively homogeneous activation: gamma (|w_in|^2 - |w_out|^2)
     = <dF/dw_in, w_in> - <dF/dw_out, w_out> at every point (loss part cancels), so at a critical
     point diag(Z_b of layer l) = diag(Z_a of layer l+1). ``activation`` is the network tested.
@@ -357,13 +357,13 @@ def balance_claim(activation: str = "relu", *, id="crh.identity.relu_balance", s
                     what=f"d/dt F(w_in e^t, w_out e^-t) = gamma(|w_in|^2 - |w_out|^2) ({activation}, finite "
                          "differences of F): max |error|", evidence={"activation": activation, "step": BALANCE_STEP})
 
-    return _claim(id, statement or "For ReLU networks with weight decay, gamma(||w_in||^2 - ||w_out||^2) equals the "
+    return _claim(claim_id, statement or "For ReLU networks with weight decay, gamma(||w_in||^2 - ||w_out||^2) equals the "
                   "rescaling derivative of the objective at every point, so at any critical point "
                   "diag(Z_b of layer l) = diag(Z_a of layer l+1) (per-neuron balance).", DERIVED_SRC,
                   Provenance.DERIVED, check)
 
 
-def exponent_table_claim(reference=None, *, id="crh.pah.exponent_table", statement=None) -> Claim:
+def exponent_table_claim(reference=None, *, claim_id="crh.pah.exponent_table", statement=None) -> Claim:
     """The nine-pair exponent table (sympy) against the hand-written reference; realised numerically
     by matrices with exact power laws."""
     ref = T.REFERENCE_PAIRS if reference is None else reference
@@ -418,7 +418,7 @@ def exponent_table_claim(reference=None, *, id="crh.pah.exponent_table", stateme
         yield close("numeric-power-law-slopes", 0.0, _worst(devs), rtol=0.0, atol=1e-8,
                     what="PAH slopes and pair alignments of exact power-law matrices: max deviation")
 
-    return _claim(id, statement or "Exponent bookkeeping: H_a ~ Z_a^x and G_b ~ Z_b^y give H_b ~ Z_b^(x+1), "
+    return _claim(claim_id, statement or "Exponent bookkeeping: H_a ~ Z_a^x and G_b ~ Z_b^y give H_b ~ Z_b^(x+1), "
                   "G_a ~ Z_a^(y+1); of the nine pairs (one relation per side) six have finite exponents, "
                   "all in {-1, 0, 1/3, 1/2, 1, 2, 3}, three are degenerate (scaled projector).",
                   DERIVED_SRC, Provenance.DERIVED, check, key=("finite_pairs", "degenerate_pairs"))
@@ -431,7 +431,7 @@ def exponent_table_claim(reference=None, *, id="crh.pah.exponent_table", stateme
 nc_layer = S.nc_layer  # exact NC geometry at the last layer (solvers.crh)
 
 
-def nc_claim(counts=(150, 20, 20, 20), predicted=None, *, id="crh.nc.last_layer", statement=None) -> Claim:
+def nc_claim(counts=(150, 20, 20, 20), predicted=None, *, claim_id="crh.nc.last_layer", statement=None) -> Claim:
     """At an exact NC geometry all six alignments are 1 with balanced classes; with ``counts`` the
     alignments are ``predicted`` (default: RGA 1, the other four the closed form of
     theory.crh.nc_imbalanced_cosine). Independent: the sympy closed form against alignments
@@ -455,7 +455,7 @@ def nc_claim(counts=(150, 20, 20, 20), predicted=None, *, id="crh.nc.last_layer"
                         evidence={"relations": list(T.RELATION_NAMES),
                                   "pearson": [rep.alignments[r]["pearson"] for r in T.RELATION_NAMES]})
 
-    return _claim(id, statement or f"At an exact neural-collapse geometry (ETF means, W ~ M^T, label-only gradients) "
+    return _claim(claim_id, statement or f"At an exact neural-collapse geometry (ETF means, W ~ M^T, label-only gradients) "
                   f"all six alignments equal 1 for balanced classes; with class counts {tuple(counts)} the RGA "
                   f"alignments stay 1 and the other four drop to {imb:.4f} (cosine).",
                   f"{PAPER}, NC as CRH at the last layer (reconstructed; docs/crh.md)", Provenance.RECONSTRUCTED,
@@ -467,7 +467,7 @@ def nc_claim(counts=(150, 20, 20, 20), predicted=None, *, id="crh.nc.last_layer"
 NC_DROP_MIN = 1e-6
 
 
-def nc_breaking_claim(unaffected=None, *, id="crh.nc.breaking", statement=None) -> Claim:
+def nc_breaking_claim(unaffected=None, *, claim_id="crh.nc.breaking", statement=None) -> Claim:
     """Breaking NC1, NC2 or NC3 (label-only gradients) keeps exactly the relations in
     ``unaffected[which]`` at 1 and lowers the others (default: theory.crh.NC_BREAK_UNAFFECTED).
     Independent: the hand-derived pattern against alignments measured on explicit geometries."""
@@ -493,7 +493,7 @@ def nc_breaking_claim(unaffected=None, *, id="crh.nc.breaking", statement=None) 
                 yield Check(f"{kebab(which)}-broken", Verdict.VERIFIED,
                             f"{which} broken: exactly {sorted(keep)} stay at 1, the other {6 - len(keep)} drop", ev)
 
-    return _claim(id, statement or "With balanced classes and label-only gradients, breaking NC1 (isotropic scatter) "
+    return _claim(claim_id, statement or "With balanced classes and label-only gradients, breaking NC1 (isotropic scatter) "
                   "lowers only a-RGA and a-RWA; breaking NC2 lowers the three side-b alignments; breaking NC3 keeps "
                   "only a-GWA at 1.", "docs/crh.md, NC and CRH (pattern derived in this project)",
                   Provenance.DERIVED, check)
@@ -520,7 +520,7 @@ def _nfa(Wset, X, l):
 
 
 def reparam_claim(invariant=("a-GWA", "b-GWA"), *, layers="hidden", compensation=None,
-                  id="crh.reparam.gwa_invariance", statement=None) -> Claim:
+                  claim_id="crh.reparam.gwa_invariance", statement=None) -> Claim:
     """Under f' = Qf (Q invertible, not orthogonal) with the compensating loss l'(f') = l(Q^{-1} f')
     (``compensation(Q)`` is the loss matrix; default Q^{-1}), the alignments named in ``invariant``
     ("NFA" = alpha_cos(Z_a, AGOP)) are unchanged in the ``layers`` ("hidden" or "all") layers.
@@ -568,7 +568,7 @@ def reparam_claim(invariant=("a-GWA", "b-GWA"), *, layers="hidden", compensation
         yield close("loss-unchanged", float(loss1), float(loss2), rtol=IDENTITY_RTOL,
                     what="loss before and after the reparametrisation (consistency)", independent=False)
 
-    return _claim(id, statement or "Gradient-weight alignment (both sides) of every hidden layer is unchanged when "
+    return _claim(claim_id, statement or "Gradient-weight alignment (both sides) of every hidden layer is unchanged when "
                   "the output is reparametrised f' = Qf (Q invertible) with the compensating loss; the neural "
                   "feature ansatz statistic is not invariant.",
                   f"{PAPER}, reparametrisation remark (reconstructed; docs/crh.md)", Provenance.RECONSTRUCTED, check,
@@ -580,7 +580,7 @@ def reparam_claim(invariant=("a-GWA", "b-GWA"), *, layers="hidden", compensation
 NFA_CHANGE_MIN = 1e-3
 
 
-def nfa_changes_claim(*, id="crh.reparam.nfa_changes") -> Claim:
+def nfa_changes_claim(*, claim_id="crh.reparam.nfa_changes") -> Claim:
     """Companion measurement: the NFA statistic alpha_cos(W^T W, AGOP) does change under f' = Qf.
     Independent: the reparametrised AGOP from input_jacobians of the new network against
     J^T Q^T Q J formed from the original network's Jacobians."""
@@ -606,7 +606,7 @@ def nfa_changes_claim(*, id="crh.reparam.nfa_changes") -> Claim:
                         evidence={"changes": changes, "measured": change, "threshold": NFA_CHANGE_MIN},
                         inconclusive=True)
 
-    return _claim(id, "The neural-feature-ansatz statistic alpha_cos(W^T W, E[J^T J]) of hidden layers changes "
+    return _claim(claim_id, "The neural-feature-ansatz statistic alpha_cos(W^T W, E[J^T J]) of hidden layers changes "
                   "under the output reparametrisation f' = Qf (non-orthogonal Q) with the compensating loss.",
                   f"{PAPER}, reparametrisation remark (reconstructed; docs/crh.md)", Provenance.RECONSTRUCTED, check,
                   key=("nfa-changes.measured",))
@@ -617,7 +617,7 @@ def nfa_changes_claim(*, id="crh.reparam.nfa_changes") -> Claim:
 # Inverse powers: normalisation by Z^{-1}; linear regression (derived; docs/crh.md, "Normalisation")
 # --------------------------------------------------------------------------------------------
 
-def transfer_inverse_claim(full_rank: bool = True, *, id="crh.identity.transfer-inverse", statement=None) -> Claim:
+def transfer_inverse_claim(full_rank: bool = True, *, claim_id="crh.identity.transfer-inverse", statement=None) -> Claim:
     """For W of full column rank, P = W (W^T W)^{-1} W^T is the orthogonal projector onto col(W) (P^2 = P =
     P^T, tr P = d_a), so H_a = c Z_a^{-1} gives H_b = c P (normalised: d_a eigenvalues c, the rest 0); for W
     of full row rank G_b = c Z_b^{-1} gives G_a = c W^T Z_b^{-1} W (the projector onto row(W)), while
@@ -668,7 +668,7 @@ def transfer_inverse_claim(full_rank: bool = True, *, id="crh.identity.transfer-
     default = ("For W of full column rank, W (W^T W)^{-1} W^T is the orthogonal projector onto col(W): H_a ~ Z_a^{-1} "
                "gives H_b ~ that projector (normalised); for full row rank, G_b ~ Z_b^{-1} gives G_a ~ the projector "
                "onto row(W), and G_b ~ Z_b^y (y > 0) gives G_a ~ Z_a^(y+1) (condition number kappa^(y+1)).")
-    return _claim(id, statement or (default if full_rank else default.replace("For W of full column rank", "For every W")),
+    return _claim(claim_id, statement or (default if full_rank else default.replace("For W of full column rank", "For every W")),
                   DERIVED_SRC, Provenance.DERIVED, check)
 
 
@@ -699,7 +699,7 @@ def _regression_instance(rng, d: int, gamma: float, teacher: str, n: int = 64):
 LINREG_TOL = 1e-8
 
 
-def linreg_claim(condition: str = "any", *, gammas=(0.0, 0.1, 1.0), id=None, statement=None) -> Claim:
+def linreg_claim(condition: str = "any", *, gammas=(0.0, 0.1, 1.0), claim_id=None, statement=None) -> Claim:
     """Linear regression as a PAH phase: ridge regression of y = A x (weight decay gamma) gives Z_a ~ H_a^{-1}
     ("the regression normalises the input distribution"). ``condition``: "any" (the thread's statement: for
     ordinary least squares, any teacher) -> a random teacher is the witness; "corrected" (derived: iff
@@ -709,7 +709,7 @@ def linreg_claim(condition: str = "any", *, gammas=(0.0, 0.1, 1.0), id=None, sta
     least squares on samples with covariance H, random rotations)."""
     if condition not in ("any", "corrected", "whitening"):
         raise InputError(f"condition must be 'any', 'corrected' or 'whitening', got {condition!r}")
-    cid = id or ("crh.linear-regression.normalisation" if condition == "any"
+    cid = claim_id or ("crh.linear-regression.normalisation" if condition == "any"
                  else f"crh.linear-regression.normalisation-{condition}")
 
     def check(ctx):

@@ -166,7 +166,7 @@ def first_moment_stats(res: S.ExperimentResult, run: int, layer: int, coefficien
 
 
 def first_moment_claim(coefficient: float = 1.0, *, layer: int = -2, cfg: T.CRHExperiment | None = None,
-                       id="crh.magnitude.first-moment", statement=None) -> Claim:
+                       claim_id="crh.magnitude.first-moment", statement=None) -> Claim:
     """E[g_b h_b^T] = gamma Z_b at SGD stationarity (``coefficient`` x gamma: the statement under test).
 
     Source: the stationarity of the mean update E[Delta W] = 0 (docs/crh.md, derived). Conditions: SGD with
@@ -213,7 +213,7 @@ def first_moment_claim(coefficient: float = 1.0, *, layer: int = -2, cfg: T.CRHE
                                    "collapsed_runs": collapsed, "layer": li + 1, "coefficient": coefficient,
                                    "steps": c.steps})
 
-    return _claim(id, statement or f"At SGD stationarity with weight decay gamma, E[g_b h_b^T] = "
+    return _claim(claim_id, statement or f"At SGD stationarity with weight decay gamma, E[g_b h_b^T] = "
                   f"{'' if coefficient == 1 else fmt(coefficient) + ' '}gamma Z_b (relative deviation within "
                   "kappa x the measured stationarity residual + the O(eta) noise term; mean over seeds, 95% bound; a training "
                   "run is evidence: VERIFIED means this test passed).",
@@ -235,7 +235,7 @@ def cs_stats(res: S.ExperimentResult, run: int, layer: int) -> dict:
 
 
 def cauchy_schwarz_claim(claimed_ratio: float | None = None, *, layer: int = -2, cfg: T.CRHExperiment | None = None,
-                         id="crh.magnitude.cauchy-schwarz", statement=None) -> Claim:
+                         claim_id="crh.magnitude.cauchy-schwarz", statement=None) -> Claim:
     """tr G_b / (gamma^2 tr H_b) >= (tr Z_b / tr H_b)^2 at SGD stationarity (``claimed_ratio=None``), or, for
     a number c, the statement "tr G_b / (gamma^2 tr H_b) = c" (the reconstructed magnitude: c = 1).
 
@@ -300,7 +300,7 @@ def cauchy_schwarz_claim(claimed_ratio: float | None = None, *, layer: int = -2,
     default = ("At SGD stationarity tr G_b / (gamma^2 tr H_b) >= (tr Z_b / tr H_b)^2 (Cauchy-Schwarz with "
                "E[g_b h_b^T] = gamma Z_b), so the ratio 1 of the reconstructed magnitude needs tr Z_b <= tr H_b; "
                "checked as the mean over the seeds of an SGD experiment, 95% bound (evidence, not proof).")
-    return _claim(id, statement or (default if claimed_ratio is None else
+    return _claim(claim_id, statement or (default if claimed_ratio is None else
                                     f"tr G_b / (gamma^2 tr H_b) = {fmt(claimed_ratio)} at SGD stationarity."),
                   "docs/crh.md, Magnitudes (derived: Cauchy-Schwarz and stationarity)", Provenance.DERIVED, check,
                   tags=("experiment",))
@@ -325,7 +325,7 @@ def _slope(x, y) -> float:
 
 
 def gamma_exponent_claim(exponent: float = 2.0, *, corrected: bool = False, layer: int = -2,
-                         cfg: T.CRHExperiment | None = None, id=None, statement=None) -> Claim:
+                         cfg: T.CRHExperiment | None = None, claim_id=None, statement=None) -> Claim:
     """The exponent of gamma in tr G_b / tr H_b, fitted over the weight decays of stationary runs (least
     squares in log-log per seed, 95% Student-t interval over the seeds), equals ``exponent`` (the
     reconstructed magnitude G_b ~ gamma^2 H_b: 2). With ``corrected=True`` the statement is the derived
@@ -334,7 +334,7 @@ def gamma_exponent_claim(exponent: float = 2.0, *, corrected: bool = False, laye
     constant, true: 2). Decided by the interval with EXP_MARGIN; runs reused from the magnitude grid."""
     if cfg is not None:
         _need_seeds(cfg)
-    cid = id or ("crh.magnitude.gamma-exponent-corrected" if corrected else "crh.magnitude.gamma-exponent")
+    cid = claim_id or ("crh.magnitude.gamma-exponent-corrected" if corrected else "crh.magnitude.gamma-exponent")
 
     def check(ctx):
         x_, g_ = sp.symbols("x gamma", positive=True)
@@ -425,7 +425,7 @@ def _excess_over_null(M: S.LayerMatrices, seed: int, draws: int = MS_NULL_DRAWS)
 
 
 def later_better_claim(direction: str = "later", *, early: int = 0, late: int = -2, cfg: T.CRHExperiment | None = None,
-                       id="crh.layers.later-better", statement=None) -> Claim:
+                       claim_id="crh.layers.later-better", statement=None) -> Claim:
     """The CRH holds better in later layers: at the largest weight decay of the magnitude grid, the mean over
     the six relations of (alignment - Haar null mean) in layer ``late`` (default the last hidden layer)
     exceeds that of layer ``early`` (default the first) by LAYER_MARGIN, in every seed (``direction``
@@ -474,7 +474,7 @@ def later_better_claim(direction: str = "later", *, early: int = 0, late: int = 
                                    "difference_spread": _spread(v["difference_late_minus_early"]
                                                                 for v in rows.values())})
 
-    return _claim(id, statement or ("The CRH holds better for later layers: the mean alignment excess over the Haar "
+    return _claim(claim_id, statement or ("The CRH holds better for later layers: the mean alignment excess over the Haar "
                                     "null of the last hidden layer exceeds that of the first layer by "
                                     f"{LAYER_MARGIN} (mean over seeds, 95% bound; SGD experiment: evidence, not "
                                     "proof)." if direction == "later"
@@ -536,7 +536,7 @@ def _lazy_rows(c: T.CRHExperiment, li: int) -> dict:
 
 
 def lazy_claim(*, forced=(), unchanged=T.RELATION_NAMES, max_change: float = LAZY_CHANGE_MAX, layer: int = -2,
-               cfg: T.CRHExperiment | None = None, id=None, statement=None) -> Claim:
+               cfg: T.CRHExperiment | None = None, claim_id=None, statement=None) -> Claim:
     """Lazy training: the alignments ``unchanged`` of ``layer`` at the end of training equal those at
     initialisation within ``max_change`` (every seed; contradicted beyond max_change + LEVEL_MARGIN), and no
     relation outside ``forced`` is above its Haar null (Monte Carlo mean + NULL_Z std, within NULL_MARGIN;
@@ -547,7 +547,7 @@ def lazy_claim(*, forced=(), unchanged=T.RELATION_NAMES, max_change: float = LAZ
     if cfg is not None:
         _need_seeds(cfg)
     forced = tuple(forced)
-    cid = id or ("crh.lazy.no-alignment-corrected" if forced else "crh.lazy.no-alignment")
+    cid = claim_id or ("crh.lazy.no-alignment-corrected" if forced else "crh.lazy.no-alignment")
 
     def check(ctx):
         c = cfg if cfg is not None else (LAZY_FULL if ctx.full else LAZY_QUICK)
@@ -623,7 +623,7 @@ NOISE_MC_DRAWS = 200
 NOISE_MC_TOL = 0.03
 
 
-def noise_claim(coefficient: float = 1.0, *, cfg: T.CRHExperiment | None = None, id="crh.noise-injection.rga",
+def noise_claim(coefficient: float = 1.0, *, cfg: T.CRHExperiment | None = None, claim_id="crh.noise-injection.rga",
                 statement=None) -> Claim:
     """Neuron noise N(0, sigma^2 I) on the input h of a linear layer with MSE (the last layer): exactly,
     E_eps[g_b (h + sigma eps)^T] = E[g_b^0 h^T] - sigma^2 W and the gradient covariance at the noisy neurons
@@ -722,7 +722,7 @@ def noise_claim(coefficient: float = 1.0, *, cfg: T.CRHExperiment | None = None,
                          what="Haar null q95 - alpha(H_a, G_a(sigma)) (clean representation against the engineered "
                               "gradient covariance)", evidence={"per_seed": rows, "null_draws": MS_NULL_DRAWS})
 
-    return _claim(id, statement or (f"Neuron noise sigma on the input of a linear MSE layer adds sigma^2 Z_a^2 to the "
+    return _claim(claim_id, statement or (f"Neuron noise sigma on the input of a linear MSE layer adds sigma^2 Z_a^2 to the "
                                     "gradient covariance there and acts as extra weight decay: at SGD stationarity "
                                     "E[g_b h^T] = (gamma + sigma^2) W for the clean network; with RGA the learned "
                                     "representation H_a aligns with the engineered G_a = G_a^0 + sigma^2 Z_a^2 "

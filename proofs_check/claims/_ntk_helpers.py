@@ -1,27 +1,11 @@
-"""Helpers shared by the NTK claim modules (proofs_check.claims.ntk, ntk_general, ntk_thread): the factory keyword
-for claim ids and the entrywise symbolic-zero check. Not a claims module (no CLAIMS; the registry skips it)."""
+"""Helpers shared by the NTK claim modules (proofs_check.claims.ntk, ntk_general, ntk_thread): the numeric
+substitution points for the kernel constants and the entrywise symbolic-zero check. Not a claims module (no
+CLAIMS; the registry skips it)."""
 
 from __future__ import annotations
 
-import functools
-
 from proofs_check.core import Check, Verdict, fmt, symbolic_zero
 from theory import ntk as th
-
-
-def takes_claim_id(factory):
-    """Let a claim factory take its id as ``claim_id=`` (the keyword of the project's factories,
-    docs/DEVELOPING.md "Naming") and still accept ``id_=``, the NTK factories' former keyword."""
-
-    @functools.wraps(factory)
-    def wrapper(*args, id_: str | None = None, **kwargs):
-        if id_ is not None:
-            if "claim_id" in kwargs:
-                raise TypeError(f"{factory.__name__}: pass claim_id= or its former spelling id_=, not both")
-            kwargs["claim_id"] = id_
-        return factory(*args, **kwargs)
-
-    return wrapper
 
 
 def subs_kappa():

@@ -148,7 +148,7 @@ CLAIMS: list[Claim] = [
     reparam_claim(),
     nfa_changes_claim(),
     alignment_wd_claim(),
-    alignment_level_claim(1e-2, 0.8, id="crh.experiment.alignment_level",
+    alignment_level_claim(1e-2, 0.8, claim_id="crh.experiment.alignment_level",
                           statement="At weight decay 1e-2 all six alignments of the last hidden layer are >= 0.8 "
                                     "(docs/crh.md: about 0.86-0.99 with 2e5 steps)."),
     rank_claim(),

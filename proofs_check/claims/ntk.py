@@ -20,7 +20,7 @@ import numpy as np
 
 from proofs_check.core import (Check, Claim, Provenance, RunContext, SolveReport, Verdict, close, condition, fmt,
                                geometry_is, hypothesis_fails, is_finite, summarise, symbolic_zero, tolerance)
-from proofs_check.claims._ntk_helpers import matrix_zero, subs_kappa, takes_claim_id
+from proofs_check.claims._ntk_helpers import matrix_zero, subs_kappa
 from solvers import ntk as sv
 from theory import ntk as th
 from theory._validate import InstanceError, as_float, as_int
@@ -131,7 +131,6 @@ def _instances(ctx: RunContext, extra: int = 2) -> list[th.NTKInstance]:
 # 1. Spectrum
 # --------------------------------------------------------------------------------------
 
-@takes_claim_id
 def spectrum_claim(eigen: Callable | None = None, claim_id: str = "spectrum", mult: Callable | None = None) -> Claim:
     """The block kernel's eigenvalues lambda_0, lambda_c, lambda_g with multiplicities C(m-1), C-1, 1.
 
@@ -180,7 +179,6 @@ def spectrum_claim(eigen: Callable | None = None, claim_id: str = "spectrum", mu
 # 2. Inverse via projectors and the alpha identities
 # --------------------------------------------------------------------------------------
 
-@takes_claim_id
 def inverse_claim(claim_id: str = "inverse") -> Claim:
     def check(ctx: RunContext) -> Iterable[Check]:
         for C, m in SYMBOLIC_SIZES:
@@ -205,7 +203,6 @@ def inverse_claim(claim_id: str = "inverse") -> Claim:
 # 3. Three residual rates
 # --------------------------------------------------------------------------------------
 
-@takes_claim_id
 def rates_claim(rates: Callable | None = None, claim_id: str = "rates") -> Claim:
     """dR/dt = -s R K_gamma: the global, class-mean and within-class residual parts decay at
     s lambda_g, s lambda_c, s lambda_0. ``rates(inst) -> {"global", "class", "within"}`` is the
@@ -277,7 +274,6 @@ def _moderate_run(ctx: RunContext, inst: th.NTKInstance | None = None):
                              deadline=_deadline())
 
 
-@takes_claim_id
 def invariant_claim(weights=(1.0, 1.0, 1.0), claim_id: str = "invariant") -> Claim:
     """E = W^T W - w0 D D^T/l0 - wc m M M^T/lc - wg N h h^T/lg is constant along the flow; the claim is
     weights (1, 1, 1) (then E = W^T W - H K^-1 H^T)."""
@@ -332,7 +328,6 @@ def scatter_check(name: str, rep) -> Check:
                      refuted=f"scatter increased by {fmt(inc, 3)} > tolerance {fmt(tol, 3)}", evidence=ev)
 
 
-@takes_claim_id
 def scatter_claim(eigen_name: str = "lambda_0", claim_id: str = "scatter") -> Claim:
     """dD/dt = -s lambda W^T W D with lambda = ``eigen_name`` (the claim: lambda_0), hence
     d/dt tr(D D^T) = -2 s lambda ||W D||^2 <= 0."""
@@ -371,7 +366,6 @@ def scatter_claim(eigen_name: str = "lambda_0", claim_id: str = "scatter") -> Cl
 # 6. NC1 bound for any E
 # --------------------------------------------------------------------------------------
 
-@takes_claim_id
 def nc1_bound_claim(constant: float = 1.0, claim_id: str = "nc1-bound") -> Claim:
     """At zero loss ||D||_F^2 <= rank(D) c lambda_0 max(0, -lambda_min(E)), the claim being c = 1;
     checked through its finite-time form (see :func:`solvers.ntk.nc1_finite_time_bound`)."""
@@ -618,7 +612,6 @@ def small_init_checks(inst: th.NTKInstance, rep, esc: dict, late: dict, eps: flo
     return out
 
 
-@takes_claim_id
 def small_init_claim(limits_fn: Callable | None = None, claim_id: str = "small-init-limit") -> Claim:
     """As eps -> 0 the flow converges to the simplex ETF with ||mu_c - h_bar||^2 = sqrt(lc/m)(1-1/C),
     ||W||_F^2 = sqrt(m/lc)(C-1), J W = sqrt(m/lc) M^T, b = 1/C; escape rate s sqrt(m lc), late
@@ -711,7 +704,6 @@ def lazy_checks(inst, lz, pred, rep, rates, collapses: bool = False) -> list[Che
     return out
 
 
-@takes_claim_id
 def lazy_claim(collapses: bool = False, claim_id: str = "lazy-no-collapse") -> Claim:
     def check(ctx: RunContext) -> Iterable[Check]:
         insts = list(REFERENCE[:1]) + (_instances(ctx, extra=2)[1:] if ctx.full else [])
@@ -831,7 +823,6 @@ def e_zero_checks(inst: th.NTKInstance, rep, predict_etf: bool = False) -> list[
     return out
 
 
-@takes_claim_id
 def e_zero_claim(predict_etf: bool = False, claim_id: str = "e-zero") -> Claim:
     def check(ctx: RunContext) -> Iterable[Check]:
         ident, ratio = th.sym_nonetf_identity(3)

@@ -24,7 +24,6 @@ import numpy as np
 
 from proofs_check.core import (Check, Claim, Provenance, RunContext, SolveReport, Verdict, close, condition, fmt,
                                hypothesis_fails, summarise, symbolic_zero)
-from proofs_check.claims._ntk_helpers import takes_claim_id
 from solvers import ntk_general as sg
 from theory import ntk as th
 from theory._validate import InstanceError, as_float, as_int
@@ -221,7 +220,6 @@ def _matrix_zero_check(name: str, exprs) -> Check:
     return symbolic_zero(name, e)
 
 
-@takes_claim_id
 def general_invariant_claim(step_change: Callable | None = None, claim_id: str = "ntk.general.invariant") -> Claim:
     """E = W^T W - H K^-1 H^T is conserved for a general fixed SPD kernel by the flow and the mini-batch flow,
     for any loss; a discrete step changes it by exactly eta^2 (H G^T G H^T - W^T G K G^T W).
@@ -236,7 +234,6 @@ def general_invariant_claim(step_change: Callable | None = None, claim_id: str =
     return _invariant_claim(claim_id, "mse", step_change)
 
 
-@takes_claim_id
 def ce_invariant_claim(step_change: Callable | None = None, claim_id: str = "ntk.ce.invariant") -> Claim:
     """The cross-entropy version of :func:`general_invariant_claim` (same checks with CE flows and steps)."""
     return _invariant_claim(claim_id, "ce", step_change)
@@ -274,7 +271,6 @@ def gram_identity_check(name: str, model: sg.GeneralModel, st: sg.GState, class_
                  evidence={k: v for k, v in rem.items() if k not in ("B", "Gu")})
 
 
-@takes_claim_id
 def general_nc1_claim(constant: float = 1.0, class_inverse: Callable | None = None,
                       claim_id: str = "ntk.general.nc1-at-e-zero") -> Claim:
     """For a general fixed SPD kernel: at every state ||D||_F^2 <= (r L/2)(e + sqrt(e^2 + 4||W D||_F^2/(r L)))
@@ -361,7 +357,6 @@ def _etf_decision(rep) -> tuple[str, float, float]:
     return "undecided", d, tol
 
 
-@takes_claim_id
 def general_etf_claim(condition_fn: Callable | None = None, claim_id: str = "ntk.general.etf") -> Claim:
     """Under a general fixed SPD kernel the small-initialisation flow's centred class means form a simplex ETF
     when the classes are balanced and K S^T = S^T (a I + c 1 1^T) (K maps the class-indicator space into
@@ -443,7 +438,6 @@ def general_etf_claim(condition_fn: Callable | None = None, claim_id: str = "ntk
 # ntk.imbalanced.nc1 / ntk.imbalanced.etf
 # --------------------------------------------------------------------------------------
 
-@takes_claim_id
 def imbalanced_nc1_claim(within_eigenvalue: Callable | None = None, claim_id: str = "ntk.imbalanced.nc1") -> Claim:
     """Block kernels with unequal class sizes: K acts on the within-class space as lambda_0 = kappa_d - kappa_c
     (multiplicity N - C), so dD/dt = -s lambda_0 W^T W D, tr(D D^T) never increases, E = 0 and zero loss give
@@ -510,7 +504,6 @@ def imbalanced_nc1_claim(within_eigenvalue: Callable | None = None, claim_id: st
                   "give D = 0, and small-initialisation flows reach NC1 = O(eps^2).", check, tags=("symbolic", "numeric"))
 
 
-@takes_claim_id
 def imbalanced_etf_claim(predict_etf: bool = False, class_inverse: Callable | None = None,
                          claim_id: str = "ntk.imbalanced.etf") -> Claim:
     """With unequal class sizes the small-initialisation limit is not a simplex ETF (witness: counts 6,3,2);
@@ -677,7 +670,6 @@ def _ce_flow(counts, rho, kind, eps):
     return flow_for(tuple(counts), rho, kind, "ce", 0, "random", eps)
 
 
-@takes_claim_id
 def ce_nc1_decay_claim(rate: float = 1.0, eigen_index: int = 0, claim_id: str = "ntk.ce.nc1-decays") -> Claim:
     """Cross-entropy, a kernel that maps the within-class space into itself (K P_0 = P_0 K: block kernels with any
     class sizes, within-class perturbations): with Phi = tr(D K^-1 D^T), D = H P_0, Delta_i = z_i - zbar_c,
@@ -772,7 +764,6 @@ def ce_collapse_check(model: sg.GeneralModel, rep: sg.GeneralFlowReport, eps: fl
                              "(run longer?)", evidence=ev, inconclusive=True)
 
 
-@takes_claim_id
 def ce_collapse_claim(constant: float = 1.0, escape_rate: Callable | None = None, collapses: bool = True,
                       claim_id: str = "ntk.ce.collapse") -> Claim:
     """Cross-entropy: what carries over from MSE, and NC1 collapse from a small initialisation. For any fixed SPD

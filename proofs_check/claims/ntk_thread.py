@@ -18,7 +18,6 @@ import numpy as np
 
 from proofs_check.claims.ntk_general import (BALANCED, FD_RTOL, FD_STEP, KAPPA, SOURCE_THREAD, _claim, _matrix_zero_check,
                                              _stopped, flow_for)
-from proofs_check.claims._ntk_helpers import takes_claim_id
 from proofs_check.core import Check, Claim, Provenance, RunContext, close, condition, fmt
 from theory import ntk as th
 from theory._validate import InstanceError
@@ -107,7 +106,6 @@ def _two_layer_fd(seed: int = 0, C: int = 3, n: int = 5, d_in: int = 3, Nx: int 
                  what="output NTK")
 
 
-@takes_claim_id
 def reviewer_first_claim(implications: Callable | None = None, claim_id: str = "ntk.reviewer.first-implications",
                          corrected: bool = False) -> Claim:
     """The reviewer's first list of implications of Assumption 3.2, each its own check at a configuration that
@@ -181,7 +179,6 @@ def reviewer_first_claim(implications: Callable | None = None, claim_id: str = "
     return _claim(claim_id, stmt, check, Provenance.QUOTED, SOURCE_THREAD, ("symbolic", "numeric", "expect-refuted"))
 
 
-@takes_claim_id
 def reviewer_corrected_claim(sign: float = 1.0, claim_id: str = "ntk.reviewer.corrected-implications") -> Claim:
     """The reviewer's corrected implications: (a) <W_k, W_k'> = 0 for k != k'; (b) <W_k, W_k> = gamma/kappa +
     (<h(x), h(x')> + 1)/kappa (``sign`` = +1 as written; -1 is the derived formula); (c) "<h(x), h(x')> is still
@@ -244,7 +241,6 @@ def reviewer_corrected_claim(sign: float = 1.0, claim_id: str = "ntk.reviewer.co
     return _claim(claim_id, stmt, check, Provenance.DERIVED, SOURCE_THREAD, ("symbolic", "numeric"))
 
 
-@takes_claim_id
 def assumption_consequences_claim(consequences: Callable | None = None, output_kernel: Callable | None = None,
                                   claim_id: str = "ntk.assumption.consequences") -> Claim:
     """What Assumption 3.2 (independent neurons with block feature kernel kappa AND a block-diagonal output kernel
@@ -329,7 +325,6 @@ def collapse_conditions(kappa, gamma, C: int) -> dict:
     return {**c, "satisfiable": bool(ok)}
 
 
-@takes_claim_id
 def consistency_claim(holds_at_limit: bool = False, conditions: Callable | None = None,
                       claim_id: str = "ntk.assumption.consistency") -> Claim:
     """Both halves of Assumption 3.2 hold at a collapsed state (D = 0) iff omega = (gamma_d - gamma_c)/(kappa_d -
