@@ -286,6 +286,28 @@ def certify_relu_two_column_bound(inst: T.DeepUFMInstance) -> dict | None:
             "method": "two-column lemma ||relu(Z)||_* <= ||Z||_* + the deep linear scalar reduction"}
 
 
+def certify_relu_two_class_bound(inst: T.DeepUFMInstance) -> dict | None:
+    """Two classes (K = 2, MSE; any depth L, any class counts, any width D): a proven lower bound of the ReLU
+    model equal to the deep **linear** optimum's (docs/deep_ufm.md, "Two classes, any depth"), and it is attained
+    (the canonical nonnegative realisation of the linear optimum is a ReLU point with the same value), so the ReLU
+    optimum equals the linear one. The proof maps every ReLU point to a linear point of the same width with the
+    same output and no larger objective: (1) for fixed weights the objective is a sum over samples, so giving
+    every sample of a class the best feature vector of its class does not increase it (two distinct columns);
+    (2) for l >= 2 the input A_{l-1} >= 0 has two columns, so G = A^T A has G_12 >= 0 and G^{-1} has a
+    nonpositive off-diagonal, and row by row relu(r)^T G^{-1} relu(r) <= r^T G^{-1} r: the linear map
+    W'_l = relu(W_l A) A^+ satisfies W'_l A = relu(W_l A) and ||W'_l||_F <= ||W_l||_F (rank-1 and zero inputs
+    separately); (3) the first layer: the two-column lemma ||relu(Z)||_* <= ||Z||_* with Z = W_1 H N^{1/2} and the
+    balanced factorisation. The certified lower bound is :func:`certify_linear_mse` of the identity-activation
+    twin. None outside K = 2, MSE."""
+    if inst.loss != "mse" or inst.K != 2:
+        return None
+    lin = T.DeepUFMInstance(inst.layers, "linear", "mse", inst.counts, inst.width, inst.lams)
+    cert = certify_linear_mse(lin)
+    return {"lower_bound": cert.lower_bound, "upper": cert.upper, "linear_certificate": cert.to_dict(),
+            "method": "two classes: class collapse + nonnegative two-column layers + two-column lemma -> the deep "
+                      "linear scalar reduction"}
+
+
 # ------------------------------------------------------------------------------------------
 # the model (the one definition of the objective)
 # ------------------------------------------------------------------------------------------
@@ -454,6 +476,40 @@ def linear_point(inst: T.DeepUFMInstance, svals, *, collapsed: bool = False, see
         Ws.append(Q[l] @ E @ np.diag(a[l]) @ E.T @ Q[l - 1].T)
     Ws.append(np.diag(a[L]) @ E.T @ Q[L - 1].T)
     return model, model.pack(H, Ws)
+
+
+def two_class_linear_point(model: DeepModel, x):
+    """The construction in the proof of :func:`certify_relu_two_class_bound` (docs/deep_ufm.md, "Two classes, any
+    depth"), run on a point ``x`` of the ReLU model ``model`` (K = 2, MSE, full or collapsed): a point of the
+    identity-activation twin (same width, one column per sample) with the same output on the collapsed features
+    and, by inequalities (1)-(4) there, no larger objective. Steps: (1) every sample of class c gets the feature
+    vector of its class with the smallest per-sample term; (2) layers l = 2..L-1 become W'_l = A_l A_{l-1}^+ on the
+    two distinct columns; (3) H and W_1 become the balanced factorisation of A_1 N^{1/2}; W_L is kept. Returns
+    (linear model, x). For tests of the proof: it never computes a bound."""
+    inst = model.inst
+    if inst.K != 2 or inst.loss != "mse":
+        raise InputError("two_class_linear_point needs K = 2 and MSE")
+    L, D, N = inst.layers, inst.width, inst.N
+    lin_inst = T.DeepUFMInstance(L, "linear", "mse", inst.counts, D, inst.lams)
+    lin = DeepModel(lin_inst, collapsed=False)
+    H, Ws = model.unpack(np.asarray(x, float))
+    _, _, O = model.forward(H, Ws)
+    per = 0.5 / N * np.sum((O - model.Y) ** 2, axis=0) + 0.5 * inst.lams[0] * np.sum(H * H, axis=0)
+    Hb = np.stack([H[:, np.flatnonzero(model.labels == c)[np.argmin(per[model.labels == c])]] for c in (0, 1)], 1)
+    if L == 1:
+        return lin, lin.pack(Hb[:, lin.labels], Ws)
+    A = [Hb]
+    for W in Ws[:-1]:
+        A.append(np.maximum(W @ A[-1], 0.0))
+    n_half = np.sqrt(np.asarray(inst.counts, float))
+    U, sv, Vt = np.linalg.svd(A[1] * n_half, full_matrices=False)  # A_1 N^{1/2} = U diag(sv) Vt
+    r = len(sv)
+    c = (inst.lams[1] / inst.lams[0]) ** 0.25
+    E = np.eye(D)[:, :r]
+    H1 = c * (E * np.sqrt(sv)) @ Vt / n_half  # H'' N^{1/2} = c E S^{1/2} V^T
+    W1 = (U * np.sqrt(sv)) @ E.T / c
+    new_Ws = [W1] + [A[l] @ np.linalg.pinv(A[l - 1]) for l in range(2, L)] + [Ws[-1]]
+    return lin, lin.pack(H1[:, lin.labels], new_Ws)
 
 
 def dnc_point(inst: T.DeepUFMInstance, s_plus: float):

@@ -318,6 +318,11 @@ def test_relu_lower_bounds_hold_at_random_and_locally_optimal_points_of_the_full
     if two is not None:
         assert two["lower_bound"] >= bound
         bound = two["lower_bound"]
+    binary = S.certify_relu_two_class_bound(inst)  # K = 2: the linear optimum's bound, above the chain bound
+    assert (binary is None) == (K != 2)
+    if binary is not None:
+        assert binary["lower_bound"] >= bound
+        bound = binary["lower_bound"]
     model = S.DeepModel(inst, collapsed=False)
     rng = np.random.default_rng(L * 100 + K * 10 + n)
     vals = []
@@ -334,3 +339,125 @@ def test_relu_chain_bound_is_the_linear_optimum_for_one_layer():
     inst = T.balanced(1, "linear", "mse", 3, 2, 3, 0.01)
     assert S.certify_relu_chain_bound(inst)["lower_bound"] == pytest.approx(S.certify_linear_mse(inst).lower_bound,
                                                                             rel=1e-14)
+
+
+# ------------------------------------------------------------------------------------------
+# two classes, any depth (docs/deep_ufm.md, "Two classes, any depth"): the ReLU optimum is the linear one
+# ------------------------------------------------------------------------------------------
+
+_LAMS = (0.001, 0.004, 0.01, 0.03, 0.1, 0.3)
+
+
+@settings(max_examples=60, deadline=None)
+@given(L=st.integers(1, 5), D=st.integers(1, 4), n1=st.integers(1, 3), n2=st.integers(1, 3),
+       lam=st.sampled_from(_LAMS), seed=st.integers(0, 10**6), scale=st.sampled_from([0.2, 0.7, 1.5, 3.0]),
+       low_rank=st.booleans(), local=st.booleans())
+def test_relu_two_class_bound_is_below_every_random_feasible_point(L, D, n1, n2, lam, seed, scale, low_rank, local):
+    # a bound above one feasible point would be a bug in the proof: random points of the full ReLU model (one column
+    # per sample, any counts), rank-1 starts (the ReLU "rank restoring" regime) and short local solves
+    inst = T.DeepUFMInstance(L, "relu", "mse", (n1, n2), D, (lam,))
+    bound = S.certify_relu_two_class_bound(inst)["lower_bound"]
+    model = S.DeepModel(inst, collapsed=False)
+    rng = np.random.default_rng(seed)
+    x = S.random_start(model, rng, scale=scale, rank=1 if low_rank else None)
+    if local:
+        x = S._lbfgs(model, x, 150).x
+    assert model.value(x) >= bound
+
+
+def test_relu_two_class_bound_is_none_outside_two_classes_and_attained_by_dnc():
+    assert S.certify_relu_two_class_bound(T.balanced(2, "relu", "mse", 3, 1, 3, 0.01)) is None
+    assert S.certify_relu_two_class_bound(T.balanced(2, "relu", "ce", 2, 1, 3, 0.01)) is None
+    inst = T.balanced(4, "relu", "mse", 2, 1, 2, 0.01)
+    b = S.certify_relu_two_class_bound(inst)["lower_bound"]
+    lo, hi = S.certify_dnc(inst)
+    sc = T.scalar_solution(1.0, 2, T.reg_constant(inst), 4)
+    model, x = S.dnc_point(inst, sc.s_plus)  # a ReLU point (nonnegative, ReLU inactive) with the DNC value
+    assert b <= lo and hi - b <= 1e-14 and model.value(x) >= b
+    # 50 digits: the bound matches 2 phi(s_+) (the DNC value), which is below phi's zero value 1/2 here
+    ref = 2 * mp_scalar_min(1, 2, inst.lams, 4)[0]
+    assert abs(b - float(ref)) <= 1e-14 and float(ref) < 0.5
+
+
+def _fq_mat(A):
+    import flint
+
+    return flint.fmpq_mat([[flint.fmpq(int(v)) for v in row] for row in A])
+
+
+def _fq_trace_form(Zrows, Yinv):
+    """sum over rows r of r^T Yinv r (exact)."""
+    import flint
+
+    tot = flint.fmpq(0)
+    for r in Zrows:
+        for i in range(2):
+            for j in range(2):
+                tot += flint.fmpq(int(r[i])) * Yinv[i, j] * flint.fmpq(int(r[j]))
+    return tot
+
+
+@settings(max_examples=200, deadline=None)
+@given(D=st.integers(2, 4), Dout=st.integers(1, 4), seed=st.integers(0, 10**6))
+def test_nonnegative_two_column_layer_needs_no_more_weight_after_relu_exact(D, Dout, seed):
+    # inequality (3) of docs/deep_ufm.md in exact rationals: for A >= 0 (D x 2, rank 2) and any W, with
+    # G = A^T A, P = Z^T Z (Z = W A) and Q = relu(Z)^T relu(Z): tr(Q G^-1) <= tr(P G^-1) <= ||W||_F^2, and the
+    # linear map W' = relu(Z) A^+ reproduces relu(Z) with ||W'||_F^2 = tr(Q G^-1)
+    rng = np.random.default_rng(seed)
+    A = rng.integers(0, 6, size=(D, 2))
+    if np.linalg.matrix_rank(A) < 2:
+        A[0, 0], A[1, 1] = A[0, 0] + 1, A[1, 1] + 2
+        A[0, 1], A[1, 0] = 0, 0
+    W = rng.integers(-5, 6, size=(Dout, D))
+    Z = W @ A
+    R = np.maximum(Z, 0)
+    Aq = _fq_mat(A)
+    Ginv = (Aq.transpose() * Aq).inv()
+    q, p = _fq_trace_form(R, Ginv), _fq_trace_form(Z, Ginv)
+    assert q <= p <= int((W * W).sum())
+    Wp = _fq_mat(R) * Ginv * Aq.transpose()  # relu(Z) A^+ (A has full column rank)
+    assert Wp * Aq == _fq_mat(R)
+    assert sum(Wp[i, j] ** 2 for i in range(Wp.nrows()) for j in range(Wp.ncols())) == q
+
+
+def test_the_layer_inequality_fails_for_an_input_with_obtuse_columns():
+    # why the first layer (H may have obtuse columns) needs the two-column lemma instead: A = [[1, -1], [0, 1]],
+    # W = I: relu(A) = I needs ||W'||_F^2 = tr(G^-1) = 3 > ||W||_F^2 = 2 from A linearly
+    A = np.array([[1.0, -1.0], [0.0, 1.0]])
+    Wp = np.maximum(A, 0.0) @ np.linalg.inv(A)
+    assert np.allclose(Wp @ A, np.maximum(A, 0.0)) and (Wp ** 2).sum() == pytest.approx(3.0, rel=1e-14)
+
+
+def test_two_class_construction_gives_a_linear_point_no_worse_with_the_same_output():
+    # the proof's construction (S.two_class_linear_point) on random ReLU points: the linear twin's point has the
+    # same output on the collapsed features and an objective <= the ReLU point's; float64 pseudo-inverses are only
+    # accurate for well-conditioned layer inputs, so nearly rank-deficient draws are skipped (the exact inequality
+    # is the rational test above)
+    rng = np.random.default_rng(7)
+    tested = 0
+    for t in range(150):
+        L, D = int(rng.integers(1, 6)), int(rng.integers(1, 5))
+        counts = (int(rng.integers(1, 4)), int(rng.integers(1, 4)))
+        lams = tuple(float(10 ** rng.uniform(-3, 0)) for _ in range(L + 1))
+        inst = T.DeepUFMInstance(L, "relu", "mse", counts, D, lams)
+        model = S.DeepModel(inst, collapsed=bool(t % 2))
+        x = S.random_start(model, rng, scale=[0.3, 1.0, 2.0][t % 3])
+        H, Ws = model.unpack(x)
+        hs, _, _ = model.forward(H, Ws)
+        sv = [np.linalg.svd(h, compute_uv=False) for h in hs[1:]]
+        if any(len(s) > 1 and 0 < s[-1] < 1e-4 * s[0] for s in sv):
+            continue
+        lin, xl = S.two_class_linear_point(model, x)
+        v, vl = model.value(x), lin.value(xl)
+        lb = S.certify_relu_two_class_bound(inst)["lower_bound"]
+        assert lb * (1 - 1e-12) <= vl <= v * (1 + 1e-10) + 1e-15, (inst.label(), v, vl, lb)
+        if model.m == 2:  # collapsed input: the features are already one per class, the output must be kept
+            Hl, Wl = lin.unpack(xl)
+            O_lin = lin.forward(Hl, Wl)[2]
+            O = model.forward(H, Ws)[2]
+            assert np.allclose(O_lin[:, lin.labels == 0], O[:, [0]], rtol=1e-8, atol=1e-10)
+            assert np.allclose(O_lin[:, lin.labels == 1], O[:, [1]], rtol=1e-8, atol=1e-10)
+        tested += 1
+    assert tested >= 100
+    with pytest.raises(InputError):
+        S.two_class_linear_point(S.DeepModel(T.balanced(2, "relu", "mse", 3, 1, 3, 0.01)), np.zeros(36))

@@ -208,3 +208,31 @@ def test_no_witness_found_is_inconclusive_and_outside_hypothesis_not_applicable(
     assert na.verdict is Verdict.NOT_APPLICABLE
     imb = C.make_dnc_shallow_claim(instances=_one(T.DeepUFMInstance(2, "linear", "mse", (3, 1), 2, (0.01,)))).run(CTX)
     assert imb.verdict is Verdict.NOT_APPLICABLE  # DNC is defined for balanced classes
+
+
+def test_two_classes_at_depth_four_dnc_is_verified_and_the_false_variants_refuted():
+    inst = T.balanced(4, "relu", "mse", 2, 1, 2, 0.01)  # the chain bound alone left a 34 % gap here
+    ok = C.make_dnc_shallow_claim(instances=_one(inst)).run(CTX)
+    assert ok.verdict is Verdict.VERIFIED, ok.reason
+    ch = {c.name.split(" (")[0]: c for c in ok.checks}
+    assert ch["relu-two-class-bound"].verdict is Verdict.VERIFIED
+    assert ch["relu-search-above-bound"].verdict is Verdict.VERIFIED
+    # "DNC is not optimal" is refuted by the proven lower bound (it reaches the DNC value)
+    bad = C.make_dnc_shallow_claim(predict_optimal=lambda i: False, instances=_one(inst)).run(CTX)
+    assert bad.verdict is Verdict.REFUTED and "proven lower bound" in bad.reason
+    # a two-class bound above the optimum is refuted by a feasible point (the DNC point or the best point found)
+    hi = C.make_dnc_shallow_claim(predict_relu_two_class=lambda i: 1.01 * T.dnc_value(i), instances=_one(inst)).run(CTX)
+    assert hi.verdict is Verdict.REFUTED
+    c = [c for c in hi.checks if c.name.startswith("relu-two-class-bound")][0]
+    assert c.verdict is Verdict.REFUTED and c.evidence["feasible_value"] < 1.01 * T.dnc_value(inst)
+    # large lambda: the zero point (value 1/2) beats the best DNC value 0.565, "DNC optimal" is refuted exactly
+    z = T.balanced(4, "relu", "mse", 2, 1, 2, 0.12)
+    assert T.dnc_value(z) > 0.5
+    badz = C.make_dnc_shallow_claim(instances=_one(z)).run(CTX)
+    assert badz.verdict is Verdict.REFUTED and "exact" in badz.reason
+
+
+def test_two_classes_two_samples_per_class_deep_relu_is_verified():
+    inst = T.balanced(3, "relu", "mse", 2, 2, 3, 0.01)  # N = 4 columns: the class-collapse step is needed
+    ok = C.make_dnc_shallow_claim(instances=_one(inst)).run(CTX)
+    assert ok.verdict is Verdict.VERIFIED, ok.reason

@@ -111,13 +111,15 @@ def check_instance(inst: T.DeepUFMInstance, *, starts: int = 3, seed: int = 0, m
                    predict_dnc_value: Callable | None = None, predict_dnc_optimal: Callable | None = None,
                    ce_bound: Callable | None = None, tau: float = CE_TAU, search: bool = True,
                    symbolic: bool = True, backend: dict | None = None,
-                   predict_relu_bound: Callable | None = None) -> SolveReport:
+                   predict_relu_bound: Callable | None = None,
+                   predict_relu_two_class: Callable | None = None) -> SolveReport:
     """Every statement about one deep UFM instance (docs/deep_ufm.md).
 
     Linear MSE: the certified optimum (``optimal-value``), the rank of every minimiser (``optimal-rank``), the
     multi-start check, the sympy steps, the DNC statements; ReLU MSE: the DNC value and "DNC is optimal" against
     a stored or searched witness evaluated exactly and against the proven ReLU chain bound (``relu-lower-bound``:
-    "min >= predict_relu_bound(inst)"); CE: the rank-bound measurement. ``predict_*`` and ``ce_bound``
+    "min >= predict_relu_bound(inst)"; for K = 2 ``relu-two-class-bound``: "min >= predict_relu_two_class(inst)",
+    default the linear optimum); CE: the rank-bound measurement. ``predict_*`` and ``ce_bound``
     replace the theory (tests feed false ones); ``backend`` = {"backend", "device", "dtype"} for the local solves.
 
     Returns a :class:`proofs_check.core.SolveReport`. Raises ``InputError`` for ``starts`` or ``max_evals`` < 1
@@ -136,13 +138,15 @@ def check_instance(inst: T.DeepUFMInstance, *, starts: int = 3, seed: int = 0, m
         _dispatch(rep, inst, starts=starts, seed=seed, max_evals=max_evals, predict_value=predict_value,
                   predict_rank=predict_rank, predict_dnc_value=predict_dnc_value,
                   predict_dnc_optimal=predict_dnc_optimal, ce_bound=ce_bound, tau=tau, search=search,
-                  symbolic=symbolic, backend=dict(backend or {}), predict_relu_bound=predict_relu_bound)
+                  symbolic=symbolic, backend=dict(backend or {}), predict_relu_bound=predict_relu_bound,
+                  predict_relu_two_class=predict_relu_two_class)
     rep.seconds = time.perf_counter() - t0
     return rep
 
 
 def _dispatch(rep, inst, *, starts, seed, max_evals, predict_value, predict_rank, predict_dnc_value,
-              predict_dnc_optimal, ce_bound, tau, search, symbolic, backend, predict_relu_bound=None) -> None:
+              predict_dnc_optimal, ce_bound, tau, search, symbolic, backend, predict_relu_bound=None,
+              predict_relu_two_class=None) -> None:
     if inst.loss == "mse" and inst.activation == "relu" and inst.layers == 1:
         rep.diagnostics.append("L = 1: there is no ReLU between weight layers, the model is the linear one")
         inst = T.DeepUFMInstance(1, "linear", "mse", inst.counts, inst.width, inst.lams)
@@ -157,7 +161,8 @@ def _dispatch(rep, inst, *, starts, seed, max_evals, predict_value, predict_rank
     else:
         _relu_mse_statements(rep, inst, starts=starts, seed=seed, max_evals=max_evals,
                              predict_dnc_value=predict_dnc_value, predict_dnc_optimal=predict_dnc_optimal,
-                             search=search, backend=backend, predict_relu_bound=predict_relu_bound)
+                             search=search, backend=backend, predict_relu_bound=predict_relu_bound,
+                             predict_relu_two_class=predict_relu_two_class)
 
 
 def _dnc_checks(rep, inst, *, optimum_upper, optimum_lower, optimum_exact: bool, predict_dnc_value,
@@ -226,7 +231,8 @@ def _dnc_checks(rep, inst, *, optimum_upper, optimum_lower, optimum_exact: bool,
         elif inst.activation == "relu" and c.verdict is Verdict.INCONCLUSIVE and is_finite(optimum_lower):
             gap = enc[0] - optimum_lower
             c.evidence.update(gap=gap, relative_gap=gap / enc[0])
-            c.reason = (f"not proven: the proven lower bound {fmt(optimum_lower)} (ReLU chain bound) is below the best "
+            c.reason = (f"not proven: the proven lower bound {fmt(optimum_lower)} (ReLU, docs/deep_ufm.md) is below "
+                        f"the best "
                         f"DNC value {fmt(enc[0])} by {fmt(gap)} ({100 * gap / enc[0]:.1f} %); no point below the DNC "
                         f"value among {searched} starts (best {fmt(optimum_upper)})")
         return
@@ -316,7 +322,7 @@ def _linear_mse_statements(rep, inst, *, starts, seed, max_evals, predict_value,
 
 
 def _relu_mse_statements(rep, inst, *, starts, seed, max_evals, predict_dnc_value, predict_dnc_optimal,
-                         search, backend, predict_relu_bound=None) -> None:
+                         search, backend, predict_relu_bound=None, predict_relu_two_class=None) -> None:
     stored = S.find_stored_witness(inst)
     if search and stored is None:
         _budget_model(inst, starts + 1, max_evals, True)
@@ -339,16 +345,20 @@ def _relu_mse_statements(rep, inst, *, starts, seed, max_evals, predict_dnc_valu
     rep.geometry["best_point"] = best["structure"]
     bound = S.certify_relu_chain_bound(inst)
     two = S.certify_relu_two_column_bound(inst)  # N = 2, L = 2: the linear optimum's bound holds (a lemma)
+    binary = S.certify_relu_two_class_bound(inst)  # K = 2, any L: the linear optimum's bound holds (a theorem)
     lower = None if bound is None else bound["lower_bound"]
-    if two is not None and is_finite(two["lower_bound"]) and (lower is None or two["lower_bound"] > lower):
-        lower = two["lower_bound"]
-    rep.certificate = {"lower_bound": lower, "chain": bound, "two_column": two}
+    for extra in (two, binary):
+        if extra is not None and is_finite(extra["lower_bound"]) and (lower is None or extra["lower_bound"] > lower):
+            lower = extra["lower_bound"]
+    rep.certificate = {"lower_bound": lower, "chain": bound, "two_column": two, "two_class": binary}
     rep.extra["lower_bound"] = lower
-    if bound is None:
-        rep.diagnostics.append("ReLU model: no proven lower bound on the global optimum for unbalanced classes; the "
-                               "best value is an upper bound only")
-    else:
+    if bound is None and binary is None:
+        rep.diagnostics.append("ReLU model: no proven lower bound on the global optimum for unbalanced classes "
+                               "(K >= 3); the best value is an upper bound only")
+    if bound is not None:
         _relu_bound_checks(rep, inst, bound, best, predict_relu_bound, lower)
+    if binary is not None:
+        _relu_two_class_check(rep, inst, binary, best, predict_relu_two_class)
     info = {"witness_origin": best["origin"], "witness_exact_value": best["value_exact_fraction"],
             "feature_ranks": [f["rank"] for f in best["structure"]["features"]]}
     _dnc_checks(rep, inst, optimum_upper=best["value_exact"], optimum_lower=lower,
@@ -359,6 +369,27 @@ def _relu_mse_statements(rep, inst, *, starts, seed, max_evals, predict_dnc_valu
         fr = info["feature_ranks"]
         rep.extra["witness"] = {"value_exact": best["value_exact"], "fraction": best["value_exact_fraction"],
                                 "feature_ranks": fr, "x": [float(v).hex() for v in best["x"]]}
+
+
+def _relu_two_class_check(rep, inst, binary: dict, best: dict, predict) -> None:
+    """K = 2: "min of the ReLU model >= predict(inst)" (default the deep linear optimum's value,
+    :func:`theory.deep_ufm.linear_mse_optimum` of the identity twin; docs/deep_ufm.md, "Two classes, any depth"):
+    VERIFIED by the certificate of :func:`solvers.deep_ufm.certify_relu_two_class_bound`, REFUTED by a feasible
+    point below the claimed bound (the best point found, evaluated exactly, or the DNC point)."""
+    if predict is None:
+        lin = T.DeepUFMInstance(inst.layers, "linear", "mse", inst.counts, inst.width, inst.lams)
+        claimed = T.linear_mse_optimum(lin).value
+    else:
+        claimed = predict(inst)
+    dnc = S.certify_dnc(inst)
+    feasible = min([best["value_exact"]] + ([dnc[1]] if dnc else []))
+    rep.predicted["relu_two_class_bound"] = claimed
+    rep.claims.append(lower_bound_claim("relu-two-class-bound", claimed, proven_lower=binary["lower_bound"],
+                                        feasible_value=feasible,
+                                        tol=tolerance(binary["lower_bound"], rtol=VALUE_RTOL, atol=VALUE_ATOL),
+                                        certificate=binary["method"],
+                                        evidence={"best_point_exact": best["value_exact"],
+                                                  "dnc_upper": dnc[1] if dnc else None}))
 
 
 def _relu_bound_checks(rep, inst, bound: dict, best: dict, predict_relu_bound, strongest: float) -> None:
@@ -515,18 +546,22 @@ def dnc_shallow_instances(ctx: RunContext) -> list[T.DeepUFMInstance]:
 
 def make_dnc_shallow_claim(predict_optimal: Callable | None = None, predict_dnc_value: Callable | None = None,
                            instances: Callable | None = None, claim_id: str = "deep_ufm.dnc.optimal-shallow",
-                           predict_relu_bound: Callable | None = None) -> Claim:
+                           predict_relu_bound: Callable | None = None,
+                           predict_relu_two_class: Callable | None = None) -> Claim:
     """Statement: for L = 2 layers or K = 2 classes (and for deep linear models), the best DNC point is a global
     minimiser.
 
     Source: Súkeník et al. 2023/2024 and Dang et al. 2023 (reconstructed). Conditions: MSE, balanced, D >= K.
     Checks: the DNC value against its enclosure; linear: the DNC value against the certified global optimum
     (VERIFIED when the proven lower bound matches; REFUTED by a point below); ReLU: "min = best DNC value" against
-    the exactly evaluated best point found (REFUTED when below the DNC value) and the proven ReLU chain bound
-    (docs/deep_ufm.md: VERIFIED only where it reaches the DNC value, which for L >= 2 and K >= 2 it does not, so
-    INCONCLUSIVE with the gap stated); ``relu-lower-bound``: "min >= predict_relu_bound(inst)" (default the derived
-    chain bound), VERIFIED by the ball-arithmetic certificate, REFUTED by a feasible point below it; and the best
-    point found never below the proven bound (a test of the proof)."""
+    the exactly evaluated best point found (REFUTED when below the DNC value) and the strongest proven ReLU lower
+    bound (docs/deep_ufm.md): for K = 2 at any depth the deep linear optimum's certified bound (theorem "Two
+    classes, any depth"), which reaches the DNC value wherever DNC is the linear optimum (VERIFIED there); for
+    K >= 3 (L = 2) only the chain bound, which does not reach it, so INCONCLUSIVE with the gap stated.
+    ``relu-lower-bound``: "min >= predict_relu_bound(inst)" (default the derived chain bound) and, for K = 2,
+    ``relu-two-class-bound``: "min >= predict_relu_two_class(inst)" (default the linear optimum), each VERIFIED by
+    its ball-arithmetic certificate and REFUTED by a feasible point below it; and the best point found never below
+    the strongest proven bound (``relu-search-above-bound``, a test of the proofs)."""
 
     def check(ctx: RunContext):
         for inst in (instances or dnc_shallow_instances)(ctx):
@@ -535,7 +570,8 @@ def make_dnc_shallow_claim(predict_optimal: Callable | None = None, predict_dnc_
                 continue
             rep = check_instance(inst, starts=3 if ctx.full else 1, seed=ctx.seed, max_evals=800 if not ctx.full
                                  else 3000, predict_dnc_optimal=predict_optimal, predict_dnc_value=predict_dnc_value,
-                                 symbolic=False, predict_relu_bound=predict_relu_bound)
+                                 symbolic=False, predict_relu_bound=predict_relu_bound,
+                                 predict_relu_two_class=predict_relu_two_class)
             yield from _label([c for c in rep.claims if c.name.startswith(("dnc-", "relu-"))], inst)
 
     return Claim(claim_id, FAMILY, "Deep UFM with MSE, L = 2 layers or K = 2 classes (or linear): the best DNC point "
