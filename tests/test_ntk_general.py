@@ -217,6 +217,22 @@ def test_ce_statements_not_applicable_for_a_generic_kernel():
     assert by["ntk.ce.nc1-decays"] is Verdict.NOT_APPLICABLE and by["ntk.ce.collapse"] is Verdict.NOT_APPLICABLE
 
 
+def test_ce_instance_etf_statement_not_applicable_and_the_verdict_is_decided_by_the_rest():
+    # ntk.general.etf is a statement about the MSE flow's zero-loss limit: under CE its hypothesis (the loss) fails,
+    # so a CE solve's verdict comes from the statements that apply (before: INCONCLUSIVE in every CE solve)
+    model = cg.build_model(counts=(4, 3), loss="ce")
+    out = cg.check_general_instance(model).to_dict()
+    by = {c["id"]: c for c in out["claims"]}
+    etf = by["ntk.general.etf"]
+    assert etf["verdict"] == "NOT_APPLICABLE" and "MSE loss" in etf["reason"], etf
+    inner = etf["evidence"]["checks"]
+    assert len(inner) == 1 and inner[0]["evidence"]["distance_etf"] == out["final"]["distance_etf"]
+    applicable = {k: c["verdict"] for k, c in by.items() if c["verdict"] != "NOT_APPLICABLE"}
+    assert set(applicable) == {"ntk.general.invariant", "ntk.general.nc1-at-e-zero", "ntk.general.rates",
+                               "ntk.ce.nc1-decays", "ntk.ce.collapse"}
+    assert out["verdict"] == "VERIFIED", applicable
+
+
 def test_factories_take_claim_id_and_refuse_the_former_id_keyword():
     assert cg.ce_collapse_claim(claim_id="new").id == "new" and ct.consistency_claim(claim_id="new").id == "new"
     with pytest.raises(TypeError):
