@@ -49,6 +49,44 @@ def _family_aliases(name: str, solve: bool = False) -> list[str]:
     return out
 
 
+SAVED_HELP = ("ncproofs solve --rigorous REPORT.json [--json] [--html PATH] [--plot PATH]: re-judge a saved report "
+              "(the output of `ncproofs solve FAMILY ... --json`, a file ending in .json) in ball arithmetic, "
+              "without solving again (solve ufm: its candidate is solved once); families with a rigorous recipe "
+              "(docs/rigorous.md, 'Saved reports')")
+
+
+def _saved_report_argv(argv: list[str]) -> bool:
+    """``solve ... REPORT.json ...``: the positional that is otherwise the family ends in ``.json`` (no family
+    does), after the options of :func:`_saved_parser` (``--html PATH`` and ``--plot PATH`` take a value)."""
+    if not argv or argv[0] != "solve":
+        return False
+    takes_value = {"--html", "--plot", "--plot-size", "--plot-dpi"}
+    skip = False
+    for a in argv[1:]:
+        if skip:
+            skip = False
+        elif a == "--":
+            continue
+        elif a.startswith("-"):
+            skip = a in takes_value
+        else:
+            return a.lower().endswith(".json")
+    return False
+
+
+def _saved_parser() -> argparse.ArgumentParser:
+    """``ncproofs solve --rigorous REPORT.json``: the options of a live ``solve --rigorous`` that need no instance."""
+    sp = _Parser(prog="ncproofs solve", description=SAVED_HELP)
+    sp.add_argument("report", metavar="REPORT.json", help="a saved `ncproofs solve FAMILY ... --json` report")
+    sp.add_argument("--json", action="store_true", help="print one JSON object")
+    sp.add_argument("--rigorous", action="store_true", help="needed: re-judge the report in ball arithmetic "
+                    "(python-flint; docs/rigorous.md)")
+    plots.add_plot_argument(sp)
+    html_report.add_html_argument(sp)
+    sp.set_defaults(command="solve", family=None)
+    return sp
+
+
 def build_parser() -> tuple[argparse.ArgumentParser, dict, dict, dict]:
     solves, tables, extras = discover()
     p = _Parser(prog="ncproofs", description="Check theorems about optimal representations "
@@ -89,7 +127,7 @@ def build_parser() -> tuple[argparse.ArgumentParser, dict, dict, dict]:
                     help="show each claim's independent/consistency check counts from an `ncproofs run --json` "
                          "report (default: ncproofs-report.json when it exists; the counts exist only after a run)")
 
-    s = sub.add_parser("solve", help="solve and check one instance of a family")
+    s = sub.add_parser("solve", help="solve and check one instance of a family", epilog=SAVED_HELP)
     ssub = s.add_subparsers(dest="family", parser_class=_Parser, metavar="FAMILY")
     smap = {}
     for cmd in solves:
@@ -190,7 +228,7 @@ def main(argv: list[str] | None = None) -> int:
     debug = "--debug" in argv or os.environ.get("NCPROOFS_DEBUG") == "1"
     argv = [a for a in argv if a != "--debug"]
     parser, smap, tmap, emap = build_parser()
-    args = parser.parse_args(argv)
+    args = _saved_parser().parse_args(argv[1:]) if _saved_report_argv(argv) else parser.parse_args(argv)
     fmap = {"solve": smap, "table": tmap}.get(getattr(args, "command", None))
     if fmap and getattr(args, "family", None) in fmap:  # an alias (feature_collapse) -> the command's name
         args.family = fmap[args.family].name
@@ -458,9 +496,12 @@ def _dispatch(parser, args, smap, tmap, emap) -> int:
             print("reports: " + ", ".join(written))
         return run.exit_status_for(args.fail_on)
     if args.command == "solve":
-        if args.family is None:
+        saved = getattr(args, "report", None)
+        if saved is not None and not args.rigorous:
+            print("ncproofs: error: solve REPORT.json: re-judging a saved report needs --rigorous", file=sys.stderr)
+            return 2
+        if args.family is None and saved is None:
             raise UsageError("solve needs a family: " + ", ".join(smap))
-        cmd = smap[args.family]
         if getattr(args, "rigorous", False) and not _flint_available():  # before any work
             return 2
         if getattr(args, "plot", None):
@@ -470,13 +511,21 @@ def _dispatch(parser, args, smap, tmap, emap) -> int:
         from proofs_check.outputs import check_distinct_outputs
 
         check_distinct_outputs(("--plot", getattr(args, "plot", None)), ("--html", args.html))
-        res = cmd.run(args)  # a live SolveReport (families with a rigorous recipe) or the schema dict
-        if getattr(args, "rigorous", False):
+        if saved is not None:  # a saved report, read back and re-judged (rigorous.apply on its dict)
             from proofs_check import rigorous
 
-            out = rigorous.apply(res)  # the live report: its candidate bounded, no second solve
+            report = rigorous.read_saved_report(saved, known_families=set(smap))
+            cmd = smap.get(report["family"])
+            out = rigorous.apply_saved(report, saved)
         else:
-            out = res.to_dict() if isinstance(res, SolveReport) else clean(res)
+            cmd = smap[args.family]
+            res = cmd.run(args)  # a live SolveReport (families with a rigorous recipe) or the schema dict
+            if getattr(args, "rigorous", False):
+                from proofs_check import rigorous
+
+                out = rigorous.apply(res)  # the live report: its candidate bounded, no second solve
+            else:
+                out = res.to_dict() if isinstance(res, SolveReport) else clean(res)
         plots.maybe_plot(args, out)
         if args.html:
             html_report.write_solve_html(out, args.html)
@@ -489,7 +538,7 @@ def _dispatch(parser, args, smap, tmap, emap) -> int:
             # indented for reading; compact when large (k = 1000 cosines: 31 MB indented, 20 MB compact)
             print(json.dumps(out, indent=2, allow_nan=False) if len(text) < 1_000_000 else text)
         else:
-            print((cmd.render or render_solve)(out))
+            print((getattr(cmd, "render", None) or render_solve)(out))
             if getattr(args, "rigorous", False):
                 from proofs_check import rigorous
 

@@ -231,6 +231,142 @@ def live_objects(view: dict, *, saved: bool) -> dict:
 
 
 # ---------------------------------------------------------------------------------------------------
+# `ncproofs solve --rigorous REPORT.json`: a saved report file, checked before it is re-judged
+# ---------------------------------------------------------------------------------------------------
+
+#: Largest saved solve report read back (K = 1000 class-mean cosines: about 31 MB indented).
+MAX_SAVED_REPORT_BYTES = 256 * 2 ** 20
+#: How the saved-report errors begin (the CLI prints them after "ncproofs: error: ").
+SAVED = "solve REPORT.json"
+
+
+def _saved_instance_ufm(report: dict) -> None:
+    fam, loss = report["family"], (report.get("instance") or {}).get("loss")
+    if loss != fam.removeprefix("ufm-"):
+        raise ValueError(f"a {fam} report with loss {loss!r}")
+    _saved_ufm(report)
+
+
+def _saved_instance_scl(report: dict) -> None:
+    from theory import scl as T
+
+    p = report["instance"]
+    T.SCLInstance(tuple(p["counts"]), p["tau"], p["d"], p.get("nonneg", True), p.get("batches"))
+
+
+def _saved_instance_feature_collapse(report: dict) -> None:
+    from solvers import rigorous as R
+
+    R._fc_instance(report["instance"])
+
+
+def _saved_instance_ufm_regression(report: dict) -> None:
+    from solvers.rigorous import regression as RR
+
+    try:
+        RR.targets_from_instance(report["instance"])
+    except RR.Unsupported:  # targets that cannot be rebuilt: the recipe says so (status "unsupported")
+        pass
+
+
+def _saved_instance_ufm_general(report: dict) -> None:
+    try:
+        ufm_general_problem(report["instance"])
+    except NotSupported:  # a kind or loss without a ball recipe: the recipe says so (status "unsupported")
+        pass
+
+
+#: family -> a check that the saved report's instance can be read back (raises on a damaged one; no solve)
+SAVED_INSTANCE_CHECKS = {"ufm-ce": _saved_instance_ufm, "ufm-mse": _saved_instance_ufm, "ufm": _saved_instance_ufm_general,
+                         "scl": _saved_instance_scl, "feature_collapse": _saved_instance_feature_collapse,
+                         "ufm-regression": _saved_instance_ufm_regression}
+
+
+def _no_constant(name: str):
+    raise ValueError(f"the non-standard JSON constant {name} (ncproofs writes none)")
+
+
+def read_saved_report(path, known_families=()) -> dict:
+    """The saved solve report ``path`` (the output of ``ncproofs solve FAMILY ... --json``), checked to be one
+    that :func:`apply` can re-judge; otherwise :class:`theory._validate.InputError`, one line naming the file and
+    what is wrong: not a regular readable file of at most :data:`MAX_SAVED_REPORT_BYTES`, not JSON, not a solve
+    report (another command's output, an unreadable schema version, a claim entry without id or verdict, a
+    serialised statement that does not parse), a family without a rigorous recipe (``known_families``: the
+    names that are families, for "unknown family"), an instance its family cannot read back, or a value statement
+    whose prediction differs from the report's own (``predicted.value``, the check's ``evidence.predicted``)."""
+    import json
+
+    from proofs_check.envelope import SCHEMA_VERSION
+    from theory._validate import InputError, input_file
+
+    shown = input_file(SAVED, path, max_bytes=MAX_SAVED_REPORT_BYTES)
+
+    def bad(what: str) -> InputError:
+        return InputError(f"{SAVED}: {shown} {what}")
+
+    try:
+        with open(shown, "rb") as f:
+            report = json.loads(f.read().decode("utf-8"), parse_constant=_no_constant)
+    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError, ValueError) as exc:
+        raise bad(f"is not valid JSON ({type(exc).__name__}: {' '.join(str(exc).split())[:200]})") from None
+    if not isinstance(report, dict):
+        raise bad(f"is not a solve report (its top level is a JSON {type(report).__name__}, not an object)")
+    cmd = report.get("command")
+    if cmd != "solve":
+        raise bad("is a run report (`ncproofs run --json`), not a solve report: re-judge a run with `ncproofs run "
+                  "--rigorous`" if cmd == "run" else
+                  f"is not a solve report (its command is {cmd!r}; a saved report is the output of "
+                  "`ncproofs solve FAMILY ... --json`)")
+    ver = report.get("schema_version")
+    if not isinstance(ver, str) or ver.split(".")[0] != SCHEMA_VERSION.split(".")[0]:
+        raise bad(f"has schema_version {ver!r}: this ncproofs reads {SCHEMA_VERSION.split('.')[0]}.x")
+    fam = report.get("family")
+    for key, typ in (("family", str), ("instance", dict), ("claims", list)):
+        if not isinstance(report.get(key), typ):
+            raise bad(f"is damaged: its {key!r} is {type(report.get(key)).__name__}, not a JSON "
+                      f"{ {str: 'string', dict: 'object', list: 'array'}[typ]}")
+    if fam not in RECIPES:
+        raise bad(f"is a report of family {fam!r}, which has no saved-report reader (no rigorous recipe); "
+                  f"supported: {', '.join(sorted(RECIPES))}" if fam in known_families or fam.replace("_", "-")
+                  in known_families else f"names an unknown family {fam!r} (supported: {', '.join(sorted(RECIPES))})")
+    if not isinstance(report.get("predicted") or {}, dict):
+        raise bad("is damaged: its 'predicted' is not a JSON object")
+    verdicts = {v.value for v in Verdict}
+    for i, c in enumerate(report["claims"]):
+        if not (isinstance(c, dict) and isinstance(c.get("id"), str) and c.get("verdict") in verdicts
+                and isinstance(c.get("evidence", {}), dict) and isinstance(c.get("reason", ""), str)):
+            raise bad(f"is damaged: claims[{i}] is not a check (an object with a string 'id', a 'verdict' among "
+                      f"{', '.join(sorted(verdicts))}, an object 'evidence')")
+        _check_saved_statement(c, report, bad)
+    try:
+        SAVED_INSTANCE_CHECKS[fam](report)
+    except KeyError as exc:
+        raise bad(f"is damaged: its {fam} instance has no {exc}") from None
+    except (InputError, TypeError, ValueError, AttributeError) as exc:
+        raise bad(f"is damaged: its {fam} instance cannot be read back: {' '.join(str(exc).split())[:300]}") from None
+    return report
+
+
+def _check_saved_statement(c: dict, report: dict, bad) -> None:
+    """A check's serialised statement parses, and a value statement predicts what its report predicts."""
+    ev = c.get("evidence") or {}
+    if "statement" not in ev or ev["statement"] is None:
+        return
+    s = st.from_dict(ev["statement"])
+    if s is None:
+        raise bad(f"is damaged: the statement of check {c['id']!r} is not a statement ({str(ev['statement'])[:120]})")
+    if type(s) is not st.ValueEquals:
+        return
+    claims = [("its evidence.predicted", ev.get("predicted"))]
+    if c["id"] == "optimal-value":
+        claims.append(("the report's predicted.value", (report.get("predicted") or {}).get("value")))
+    for where, v in claims:
+        if isinstance(v, (int, float)) and not isinstance(v, bool) and st.to_fraction(v) != st.to_fraction(s.predicted):
+            raise bad(f"is inconsistent: check {c['id']!r} states the optimum is {s.predicted!r}, {where} is {v!r} "
+                      "(edited by hand?)")
+
+
+# ---------------------------------------------------------------------------------------------------
 # Statements about every minimiser (uniqueness, geometry): docs/rigorous.md "Uniqueness and geometry (UFM)"
 # ---------------------------------------------------------------------------------------------------
 
@@ -533,6 +669,26 @@ def apply(out, *, prec: int | None = None) -> dict:
     res["rigorous"] = rigorous
     res["diagnostics"] = list(res.get("diagnostics") or []) + diags
     return clean(res)
+
+
+def apply_saved(report: dict, source: str, *, prec: int | None = None) -> dict:
+    """:func:`apply` on a saved report (read by :func:`read_saved_report` from the file ``source``). A check whose
+    verdict is the file's (not judged again on the proven bracket, nor proven in ball arithmetic: statements
+    without a statement about the optimum, NOT_APPLICABLE ones) keeps it, as a live ``solve --rigorous`` keeps its
+    float verdict, and is marked ``evidence["saved_verdict"]`` with one diagnostic naming them; ``rejudged_from``
+    records the file and the version that wrote it."""
+    out = apply(report, prec=prec)
+    carried = []
+    for c in out["claims"]:
+        ev = c.setdefault("evidence", {})
+        if "rigorous_lower" not in ev and c.get("rigorous") is not True:
+            ev["saved_verdict"] = f"carried from {source}: not judged again"
+            carried.append(c["id"])
+    if carried:
+        out["diagnostics"].append(f"{len(carried)} verdict(s) carried from {source}, not judged again (no statement "
+                                  f"about the optimum, no ball-arithmetic proof): {', '.join(carried)}")
+    out["rejudged_from"] = {"path": source, **{k: report.get(k) for k in ("ncproofs_version", "git_commit")}}
+    return out
 
 
 def render_line(out: dict) -> str:
