@@ -12,6 +12,7 @@ import pytest
 from proofs_check.claims import deep_ufm as C
 from proofs_check.cli import main
 from proofs_check.core import RunContext, Verdict
+from solvers import deep_ufm as S
 from theory import deep_ufm as T
 
 pytest.importorskip("flint")
@@ -236,3 +237,13 @@ def test_two_classes_two_samples_per_class_deep_relu_is_verified():
     inst = T.balanced(3, "relu", "mse", 2, 2, 3, 0.01)  # N = 4 columns: the class-collapse step is needed
     ok = C.make_dnc_shallow_claim(instances=_one(inst)).run(CTX)
     assert ok.verdict is Verdict.VERIFIED, ok.reason
+
+
+def test_two_classes_verified_even_when_the_search_stops_above_the_dnc_value():
+    # the DNC point (nonnegative, ReLU inactive) is itself feasible: an unconverged search (1 start, 800
+    # evaluations at L = 5) must not leave "DNC is optimal" INCONCLUSIVE once the proven bound reaches the DNC value
+    inst = T.balanced(5, "relu", "mse", 2, 2, 4, 0.005)
+    res = C.make_dnc_shallow_claim(instances=_one(inst)).run(CTX)
+    assert res.verdict is Verdict.VERIFIED, res.reason
+    c = [c for c in res.checks if c.name.startswith("dnc-optimal")][0]
+    assert c.evidence["attained"] <= S.certify_dnc(inst)[1]

@@ -174,6 +174,73 @@ def test_own_multistart_never_below_proven_bound_and_reaches_it(inst):
     assert best <= v_mp + 1e-8, (best, v_mp)
 
 
+def _own_relu_objective(inst):
+    """Own ReLU deep UFM objective with MSE on the full model (one column per sample) and its gradient by hand:
+    A_0 = H, A_l = max(W_l A_{l-1}, 0) for l < L, O = W_L A_{L-1}."""
+    K, D, L, counts = inst.K, inst.width, inst.layers, inst.counts
+    N = sum(counts)
+    Y = np.zeros((K, N))
+    Y[np.repeat(np.arange(K), counts), np.arange(N)] = 1.0
+    shapes = [(D, N)] + [(D, D)] * (L - 1) + [(K, D)]
+    sizes = [a * b for a, b in shapes]
+    lams = inst.lams
+
+    def f(x):
+        mats, i = [], 0
+        for sh, sz in zip(shapes, sizes):
+            mats.append(x[i:i + sz].reshape(sh))
+            i += sz
+        acts, pre = [mats[0]], []
+        for W in mats[1:-1]:
+            pre.append(W @ acts[-1])
+            acts.append(np.maximum(pre[-1], 0.0))
+        R = mats[-1] @ acts[-1] - Y
+        val = 0.5 / N * float(np.sum(R * R)) + sum(0.5 * lam * float(np.sum(M * M)) for lam, M in zip(lams, mats))
+        grads = [None] * len(mats)
+        back = R / N
+        grads[-1] = back @ acts[-1].T + lams[-1] * mats[-1]
+        back = mats[-1].T @ back
+        for j in range(len(mats) - 2, 0, -1):  # W_j, j = L-1 .. 1
+            back = back * (pre[j - 1] > 0)
+            grads[j] = back @ acts[j - 1].T + lams[j] * mats[j]
+            back = mats[j].T @ back
+        grads[0] = back + lams[0] * mats[0]
+        return val, np.concatenate([g.ravel() for g in grads])
+
+    return f, sum(sizes)
+
+
+@pytest.mark.parametrize("inst", [T.balanced(4, "relu", "mse", 2, 1, 2, 0.01),
+                                  T.balanced(3, "relu", "mse", 2, 2, 3, 0.01),
+                                  T.DeepUFMInstance(3, "relu", "mse", (3, 1), 3, (0.004,))],
+                         ids=lambda i: i.label())
+def test_own_relu_multistart_two_classes_never_below_the_two_class_bound(inst):
+    # K = 2, any depth (docs/deep_ufm.md, "Two classes, any depth"): the package's proven bound is the deep linear
+    # optimum; own ReLU objective, scipy L-BFGS from random starts; no point below the bound (a bound above a
+    # feasible point would be a bug in the proof) and the best reaches the 50-digit linear optimum
+    f, n = _own_relu_objective(inst)
+    bound = S.certify_relu_two_class_bound(inst)["lower_bound"]
+    lin = T.DeepUFMInstance(inst.layers, "linear", "mse", inst.counts, inst.width, inst.lams)
+    v_mp = float(_mp_optimum(lin)[0])
+    assert bound <= v_mp * (1 + 1e-15)
+    rng = np.random.default_rng(2024)
+    best = math.inf
+    D, N = inst.width, inst.N
+    eye_start = np.concatenate([np.eye(D, N).ravel() * 0.8] + [np.eye(D).ravel() * 0.8] * (inst.layers - 1)
+                               + [np.eye(2, D).ravel() * 0.8])  # nonnegative, near-diagonal: ReLU active
+    eye_start[D * N:D * N + D * D] += 0.05  # (not collapsed: H's columns differ within a class)
+    for k in range(7):
+        x0 = rng.standard_normal(n) * (0.4 + 0.3 * k)
+        if k >= 3:  # nonnegative starts (random Gaussian starts of narrow deep ReLU nets often die)
+            x0 = np.abs(x0) if k < 6 else eye_start + 0.05 * np.abs(rng.standard_normal(n))
+        assert f(x0)[0] >= bound
+        res = minimize(f, x0, jac=True, method="L-BFGS-B", options={"maxiter": 2000, "gtol": 1e-12, "ftol": 1e-15})
+        val = f(res.x)[0]
+        assert val >= bound - 1e-12, (val, bound)
+        best = min(best, val)
+    assert best <= v_mp + 1e-7, (best, v_mp)
+
+
 def test_scalar_reduction_value_at_a_rotated_balanced_point():
     """The objective at an explicit balanced factorisation of the aligned product equals the sum of the scalar
     values (own objective; the factors built here, not by the package)."""

@@ -219,7 +219,10 @@ def _dnc_checks(rep, inst, *, optimum_upper, optimum_lower, optimum_exact: bool,
                                     f"attains {fmt(optimum_upper)} < best DNC value {fmt(enc[0])} (exact evaluation)",
                                     {**ev, "witness_gap": enc[0] - optimum_upper}))
             return
-        rep.claims.append(optimum_matches("dnc-optimal", 0.5 * (enc[0] + enc[1]), attained=optimum_upper,
+        # the DNC point at the exact s_+ is a feasible point of either model (nonnegative: ReLU is inactive), so
+        # enc[1] bounds a feasible value too (an unconverged search must not hide it)
+        attained = optimum_upper if not is_finite(optimum_upper) else min(optimum_upper, enc[1])
+        rep.claims.append(optimum_matches("dnc-optimal", 0.5 * (enc[0] + enc[1]), attained=attained,
                                           lower_bound=optimum_lower, tol=tol, evidence=ev,
                                           certificate=("deep linear scalar reduction" if inst.activation == "linear"
                                                        else "ReLU lower bound (docs/deep_ufm.md)")
