@@ -109,7 +109,7 @@ def plan_routes(inst: T.UFMInstance, method: str, starts: int, limit_bytes: floa
                              f"uniqueness, geometry) needs {why(e, TIME_LIMIT_S)} (see --max-memory)")
         if method in ("auto", "closed-form"):
             routes.append("closed-form")
-        plan.append("closed-form: the hypotheses hold; its certificate, phase and uniqueness always run"
+        plan.append("closed-form: the hypotheses hold; its class-reduced certificate always runs"
                     + ("" if method in ("auto", "closed-form") else f" (its point is not a route of --method {method})"))
     else:
         plan.append(f"closed-form: not run ({'; '.join(failed)})")
@@ -123,7 +123,8 @@ def plan_routes(inst: T.UFMInstance, method: str, starts: int, limit_bytes: floa
             plan.append("convex: asked for")
         elif fits(e, AUTO_CONVEX_SECONDS):
             routes.append("convex")
-            plan.append(f"convex: auto, within {AUTO_CONVEX_SECONDS:g} s of estimated work")
+            plan.append(f"convex: auto, its estimate within {_gb(limit_bytes)} and "
+                        f"{AUTO_CONVEX_SECONDS * REFERENCE_FLOPS:.3g} flop-equivalents")
         else:
             diags.append(f"convex route skipped ({why(e, AUTO_CONVEX_SECONDS)})")
             plan.append(diags[-1])
