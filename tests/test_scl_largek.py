@@ -71,8 +71,12 @@ def test_torch_loss_anchor_without_positive_contributes_zero():
     assert f == pytest.approx(0.0, abs=1e-14)
 
 
+# N = 7 mini-batches: torch's L-BFGS runs to its evaluation limit (4999 evaluations, ~8 CPU s; numpy: 33), so that
+# instance is slow; the N = 6 mini-batch instance (79 torch evaluations) checks the same statements by default
 @pytest.mark.parametrize("counts,nonneg,batches", [((3, 2, 3), True, None), ((3, 3), False, None),
-                                                   ((2, 2, 3), True, [[0, 1, 4, 5], [2, 3, 6], [0, 2, 5, 6]])])
+                                                   ((2, 2, 2), True, [[0, 1, 4, 5], [2, 3, 4], [0, 2, 5]]),
+                                                   pytest.param((2, 2, 3), True, [[0, 1, 4, 5], [2, 3, 6], [0, 2, 5, 6]],
+                                                                marks=pytest.mark.slow)])
 def test_torch_solver_agrees_with_numpy_solver(counts, nonneg, batches):
     _torch()
     inst = T.SCLInstance(counts, 0.5, len(counts) + 1, nonneg, batches)
@@ -324,12 +328,7 @@ def test_cli_uses_the_dual_bound_beyond_the_conic_solvers_reach(capsys):
 
 # ---- benchmark smoke ---------------------------------------------------------------------
 
-def test_scl_benchmark_quick_runs_and_writes_json(tmp_path):
-    out = tmp_path / "scl.json"
-    r = subprocess.run([sys.executable, os.path.join(ROOT, "benchmarks", "scl_bench.py"), "--quick", "--out", str(out)],
-                       capture_output=True, text=True, timeout=300, cwd=ROOT)
-    assert r.returncode == 0, r.stderr
-    data = json.loads(out.read_text())
+def _assert_benchmark_rows(data):
     methods = {row["method"] for row in data["rows"]}
     assert any(m.startswith("certificate") for m in methods)
     assert any(m.startswith("ncproofs factored (numpy") for m in methods)
@@ -337,6 +336,29 @@ def test_scl_benchmark_quick_runs_and_writes_json(tmp_path):
     for row in data["rows"]:
         if row["method"].startswith("certificate") or row["method"].startswith("ncproofs"):
             assert row["reached"] and row["gap"] <= 1e-6
+
+
+def test_scl_benchmark_quick_in_process_writes_json(tmp_path, monkeypatch):
+    """The --quick benchmark without torch, in this process: the rows of the subprocess run below (certificate,
+    numpy factored solve, peer-style GD) without the interpreter start and the torch import (most of its time)."""
+    import importlib
+
+    monkeypatch.syspath_prepend(os.path.join(ROOT, "benchmarks"))  # the script imports results_io from its folder
+    bench = importlib.import_module("scl_bench")
+    out = tmp_path / "scl.json"
+    assert bench.main(["--quick", "--no-torch", "--out", str(out)]) == 0
+    data = json.loads(out.read_text())
+    assert not any("torch" in row["method"] for row in data["rows"])
+    _assert_benchmark_rows(data)
+
+
+@pytest.mark.slow
+def test_scl_benchmark_quick_runs_and_writes_json(tmp_path):
+    out = tmp_path / "scl.json"
+    r = subprocess.run([sys.executable, os.path.join(ROOT, "benchmarks", "scl_bench.py"), "--quick", "--out", str(out)],
+                       capture_output=True, text=True, timeout=300, cwd=ROOT)
+    assert r.returncode == 0, r.stderr
+    _assert_benchmark_rows(json.loads(out.read_text()))
 
 
 # ---- basin hopping (UFM+ at large k) ------------------------------------------------------
