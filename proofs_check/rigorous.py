@@ -293,7 +293,7 @@ def read_saved_report(path, known_families=()) -> dict:
     report (another command's output, an unreadable schema version, a claim entry without id or verdict, a
     serialised statement that does not parse), a family without a rigorous recipe (``known_families``: the
     names that are families, for "unknown family"), an instance its family cannot read back, or a value statement
-    whose prediction differs from the report's own (``predicted.value``, the check's ``evidence.predicted``)."""
+    whose prediction differs from its check's ``evidence.predicted``."""
     import json
 
     from proofs_check.envelope import SCHEMA_VERSION
@@ -337,7 +337,7 @@ def read_saved_report(path, known_families=()) -> dict:
                 and isinstance(c.get("evidence", {}), dict) and isinstance(c.get("reason", ""), str)):
             raise bad(f"is damaged: claims[{i}] is not a check (an object with a string 'id', a 'verdict' among "
                       f"{', '.join(sorted(verdicts))}, an object 'evidence')")
-        _check_saved_statement(c, report, bad)
+        _check_saved_statement(c, bad)
     try:
         SAVED_INSTANCE_CHECKS[fam](report)
     except KeyError as exc:
@@ -347,8 +347,8 @@ def read_saved_report(path, known_families=()) -> dict:
     return report
 
 
-def _check_saved_statement(c: dict, report: dict, bad) -> None:
-    """A check's serialised statement parses, and a value statement predicts what its report predicts."""
+def _check_saved_statement(c: dict, bad) -> None:
+    """A check's serialised statement parses, and a value statement predicts what its evidence says it does."""
     ev = c.get("evidence") or {}
     if "statement" not in ev or ev["statement"] is None:
         return
@@ -357,13 +357,11 @@ def _check_saved_statement(c: dict, report: dict, bad) -> None:
         raise bad(f"is damaged: the statement of check {c['id']!r} is not a statement ({str(ev['statement'])[:120]})")
     if type(s) is not st.ValueEquals:
         return
-    claims = [("its evidence.predicted", ev.get("predicted"))]
-    if c["id"] == "optimal-value":
-        claims.append(("the report's predicted.value", (report.get("predicted") or {}).get("value")))
-    for where, v in claims:
-        if isinstance(v, (int, float)) and not isinstance(v, bool) and st.to_fraction(v) != st.to_fraction(s.predicted):
-            raise bad(f"is inconsistent: check {c['id']!r} states the optimum is {s.predicted!r}, {where} is {v!r} "
-                      "(edited by hand?)")
+    # (not the report's predicted.value: with `solve ufm --claim-value` the statement is the user's claim)
+    v = ev.get("predicted")
+    if isinstance(v, (int, float)) and not isinstance(v, bool) and st.to_fraction(v) != st.to_fraction(s.predicted):
+        raise bad(f"is inconsistent: check {c['id']!r} states the optimum is {s.predicted!r}, its evidence.predicted "
+                  f"is {v!r} (edited by hand?)")
 
 
 # ---------------------------------------------------------------------------------------------------
