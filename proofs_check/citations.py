@@ -173,6 +173,10 @@ REFERENCES: dict[str, Reference] = {r.key: r for r in [
     Reference("dang2023neural", "inproceedings", "Neural Collapse in Deep Linear Networks: From Balanced to "
               "Imbalanced Data", ("Dang, Hien", "Tran, Tho", "Osher, Stanley", "Tran-The, Hung", "Ho, Nhat",
                                   "Nguyen, Tan"), 2023, _ICML, "ICML 2023"),
+    Reference("sukenik2023deep", "inproceedings",
+              "Deep Neural Collapse Is Provably Optimal for the Deep Unconstrained Features Model",
+              ("Súkeník, Peter", "Mondelli, Marco", "Lampert, Christoph"), 2023, _NEURIPS, "NeurIPS 2023",
+              arxiv="2305.13165"),
     Reference("sukenik2024neural", "inproceedings",
               "Neural Collapse versus Low-rank Bias: Is Deep Neural Collapse Really Optimal?",
               ("Súkeník, Peter", "Lampert, Christoph", "Mondelli, Marco"), 2024, _NEURIPS, "NeurIPS 2024",
@@ -217,6 +221,7 @@ SOURCE_PATTERNS: list[tuple[str, str]] = [
     (r"\bSeleznova\b|2305\.16427", "seleznova2023neural"),
     (r"\bZiyin\b|2410\.03006", "ziyin2025formation"),
     (r"\bDang et al\.", "dang2023neural"),
+    (r"2305\.13165", "sukenik2023deep"),
     (r"S[uú]ken[ií]k|2405\.14468", "sukenik2024neural"),
     (r"\bGarrod\b|2410\.23169", "garrod2025persistence"),
 ]
@@ -230,7 +235,7 @@ FAMILY_KEYS: dict[str, list[str]] = {
     "feature-collapse": ["laurent2024feature"],
     "ntk": ["seleznova2023neural"],
     "crh": ["ziyin2025formation"],
-    "deep-ufm": ["dang2023neural", "sukenik2024neural", "garrod2025persistence"],
+    "deep-ufm": ["dang2023neural", "sukenik2023deep", "sukenik2024neural", "garrod2025persistence"],
 }
 
 _DOCS_RE = re.compile(r"\bdocs/([A-Za-z0-9_\-]+)\.md\b")
