@@ -29,6 +29,8 @@ SRC_DANG = ("Dang et al., ICML 2023 (neural collapse in deep linear networks, ba
             "docs/deep_ufm.md, Reduction")
 SRC_SUKENIK = ("Súkeník, Lampert, Mondelli, NeurIPS 2024 (arXiv 2405.14468, neural collapse versus low-rank bias); "
                "docs/deep_ufm.md, DNC")
+SRC_SML2023 = ("Súkeník, Mondelli, Lampert, NeurIPS 2023 (arXiv 2305.13165, deep neural collapse is provably optimal "
+               "for binary classification); docs/deep_ufm.md, Two classes")
 SRC_GK = ("Garrod and Keating, NeurIPS 2025 (arXiv 2410.23169, persistence of neural collapse despite low-rank "
           "bias); docs/deep_ufm.md, Cross-entropy")
 
@@ -578,7 +580,8 @@ def make_dnc_shallow_claim(predict_optimal: Callable | None = None, predict_dnc_
             yield from _label([c for c in rep.claims if c.name.startswith(("dnc-", "relu-"))], inst)
 
     return Claim(claim_id, FAMILY, "Deep UFM with MSE, L = 2 layers or K = 2 classes (or linear): the best DNC point "
-                 "is a global minimiser", SRC_SUKENIK + "; " + SRC_DANG, Provenance.RECONSTRUCTED, check,
+                 "is a global minimiser", SRC_SML2023 + "; " + SRC_SUKENIK + "; " + SRC_DANG, Provenance.RECONSTRUCTED,
+                 check,
                  key=("gap",))
 
 
