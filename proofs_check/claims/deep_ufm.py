@@ -236,8 +236,9 @@ def _dnc_checks(rep, inst, *, optimum_upper, optimum_lower, optimum_exact: bool,
         elif inst.activation == "relu" and c.verdict is Verdict.INCONCLUSIVE and is_finite(optimum_lower):
             gap = enc[0] - optimum_lower
             c.evidence.update(gap=gap, relative_gap=gap / enc[0])
-            c.reason = (f"not proven: the proven lower bound {fmt(optimum_lower)} (ReLU, docs/deep_ufm.md) is below "
-                        f"the best "
+            which = ("two-class bound" if inst.K == 2 else
+                     "ReLU chain bound; the missing step: docs/deep_ufm.md, 'What is missing for L = 2, K >= 3'")
+            c.reason = (f"not proven: the proven lower bound {fmt(optimum_lower)} ({which}) is below the best "
                         f"DNC value {fmt(enc[0])} by {fmt(gap)} ({100 * gap / enc[0]:.1f} %); no point below the DNC "
                         f"value among {searched} starts (best {fmt(optimum_upper)})")
         return
