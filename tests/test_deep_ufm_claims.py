@@ -226,6 +226,9 @@ def test_two_classes_at_depth_four_dnc_is_verified_and_the_false_variants_refute
     assert hi.verdict is Verdict.REFUTED
     c = [c for c in hi.checks if c.name.startswith("relu-two-class-bound")][0]
     assert c.verdict is Verdict.REFUTED and c.evidence["feasible_value"] < 1.01 * T.dnc_value(inst)
+    # a wrong optimal (DNC) value, 0.1 % low, is refuted by the enclosure
+    low = C.make_dnc_shallow_claim(predict_dnc_value=lambda i: T.dnc_value(i) * 0.999, instances=_one(inst)).run(CTX)
+    assert low.verdict is Verdict.REFUTED
     # large lambda: the zero point (value 1/2) beats the best DNC value 0.565, "DNC optimal" is refuted exactly
     z = T.balanced(4, "relu", "mse", 2, 1, 2, 0.12)
     assert T.dnc_value(z) > 0.5
