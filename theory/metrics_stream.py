@@ -395,6 +395,11 @@ def check_weights(weights, bias, K: int, d: int, where: str = ""):
     return W, b
 
 
+#: Largest sub-chunk of float64 rows NC4 converts and multiplies at once (its logits and distances are K
+#: columns each): 4 MB keeps a worker's NC4 temporaries near one float32 chunk (docs/measure.md, memory).
+NC4_STEP_BYTES = 4_000_000
+
+
 class NC4Pass:
     """The second pass of NC4 (it needs the final class means): counts argmax (W h + b) != nearest mean.
 
@@ -425,10 +430,11 @@ class NC4Pass:
             X = X.detach().cpu().numpy()
         if _is_torch(y):
             y = y.cpu().numpy()
-        X = np.asarray(X, dtype=np.float64)
-        step = max(1, int(self.tile_bytes // (8 * 3 * self.K)))
+        # sub-chunks of at most NC4_STEP_BYTES of float64 rows, converted one at a time (no float64 copy of the
+        # whole chunk: with --batch-size 8192 at d = 256 that was 17 MB per worker, twice with Xs - mu_G)
+        step = max(1, min(int(self.tile_bytes // (8 * 3 * self.K)), int(NC4_STEP_BYTES // (8 * self.d))))
         for s in range(0, int(X.shape[0]), step):
-            Xs = X[s: s + step]
+            Xs = np.asarray(X[s: s + step], dtype=np.float64)
             logits = Xs @ self.W.T
             if self.b is not None:
                 logits += self.b
