@@ -37,18 +37,18 @@ import numpy as np
 
 from theory._validate import InputError
 # The accumulators live in two modules by concern; every public name stays importable from here.
-from theory.metrics_onepass import BLOCK_ROWS, ONE_PASS_MAX_SCATTER_BYTES, ClassStats, _kahan_add
+from theory.metrics_onepass import BLOCK_ROWS, ONE_PASS_MAX_SCATTER_BYTES, SHIFT_BLOCK_BYTES, ClassStats, _kahan_add
 from theory.metrics_stream import (ALL_KEYS, CHUNK_BYTES, DTYPES, ELEMENTWISE_PER_S, GEMM_FLOPS_PER_S,
-                                   MAX_STATE_BYTES, METRIC_KEYS, PINV_RTOL, SQUARE_MAX, SQUARE_MIN, TILE_BYTES,
-                                   VARIANT_KEYS, ZERO_RTOL, ClassMeans, ClassScatter, NC4Pass, _add_by_class,
+                                   MAX_STATE_BYTES, METRIC_KEYS, NC4_STEP_BYTES, PINV_RTOL, SQUARE_MAX, SQUARE_MIN,
+                                   TILE_BYTES, VARIANT_KEYS, ZERO_RTOL, ClassMeans, ClassScatter, NC4Pass, _add_by_class,
                                    _as_matrix, _as_vector, _check_underflow, _chunk, _is_torch, _labels_chunk,
                                    _nonfinite, _torch, check_state_budget, check_weights, estimate_seconds,
                                    state_bytes)
 
 __all__ = ["ALL_KEYS", "BLOCK_ROWS", "CHUNK_BYTES", "DTYPES", "ELEMENTWISE_PER_S", "GEMM_FLOPS_PER_S",
-           "LOG_KERNEL_MIN_SQ", "MAX_STATE_BYTES", "METRIC_KEYS", "ONE_PASS_MAX_SCATTER_BYTES",
-           "ONE_PASS_TOTAL_BYTES", "PINV_RTOL", "REGRESSION_KEYS", "SQUARE_MAX", "SQUARE_MIN", "TILE_BYTES",
-           "VARIANT_KEYS", "ZERO_RTOL", "ClassMeans", "ClassScatter", "ClassStats", "CollapseMetrics", "InputError",
+           "LOG_KERNEL_MIN_SQ", "MAX_STATE_BYTES", "METRIC_KEYS", "NC4_STEP_BYTES", "ONE_PASS_MAX_SCATTER_BYTES",
+           "ONE_PASS_TOTAL_BYTES", "PINV_RTOL", "REGRESSION_KEYS", "SHIFT_BLOCK_BYTES", "SQUARE_MAX", "SQUARE_MIN",
+           "TILE_BYTES", "VARIANT_KEYS", "ZERO_RTOL", "ClassMeans", "ClassScatter", "ClassStats", "CollapseMetrics", "InputError",
            "NC4Pass", "PredictedGram", "RegressionStats", "check_state_budget", "check_weights", "collapse_metrics",
            "estimate_seconds", "measure_arrays", "one_pass_bytes", "one_pass_fits", "regression_metrics",
            "state_bytes", "_add_by_class", "_as_matrix", "_as_vector", "_check_underflow", "_chunk", "_is_torch",
