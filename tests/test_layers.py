@@ -3,7 +3,9 @@
 - ``theory/`` (predictions) imports neither ``solvers`` nor ``proofs_check``;
 - ``solvers/`` (the truth) never imports ``proofs_check``;
 - no import circle among the modules of the three packages (imports inside functions count:
-  they are circles too, merely deferred).
+  they are circles too, merely deferred);
+- no module above 1,200 lines and no function above 150 lines (one concern per module and function;
+  docs/DEVELOPING.md).
 
 Imports under ``if TYPE_CHECKING:`` are ignored (they never run). A package's own ``__init__`` that
 a submodule import executes is not an edge.
@@ -14,16 +16,13 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGES = ("theory", "solvers", "proofs_check")
 LAYER = {"theory": 0, "solvers": 1, "proofs_check": 2}
 
-#: Edges being removed by a change in flight (issue 31 item 3: ``claimed_configuration`` moves from
-#: proofs_check/claims/feature_collapse.py to theory/). While one is present the tests xfail on it
-#: alone; every other upward import or circle fails. (source module prefix, target module)
-PENDING = {("solvers.rigorous", "proofs_check.claims.feature_collapse")}
+MAX_MODULE_LINES = 1200
+MAX_FUNCTION_LINES = 150
 
 
 def _modules() -> dict[str, Path]:
@@ -93,10 +92,6 @@ def _imports(module: str, path: Path) -> dict[str, int]:
 GRAPH = {m: _imports(m, p) for m, p in MODULES.items()}
 
 
-def _pending(src: str, dst: str) -> bool:
-    return any(src.startswith(s) and dst == d for s, d in PENDING)
-
-
 def _upward():
     return [(m, t, ln) for m, out in GRAPH.items() for t, ln in out.items()
             if LAYER[t.split(".")[0]] > LAYER[m.split(".")[0]]]
@@ -149,17 +144,33 @@ def test_theory_imports_neither_solvers_nor_proofs_check():
 
 
 def test_solvers_never_import_proofs_check():
-    up = [(m, t, ln) for m, t, ln in _upward() if m.startswith("solvers")]
-    bad = [f"{m} -> {t} (line {ln})" for m, t, ln in up if not _pending(m, t)]
+    bad = [f"{m} -> {t} (line {ln})" for m, t, ln in _upward() if m.startswith("solvers")]
     assert not bad, "solvers/ must not import proofs_check/: " + "; ".join(bad)
-    if up:
-        pytest.xfail("pending (issue 31 item 3): " + "; ".join(f"{m} -> {t} (line {ln})" for m, t, ln in up))
 
 
 def test_no_import_circle():
-    cut = {m: {t: ln for t, ln in out.items() if not _pending(m, t)} for m, out in GRAPH.items()}
-    bad = _cycles(cut)
+    bad = _cycles(GRAPH)
     assert not bad, "import circles: " + "; ".join(" <-> ".join(c) for c in bad)
-    if _cycles(GRAPH):
-        pytest.xfail("a circle closed only by the pending upward import (issue 31 item 3): "
-                     + "; ".join(" <-> ".join(c) for c in _cycles(GRAPH)))
+
+
+def _long_functions(tree: ast.AST, limit: int) -> list[tuple[str, int, int]]:
+    return [(n.name, n.lineno, n.end_lineno - n.lineno + 1) for n in ast.walk(tree)
+            if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) and n.end_lineno - n.lineno + 1 > limit]
+
+
+def test_the_size_reader_sees_long_functions():
+    body = "\n".join(f"    x{i} = {i}" for i in range(MAX_FUNCTION_LINES))
+    assert _long_functions(ast.parse(f"def f():\n{body}\n"), MAX_FUNCTION_LINES) == [("f", 1, MAX_FUNCTION_LINES + 1)]
+    assert _long_functions(ast.parse("def g():\n    return 1\n"), MAX_FUNCTION_LINES) == []
+
+
+def test_no_module_above_the_size_limits():
+    big = [f"{p.relative_to(ROOT)}: {n} lines" for p in MODULES.values()
+           if (n := len(p.read_text().splitlines())) > MAX_MODULE_LINES]
+    assert not big, f"modules above {MAX_MODULE_LINES} lines (split by concern): " + "; ".join(big)
+
+
+def test_no_function_above_the_size_limits():
+    long = [f"{p.relative_to(ROOT)}:{ln} {name} ({n} lines)" for p in MODULES.values()
+            for name, ln, n in _long_functions(ast.parse(p.read_text()), MAX_FUNCTION_LINES)]
+    assert not long, f"functions above {MAX_FUNCTION_LINES} lines: " + "; ".join(long)
