@@ -228,11 +228,12 @@ def main(argv: list[str] | None = None) -> int:
     debug = "--debug" in argv or os.environ.get("NCPROOFS_DEBUG") == "1"
     argv = [a for a in argv if a != "--debug"]
     parser, smap, tmap, emap = build_parser()
-    args = _saved_parser().parse_args(argv[1:]) if _saved_report_argv(argv) else parser.parse_args(argv)
+    saved = _saved_report_argv(argv)
+    args = _saved_parser().parse_args(argv[1:]) if saved else parser.parse_args(argv)
     fmap = {"solve": smap, "table": tmap}.get(getattr(args, "command", None))
     if fmap and getattr(args, "family", None) in fmap:  # an alias (feature_collapse) -> the command's name
         args.family = fmap[args.family].name
-    bad = _non_finite_option(args, _option_names(parser))
+    bad = _non_finite_option(args, {**_option_names(parser), **({"report": "REPORT.json"} if saved else {})})
     blank = [p for p in (getattr(args, "only", None) or []) if isinstance(p, str) and not p.strip()]
     if bad is None and blank:
         bad = f"--only must be a non-empty PATTERN (a family, a claim id, a glob or an id substring), got {blank[0]!r}"

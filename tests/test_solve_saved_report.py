@@ -270,3 +270,13 @@ def test_solve_family_parsing_is_unchanged():
     assert not _saved_report_argv(["solve", "--html", "x.json", "ufm-ce"])
     assert _saved_report_argv(["solve", "--html", "x.html", "--rigorous", "r.json"])
     assert not _saved_report_argv(["run", "r.json"])
+
+
+def test_rejudged_output_follows_the_json_schema(reports):
+    jsonschema = pytest.importorskip("jsonschema")
+    from proofs_check.envelope import schema_path
+
+    schema = json.loads(schema_path().read_text(encoding="utf-8"))
+    for name in ("ufm-general-mse-imbalanced", "scl"):
+        rc, out, err = _rejudge(reports[name][0])
+        jsonschema.validate(out, schema)
