@@ -54,12 +54,18 @@ ARRAYS_PER_EVAL = 6
 #: the shared 2-core development machine (numpy, float64: 1.0e-8 at 5e5 scores, 1.0e-8 at 1.9e6,
 #: 3.9e-8 at 1.7e7 where it is memory-bound; 1.2e-8 taken), and the fewest
 #: evaluations a start needs to get anywhere. An instance whose estimate (starts x MIN_EVALS x one
-#: evaluation) exceeds TIME_BUDGET is refused before any work; within it, the starts share a
-#: wall-clock budget SOLVE_BUDGET_S and stop there (the certificates do not depend on the solver).
+#: evaluation) exceeds TIME_BUDGET is refused before any work; within it, the starts share a work
+#: budget of :func:`eval_budget` objective evaluations (what SOLVE_BUDGET_S buys at the model's rate,
+#: one evaluation costing its seconds_per_eval plus EVAL_OVERHEAD_S of Python and scipy overhead), a
+#: count, so the result is the same at any machine load (the certificates do not depend on the
+#: solver). SAFETY_WALL_S is only the wall-clock safety net, 20 times the work budget's time at the
+#: model's rate: a run it stops says "stopped by the wall-clock safety limit".
 SECONDS_PER_ENTRY = 1.2e-8
 MIN_EVALS = 60
 TIME_BUDGET = 120.0
 SOLVE_BUDGET_S = 60.0
+EVAL_OVERHEAD_S = 1e-4  # measured: 1-2e-4 s per evaluation on the quick profile's instances (tiny arrays)
+SAFETY_WALL_S = 20 * SOLVE_BUDGET_S
 
 #: cvxpy certificate only when K * (number of pairs) is at most this (exponential cones).
 MAX_CVXPY_WORK = 20_000
@@ -131,6 +137,13 @@ def budget(inst: FCInstance, n_starts: int = 1) -> dict:
     t_eval = SECONDS_PER_ENTRY * work * (inst.L + 4)
     return {"sentences": S, "scores": work, "memory_bytes": mem, "seconds_per_eval": t_eval,
             "seconds_estimate": n_starts * MIN_EVALS * t_eval}
+
+
+def eval_budget(inst: FCInstance) -> int:
+    """The work budget of :func:`solve`: objective evaluations shared by all starts (SOLVE_BUDGET_S at the
+    work model's rate, at least MIN_EVALS)."""
+    t_eval = budget(inst)["seconds_per_eval"] + EVAL_OVERHEAD_S
+    return max(MIN_EVALS, int(SOLVE_BUDGET_S / t_eval))
 
 
 def check_budget(inst: FCInstance, n_starts: int = 1) -> dict:
@@ -522,11 +535,14 @@ def cvxpy_sdp_relaxation(inst: FCInstance, prob: FCProblem | None = None) -> dic
 
 def solve(inst: FCInstance, *, n_starts: int = 4, seed: int = 0, certify: bool = True,
           cvxpy: bool = False, backend: str = "numpy", device: str = "cpu",
-          budget_s: float = SOLVE_BUDGET_S) -> Solution:
+          budget_s: float = SAFETY_WALL_S, max_evals: int | None = None) -> Solution:
     """Global optimum search of the network from ``n_starts`` random starts (scipy L-BFGS).
 
-    Starts are random Gaussian (never the critical point 0). The starts share a wall-clock budget
-    ``budget_s`` (``diagnostics["budget_reached"]`` says when it stopped them). A start that runs into
+    Starts are random Gaussian (never the critical point 0). The starts share a work budget of
+    ``max_evals`` objective evaluations (default :func:`eval_budget`; at most 4 LBFGS_MAXITER per start),
+    so the result is the same at any machine load; ``budget_s`` (seconds, default SAFETY_WALL_S) is only a
+    wall-clock safety net. ``diagnostics["budget_reached"]`` says when either stopped the starts,
+    ``diagnostics["message"]`` which. A start that runs into
     the set where LayerNorm is undefined (an embedding proportional to 1) is recorded and skipped.
     The best start is returned with variables W, U, E (features), Z; its certificate is nuclear-kkt
     (no LN) or sdp-dual (LN), plus the cvxpy convex program when ``cvxpy`` (small instances; with LN
@@ -541,8 +557,9 @@ def solve(inst: FCInstance, *, n_starts: int = 4, seed: int = 0, certify: bool =
     from theory._validate import as_float, as_int
 
     seed = as_int("seed", seed, minimum=0)  # NaN / strings reached SeedSequence (a message without the name)
-    budget_s = as_float("budget_s", budget_s, positive=True)  # NaN switched the wall-clock budget off
+    budget_s = as_float("budget_s", budget_s, positive=True)  # NaN switched the wall-clock safety net off
     check_budget(inst, int(n_starts))
+    total = eval_budget(inst) if max_evals is None else as_int("max_evals", max_evals, minimum=1)
     t0 = time.perf_counter()
     prob = FCProblem(inst)
     fun = prob.fun
@@ -554,38 +571,58 @@ def solve(inst: FCInstance, *, n_starts: int = 4, seed: int = 0, certify: bool =
     n = (inst.n_w + inst.K * inst.L) * inst.d
     runs = []
     best = None
-    budget_hit = False
+    used, stop = 0, None  # stop: "work" or "safety"
     deadline = t0 + budget_s
+    calls = [0]  # objective evaluations, counted here (a failed start has no scipy result to read them from)
+
+    def counted(x):
+        calls[0] += 1
+        return fun(x)
 
     def callback(intermediate_result=None):
         if time.perf_counter() > deadline:
             raise StopIteration
 
     for s in range(n_starts):
+        if used >= total:
+            stop = "work"
+            break
         if time.perf_counter() > deadline:
-            budget_hit = True
+            stop = "safety"
             break
         x0 = rng.normal(scale=INIT_SCALE / math.sqrt(inst.d), size=n)
+        maxfun = min(4 * LBFGS_MAXITER, total - used)
         try:
-            res = minimize(fun, x0, jac=True, method="L-BFGS-B", callback=callback,
+            res = minimize(counted, x0, jac=True, method="L-BFGS-B", callback=callback,
                            options={"maxiter": LBFGS_MAXITER, "maxcor": 30, "ftol": LBFGS_FTOL,
-                                    "gtol": LBFGS_GTOL, "maxfun": 4 * LBFGS_MAXITER})
+                                    "gtol": LBFGS_GTOL, "maxfun": maxfun})
             W, U = prob.unpack(res.x)
             val = prob.objective(W, U, grad=False)
             gn = prob.grad_norm(W, U)
         except FloatingPointError as exc:  # LayerNorm undefined on this path: the start is lost
             runs.append({"value": None, "failed": str(exc)})
+            used = calls[0]
             continue
+        used = calls[0]
         if time.perf_counter() > deadline:
-            budget_hit = True
-        runs.append({"value": val, "grad_norm": gn, "iterations": int(res.nit)})
+            stop = "safety"
+        elif maxfun < 4 * LBFGS_MAXITER and used >= total:
+            stop = "work"  # this start was cut by the shared budget
+        runs.append({"value": val, "grad_norm": gn, "iterations": int(res.nit), "evaluations": int(res.nfev)})
         if best is None or val < best[0]:
             best = (val, W, U, gn)
+        if stop == "safety":
+            break
     values = np.array([r["value"] for r in runs if r.get("value") is not None])
     diag = {"n_starts": n_starts, "seed": seed, "start_values": values.tolist(),
             "start_spread": float(values.max() - values.min()) if values.size else None,
             "failed_starts": sum(1 for r in runs if r.get("value") is None), "n_sentences": prob.S,
-            "backend": backend, "budget_s": budget_s, "budget_reached": budget_hit}
+            "backend": backend, "budget_s": budget_s, "work_budget_evals": total, "evaluations": used,
+            "budget_reached": stop is not None, "stopped_by_wall_safety": stop == "safety",
+            "message": {None: "work budget not reached",
+                        "work": f"work budget reached ({total} evaluations)",
+                        "safety": (f"stopped by the wall-clock safety limit ({budget_s:g} s); the work budget "
+                                   f"({total} evaluations) was not reached")}[stop]}
     if best is None:
         return Solution(value=float("nan"), method=f"L-BFGS x{n_starts} ({backend})", converged=False,
                         seconds=time.perf_counter() - t0, variables={}, diagnostics=diag, certificate=None)

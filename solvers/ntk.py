@@ -337,10 +337,13 @@ class _ConstantSolution:
 
 @dataclass
 class Integration:
-    """One DOP853 integration on [0, T] under a wall-clock and a memory budget (data only).
+    """One DOP853 integration on [0, T] under a work budget (DOP853 steps), a memory budget and a
+    wall-clock safety net (data only).
 
     ``t_reached`` is where it stopped; ``stopped`` is None when it reached T, else the reason
-    ("time budget reached at t = ...", "memory budget reached at t = ...", "integration failed at t = ...").
+    ("work budget reached at t = ... (M DOP853 steps)", "memory budget reached at t = ...", "stopped by
+    the wall-clock safety limit (N s) at t = ...; the work budget (M steps) was not reached",
+    "integration failed at t = ...").
     """
 
     sol: object
@@ -358,10 +361,17 @@ class Integration:
 
 
 def integrate(fun, T: float, y0: np.ndarray, *, rtol: float, atol: float, deadline: float | None = None,
-              max_bytes: float = MAX_DENSE_BYTES) -> Integration:
-    """DOP853 step by step with dense output, stopping when ``time.perf_counter()`` passes
-    ``deadline`` or the stored interpolants pass ``max_bytes`` (both reported, never silent)."""
+              max_bytes: float = MAX_DENSE_BYTES, max_steps: int | None = None,
+              safety_s: float | None = None) -> Integration:
+    """DOP853 step by step with dense output. The budgets that stop it are counted in work and so give
+    the same result at any machine load: ``max_steps`` accepted steps (the work budget) and the stored
+    interpolants passing ``max_bytes`` (a step count too). The wall clock is only a safety net:
+    ``safety_s`` seconds after the call, or the ``time.perf_counter()`` value ``deadline``, whichever
+    comes first (each reported, never silent; a run the safety net stops says so)."""
     t0 = time.perf_counter()
+    limit = math.inf if deadline is None else float(deadline)
+    if safety_s is not None:
+        limit = min(limit, t0 + float(safety_s))
     y0 = np.asarray(y0, dtype=float)
     per_step = 8 * 8 * y0.size + STEP_OVERHEAD_BYTES
     interps, ts = [], [0.0]
@@ -369,8 +379,13 @@ def integrate(fun, T: float, y0: np.ndarray, *, rtol: float, atol: float, deadli
     with np.errstate(over="ignore", invalid="ignore"):  # rejected trial steps may overflow; DOP853 retries
         solver = DOP853(fun, 0.0, y0, T, rtol=rtol, atol=atol)
         while solver.status == "running":
-            if deadline is not None and time.perf_counter() > deadline:
-                stopped = f"time budget reached at t = {solver.t:.6g} of T = {T:.6g}"
+            if max_steps is not None and len(interps) >= max_steps:
+                stopped = f"work budget reached at t = {solver.t:.6g} of T = {T:.6g} ({max_steps} DOP853 steps)"
+                break
+            if time.perf_counter() > limit:
+                work = "" if max_steps is None else f"; the work budget ({max_steps} DOP853 steps) was not reached"
+                stopped = (f"stopped by the wall-clock safety limit ({limit - t0:.3g} s) at t = {solver.t:.6g} "
+                           f"of T = {T:.6g} after {len(interps)} steps{work}")
                 break
             if (len(interps) + 1) * per_step > max_bytes:
                 stopped = (f"memory budget reached at t = {solver.t:.6g} of T = {T:.6g} "
@@ -385,6 +400,13 @@ def integrate(fun, T: float, y0: np.ndarray, *, rtol: float, atol: float, deadli
     sol = OdeSolution(np.array(ts), interps) if interps else _ConstantSolution(y0)
     return Integration(sol, float(T), float(ts[-1]), len(interps), int(solver.nfev), stopped,
                        time.perf_counter() - t0, len(interps) * per_step)
+
+
+def steps_for_seconds(work: dict, seconds: float) -> int:
+    """The work budget (DOP853 steps) that ``seconds`` buys at the work model's rate of ``work`` (an
+    :func:`estimate_flow_work` / :func:`estimate_linear_work` result): a count, the same at any load."""
+    per_step = work["seconds"] / work["steps"]
+    return max(1, int(math.ceil(float(seconds) / per_step)))
 
 
 def _eval_seconds(C: int, n: int, N: int) -> float:
@@ -498,10 +520,11 @@ class Trajectory:
 
 def feature_flow(inst: th.NTKInstance, state0: State, T: float, *, n_grid: int = 401,
                  rtol: float = RTOL, atol: float | None = None, deadline: float | None = None,
-                 max_bytes: float = MAX_DENSE_BYTES) -> Trajectory:
-    """Integrate the feature model from ``state0`` on [0, T] (DOP853, dense output) under the budgets:
-    a run stopped by ``deadline`` (a ``time.perf_counter()`` value) or ``max_bytes`` returns the part
-    it integrated, with ``stopped`` saying where and why."""
+                 max_bytes: float = MAX_DENSE_BYTES, max_steps: int | None = None,
+                 safety_s: float | None = None) -> Trajectory:
+    """Integrate the feature model from ``state0`` on [0, T] (DOP853, dense output) under the budgets
+    of :func:`integrate` (work: ``max_steps``, ``max_bytes``; wall-clock safety net: ``safety_s`` /
+    ``deadline``): a stopped run returns the part it integrated, with ``stopped`` saying where and why."""
     T = as_float("time", T, nonnegative=True)
     if T <= 0:
         raise InstanceError(f"time must be > 0, got {T}")
@@ -515,7 +538,8 @@ def feature_flow(inst: th.NTKInstance, state0: State, T: float, *, n_grid: int =
         C = inst.classes
         atol = np.full(C * n + C + n * inst.N, ATOL * min(1.0, size * size))
         atol[C * n: C * n + C] = ATOL
-    run = integrate(make_rhs(inst, n), T, state0.pack(), rtol=rtol, atol=atol, deadline=deadline, max_bytes=max_bytes)
+    run = integrate(make_rhs(inst, n), T, state0.pack(), rtol=rtol, atol=atol, deadline=deadline, max_bytes=max_bytes,
+                    max_steps=max_steps, safety_s=safety_s)
     grid = np.linspace(0.0, run.t_reached, n_grid)
     Ys = run.sol(grid)
     Ys[:, 0] = state0.pack()
@@ -640,7 +664,8 @@ def estimate_linear_work(gamma_inst: th.NTKInstance, T: float | None = None) -> 
 
 
 def linear_residual_flow(gamma_inst: th.NTKInstance, R0: np.ndarray, T: float | None = None, *,
-                         deadline: float | None = None, max_bytes: float = MAX_DENSE_BYTES) -> LinearResidualResult:
+                         deadline: float | None = None, max_bytes: float = MAX_DENSE_BYTES,
+                         max_steps: int | None = None, safety_s: float | None = None) -> LinearResidualResult:
     """Integrate dR/dt = -s R K_gamma (DOP853) and fit the three rates on per-component windows.
 
     T defaults to (RATE_WINDOW_EFOLDS + 2)/(s lambda_0) so the slowest component spans its window.
@@ -658,7 +683,8 @@ def linear_residual_flow(gamma_inst: th.NTKInstance, R0: np.ndarray, T: float | 
     def rhs(_t, y):
         return (-s * apply_block_kernel(y.reshape(C, -1), C, m, g)).ravel()
 
-    run = integrate(rhs, T, R0.ravel(), rtol=RTOL, atol=ATOL, deadline=deadline, max_bytes=max_bytes)
+    run = integrate(rhs, T, R0.ravel(), rtol=RTOL, atol=ATOL, deadline=deadline, max_bytes=max_bytes,
+                    max_steps=max_steps, safety_s=safety_s)
     chunk = max(1, int(2e6 // max(R0.size, 1)))
 
     def sample(ts):
@@ -951,11 +977,13 @@ def tight_nc1_instance(inst: th.NTKInstance, delta: float = 0.3) -> State:
 
 
 def run_flow(inst: th.NTKInstance, state0: State, T: float, *, n_grid: int = 401, method: str = "",
-             deadline: float | None = None, max_bytes: float = MAX_DENSE_BYTES) -> FlowReport:
+             deadline: float | None = None, max_bytes: float = MAX_DENSE_BYTES, max_steps: int | None = None,
+             safety_s: float | None = None) -> FlowReport:
     """Integrate and measure: the Solution's value is the final loss; diagnostics carry the
-    max invariant drift, the scatter monotonicity and the solver statistics. ``deadline`` /
-    ``max_bytes``: see :func:`feature_flow` (``diagnostics["stopped"]`` says where a budget stopped it)."""
-    traj = feature_flow(inst, state0, T, n_grid=n_grid, deadline=deadline, max_bytes=max_bytes)
+    max invariant drift, the scatter monotonicity and the solver statistics. The budgets: see
+    :func:`feature_flow` (``diagnostics["stopped"]`` says where a budget stopped it)."""
+    traj = feature_flow(inst, state0, T, n_grid=n_grid, deadline=deadline, max_bytes=max_bytes, max_steps=max_steps,
+                        safety_s=safety_s)
     series = trajectory_series(traj)
     E0 = th.invariant(state0.W, state0.H, inst)
     st = traj.final

@@ -1,8 +1,8 @@
 """Block-NTK family: faults and limits, one verdict engine, proven geometry.
 
 - bad or oversized inputs exit 2 with one line (the parameter, the limit, the estimate), fast;
-- every integration runs under a wall-clock and a memory budget and reports INCONCLUSIVE
-  "time budget reached at t = ..." instead of running on;
+- every integration runs under a work (DOP853 steps) and a memory budget and reports INCONCLUSIVE
+  "work budget reached at t = ..." instead of running on;
 - false statements (a wrong limit, a wrong rate, a wrong block structure) are REFUTED, never VERIFIED;
 - true boundary instances (C = 2, n = 1, the smallest and largest accepted init scales) are never
   REFUTED; a failed hypothesis is NOT_APPLICABLE and does not decide the verdict;
@@ -118,17 +118,20 @@ def test_formerly_slow_lazy_default_ends_with_a_verdict():
 
 # ------------------------------------------------------------------ budgets during a run
 
-def test_time_budget_stops_the_flow_and_reports_inconclusive(monkeypatch):
-    """With the estimate disabled, a 1e6-long horizon runs into the wall-clock budget: the report is
-    INCONCLUSIVE with "time budget reached at t = ...", never VERIFIED."""
+def test_work_budget_stops_the_flow_and_reports_inconclusive(monkeypatch):
+    """With the estimate disabled, a 1e6-long horizon runs into the work budget (the DOP853 steps that
+    --max-seconds buys at the model's rate): the report is INCONCLUSIVE with "work budget reached at
+    t = ...", never VERIFIED."""
     monkeypatch.setattr(sv, "check_work", lambda *a, **k: None)
     rep = cl.check_instance(REF, T=1e6, max_seconds=1.0)
     assert isinstance(rep, SolveReport)
     out = rep.to_dict()
     assert out["verdict"] == "INCONCLUSIVE"
-    assert "time budget reached at t = " in out["reason"]
+    assert "work budget reached at t = " in out["reason"]
+    steps = out["budget"]["work_budget_steps_feature_flow"]
+    assert out["routes"]["feature_flow"]["steps"] == steps
     assert out["routes"]["feature_flow"]["t_reached"] < 1e6
-    assert any("time budget reached" in d for d in out["diagnostics"])
+    assert any("work budget reached" in d for d in out["diagnostics"])
     for cid in ("ntk-invariant", "ntk-scatter", "ntk-nc1-bound", "ntk-small-init-limit"):
         c = next(c for c in out["claims"] if c["id"] == cid)
         assert c["verdict"] == "INCONCLUSIVE", (cid, c["reason"])
@@ -137,8 +140,11 @@ def test_time_budget_stops_the_flow_and_reports_inconclusive(monkeypatch):
 def test_linear_flow_time_budget(monkeypatch):
     monkeypatch.setattr(sv, "check_work", lambda *a, **k: None)
     lin = sv.linear_residual_flow(REF, -sv.targets(3, 4), T=1e7, deadline=time.perf_counter() + 0.5)
-    assert lin.stopped and lin.stopped.startswith("time budget reached at t = ")
+    assert lin.stopped and lin.stopped.startswith("stopped by the wall-clock safety limit (")
     assert lin.T < 1e7
+    lin = sv.linear_residual_flow(REF, -sv.targets(3, 4), T=1e7, max_steps=50, safety_s=600.0)
+    assert lin.stopped and lin.stopped.startswith("work budget reached at t = ") and "(50 DOP853 steps)" in lin.stopped
+    assert lin.steps == 50 and lin.T < 1e7
 
 
 def test_memory_budget_stops_the_flow():

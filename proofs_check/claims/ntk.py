@@ -89,12 +89,22 @@ LINEARISATION_STEP = 1e-5
 LINEARISATION_RTOL = 1e-7
 
 SYMBOLIC_SIZES = ((2, 2), (2, 3), (3, 2), (3, 3))
-#: Wall-clock budget of each flow a registered claim integrates (they take ~0.1-1 s each).
-CLAIM_RUN_SECONDS = 60.0
+#: Work budget of each flow a registered claim integrates, in accepted DOP853 steps (the quick profile's
+#: flows take at most 364 steps, ~0.35 s; the full profile's at most 495): a count, so the
+#: verdict is the same at any machine load. CLAIM_SAFETY_S is only the wall-clock safety net, far above
+#: the time of the work budget (~1 ms per step on the 2-core development machine, ~20 s for the budget);
+#: a flow it stops says "stopped by the wall-clock safety limit" and its statements are INCONCLUSIVE.
+CLAIM_MAX_STEPS = 20_000
+CLAIM_SAFETY_S = 600.0
+#: ``ncproofs solve ntk``: the work budget of each flow is the DOP853 step count that --max-seconds buys at
+#: the work model's rate (:func:`solvers.ntk.steps_for_seconds`); the wall-clock safety net is
+#: SOLVE_SAFETY_FACTOR times --max-seconds.
+SOLVE_SAFETY_FACTOR = 20.0
 
 
-def _deadline() -> float:
-    return time.perf_counter() + CLAIM_RUN_SECONDS
+def _claim_budget() -> dict:
+    """The budgets of a registered claim's flow: work (steps) first, the wall clock only as a safety net."""
+    return {"max_steps": CLAIM_MAX_STEPS, "safety_s": CLAIM_SAFETY_S}
 
 
 def _stopped(rep) -> list[Check]:
@@ -217,7 +227,7 @@ def rates_claim(rates: Callable | None = None, claim_id: str = "rates") -> Claim
                 inst = th.NTKInstance(inst.classes, inst.per_class, inst.kappa, s=0.5)  # s rescales the rates
             C, m = inst.classes, inst.per_class
             R0 = rng.standard_normal((C, inst.N)) - sv.targets(C, m)
-            res = sv.linear_residual_flow(inst, R0, deadline=_deadline())
+            res = sv.linear_residual_flow(inst, R0, **_claim_budget())
             if res.stopped:
                 yield Check("integration", Verdict.INCONCLUSIVE, res.stopped, {"stopped": res.stopped})
             pred = rates(inst)
@@ -271,7 +281,7 @@ def _moderate_run(ctx: RunContext, inst: th.NTKInstance | None = None):
     """A moderate run: O(1) initialisation (E of size ~10), T = 20."""
     inst = inst or REFERENCE[0]
     return inst, sv.run_flow(inst, sv.init_random(inst, inst.classes + 2, 0.7, seed=ctx.seed + 2), 20.0, n_grid=201,
-                             deadline=_deadline())
+                             **_claim_budget())
 
 
 def invariant_claim(weights=(1.0, 1.0, 1.0), claim_id: str = "invariant") -> Claim:
@@ -429,7 +439,7 @@ SMALL_T = 30.0
 def small_init_run(inst: th.NTKInstance, eps: float = SMALL_EPS, T: float = SMALL_T, seed: int = 1,
                    n: int | None = None):
     n = n or inst.classes + 1
-    rep = sv.run_flow(inst, sv.init_random(inst, n, eps, seed=seed), T, n_grid=201, deadline=_deadline())
+    rep = sv.run_flow(inst, sv.init_random(inst, n, eps, seed=seed), T, n_grid=201, **_claim_budget())
     return rep, sv.fit_escape_rate(rep.trajectory), sv.fit_late_within_rate(rep.trajectory)
 
 
@@ -658,7 +668,7 @@ def lazy_run(inst: th.NTKInstance, L: float = LAZY_SCALE, seed: int = 0, efolds:
     gi = th.NTKInstance(inst.classes, inst.per_class, lz.gamma, s=inst.s)
     pred = th.residual_rates(gi)
     T = efolds / min(pred.values())
-    rep = sv.run_flow(inst, lz.state, T, n_grid=201, deadline=_deadline())
+    rep = sv.run_flow(inst, lz.state, T, n_grid=201, **_claim_budget())
     traj = rep.trajectory
     C, m = inst.classes, inst.per_class
 
@@ -731,7 +741,7 @@ def e_zero_run(inst: th.NTKInstance, seed: int = 3, eps: float = 1.0, mean_weigh
                T: float = EZERO_T, n: int | None = None):
     n = n or inst.classes + 1
     st = sv.init_e_zero(inst, n, eps, seed=seed, mean_weight=mean_weight)
-    return sv.run_flow(inst, st, T, n_grid=201, deadline=_deadline())
+    return sv.run_flow(inst, st, T, n_grid=201, **_claim_budget())
 
 
 def e_zero_checks(inst: th.NTKInstance, rep, predict_etf: bool = False) -> list[Check]:
@@ -978,7 +988,7 @@ def _flow_work(inst: th.NTKInstance, st0, T: float, gi, max_seconds: float) -> t
     return work, lwork
 
 
-def _kernel_statements(inst: th.NTKInstance, rep, gi, seed: int, deadline: float, max_seconds: float,
+def _kernel_statements(inst: th.NTKInstance, rep, gi, seed: int, lin_budget: dict, max_seconds: float,
                        budget: list[Check], diagnostics: list[str]) -> tuple[list[Check], dict, dict]:
     """``ntk-spectrum``, ``ntk-rates`` (with --gamma), ``ntk-invariant``, ``ntk-scatter`` and ``ntk-nc1-bound`` of
     one run. Returns (statements, rates, data for the report's extra keys)."""
@@ -997,7 +1007,7 @@ def _kernel_statements(inst: th.NTKInstance, rep, gi, seed: int, deadline: float
     rates: dict = {}
     if gi is not None:
         R0 = np.random.default_rng(seed).standard_normal((C, N)) - sv.targets(C, m)
-        lin = sv.linear_residual_flow(gi, R0, deadline=deadline)
+        lin = sv.linear_residual_flow(gi, R0, **lin_budget)
         rates["linear_residual"] = {k: _rate_entry(lin.predicted[k], lin.rates[k]) for k in ("global", "class", "within")}
         if lin.stopped:
             diagnostics.append(f"linear residual flow: {lin.stopped}")
@@ -1096,8 +1106,10 @@ def check_instance(inst: th.NTKInstance, *, gamma=None, feature_dim: int | None 
 
     Budgets: sizes are checked before anything is allocated, the integration work is estimated before
     it starts and refused (InstanceError with the estimate and the limit) beyond ``max_seconds`` or the
-    dense-output memory limit, and every integration stops at the wall-clock deadline (the statements
-    it feeds are then INCONCLUSIVE, "time budget reached at t = ...").
+    dense-output memory limit; every integration stops at its work budget, the DOP853 steps that
+    ``max_seconds`` buys at the work model's rate (the statements it feeds are then INCONCLUSIVE, "work
+    budget reached at t = ..."), so the verdict is the same at any machine load; the wall clock
+    (SOLVE_SAFETY_FACTOR x ``max_seconds``) is only a safety net ("stopped by the wall-clock safety limit").
     ``limits_fn(inst) -> dict`` is the small-initialisation prediction (default theory's; tests pass
     false ones).
 
@@ -1112,15 +1124,16 @@ def check_instance(inst: th.NTKInstance, *, gamma=None, feature_dim: int | None 
     lim_fn = limits_fn or th.small_init_limits
     st0, T, lz = _initial_state(inst, init, n, eps, seed, mean_weight, opt["T"])
     work, lwork = _flow_work(inst, st0, T, gi, max_seconds)
-    deadline = t_start + max_seconds
-
-    rep = sv.run_flow(inst, st0, T, n_grid=401, deadline=deadline)
+    safety = SOLVE_SAFETY_FACTOR * max_seconds
+    steps = sv.steps_for_seconds(work, max_seconds)
+    lin_budget = None if lwork is None else {"max_steps": sv.steps_for_seconds(lwork, max_seconds), "safety_s": safety}
+    rep = sv.run_flow(inst, st0, T, n_grid=401, max_steps=steps, safety_s=safety)
     traj = rep.trajectory
     st = traj.final
     d = rep.solution.diagnostics
     budget = _budget_check(traj.stopped, max_seconds)
     diagnostics = [f"feature-model flow: {traj.stopped}"] if traj.stopped else []
-    statements, rates, data = _kernel_statements(inst, rep, gi, seed, deadline, max_seconds, budget, diagnostics)
+    statements, rates, data = _kernel_statements(inst, rep, gi, seed, lin_budget, max_seconds, budget, diagnostics)
     # phases (always fitted; None with the reason when no window exists)
     lim = lim_fn(inst)
     phase, predicted_geometry, limits = _phase_statements(inst, init, lz, rep, lim, eps, n, budget, rates)
@@ -1158,6 +1171,9 @@ def check_instance(inst: th.NTKInstance, *, gamma=None, feature_dim: int | None 
                        "scatter_initial": float(rep.series["scatter"][0]),
                        "scatter_final": float(rep.series["scatter"][-1])},
             "budget": {"max_seconds": max_seconds, "estimate_feature_flow": work, "estimate_linear_flow": lwork,
+                       "work_budget_steps_feature_flow": steps,
+                       "work_budget_steps_linear_flow": None if lin_budget is None else lin_budget["max_steps"],
+                       "wall_safety_s": safety,
                        "dense_output_limit_bytes": sv.MAX_DENSE_BYTES},
             # data for the dynamics figure (plots.py), not evidence: nothing above reads it
             "curves": sv.flow_curves(traj.t_grid, rep.series),

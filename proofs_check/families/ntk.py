@@ -50,8 +50,10 @@ def _solve_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--mean-weight", type=float, default=0.0,
                    help="for --init e-zero: weight in [0,1) of the all-ones direction (M^T h_bar != 0)")
     p.add_argument("--max-seconds", type=float, default=None, metavar="S",
-                   help="wall-clock budget of the integrations (default 60: every input ends within 2 minutes); "
-                        "runs estimated beyond it are refused, runs that reach it stop and report INCONCLUSIVE")
+                   help="work budget of each integration, in seconds at the work model's rate (default 60): it "
+                        "becomes a count of DOP853 steps, so the verdict does not depend on the machine's load; runs "
+                        "estimated beyond it are refused, runs that reach it stop and report INCONCLUSIVE; a "
+                        "wall-clock safety net 20x above it stops a run only on a machine >20x slower, and says so")
     g = p.add_argument_group("beyond the block kernel (docs/ntk.md, 'Beyond the block kernel')")
     g.add_argument("--kernel", default=None, metavar="K.npy",
                    help="a fixed symmetric positive definite N x N feature kernel (samples ordered by class)")
