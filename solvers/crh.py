@@ -1146,8 +1146,8 @@ def critical_point(cfg: CRHExperiment, gamma: float, *, max_iter: int = 20_000,
                     variables={f"W{l}": W.copy() for l, W in enumerate(Ws)},
                     diagnostics={"grad_norm": float(np.linalg.norm(grad)), "grad_max": gmax,
                                  "iterations": int(res.nit), "gamma": gamma,
-                                 "message": ("stopped by the wall-clock safety limit; the work budget "
-                                             f"({max_iter} iterations) was not reached") if stopped["flag"]
+                                 "message": (f"stopped by the wall-clock safety limit ({budget:g} s); the work "
+                                             f"budget ({max_iter} iterations) was not reached") if stopped["flag"]
                                  else str(res.message),
                                  "budget_reached": stopped["flag"], "time_budget_s": budget})
 

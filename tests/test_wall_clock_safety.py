@@ -152,3 +152,32 @@ def test_feature_collapse_claim_verdict_is_the_same_under_a_slow_clock(monkeypat
 def test_feature_collapse_max_evals_is_validated(bad):
     with pytest.raises(ValueError, match="max_evals"):
         FC.solve(FCI, n_starts=1, certify=False, max_evals=bad)
+
+
+# ------------------------------------------------------------------ solvers/crh.py critical_point (L-BFGS)
+
+def test_crh_critical_point_is_the_same_under_a_slow_clock_and_says_so_past_the_net(monkeypatch):
+    from proofs_check.claims import _crh_identities as CI
+    from proofs_check.core import RunContext, Verdict
+    from solvers import crh as S
+
+    cfg = CI.CRIT_QUICK
+    quiet = S.critical_point(cfg, CI.CRIT_GAMMA, max_iter=300)
+    clock = JumpClock(1.0)
+    monkeypatch.setattr(S, "time", clock.module())
+    slow = S.critical_point(cfg, CI.CRIT_GAMMA, max_iter=300)
+    assert clock.readings > 50 and clock.t < S.SAFETY_WALL_S
+    assert slow.value == quiet.value and slow.diagnostics["iterations"] == quiet.diagnostics["iterations"]
+    assert slow.diagnostics["budget_reached"] is False
+    monkeypatch.setattr(S, "time", JumpClock(1e5).module())
+    hit = S.critical_point(cfg, CI.CRIT_GAMMA, max_iter=300)
+    assert hit.diagnostics["budget_reached"] is True
+    assert hit.diagnostics["message"] == (f"stopped by the wall-clock safety limit ({S.SAFETY_WALL_S:g} s); the work "
+                                          "budget (300 iterations) was not reached")
+    # the stationarity claim reads the stopped point as undecided, never as a failed hypothesis
+    CI._critical.cache_clear()
+    try:
+        r = CI.stationarity_claim().run(RunContext(seed=0))
+    finally:
+        CI._critical.cache_clear()
+    assert r.verdict == Verdict.INCONCLUSIVE and "stopped by the wall-clock safety limit" in r.reason

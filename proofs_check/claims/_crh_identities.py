@@ -274,6 +274,9 @@ def stationarity_claim(predict_b=None, predict_a=None, *, claim_id="crh.identity
         ev = {"fd_grad_max": fd_max, "analytic_grad_max": sol.diagnostics["grad_max"],
               "iterations": sol.diagnostics["iterations"], "gamma": g, "widths": list(cfg.widths),
               "n_samples": cfg.n_samples, "fd_allowance": FD_ATOL}
+        if sol.diagnostics.get("budget_reached"):  # the wall-clock safety net, not the work budget: undecided
+            yield Check("critical-point", Verdict.INCONCLUSIVE, f"L-BFGS {sol.diagnostics['message']}", ev)
+            return
         if not within(fd_max, CRIT_GRAD_ACCEPT):
             yield hypothesis_fails("critical-point", f"L-BFGS did not reach a critical point: finite-difference "
                                    f"max |gradient| {fmt(fd_max, 3)} > {fmt(CRIT_GRAD_ACCEPT, 3)}", ev)
