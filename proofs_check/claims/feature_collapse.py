@@ -32,6 +32,7 @@ from proofs_check.core import (Check, Claim, Provenance, RunContext, SolveReport
                                condition, exceeds, fmt, hypothesis_fails, is_finite, optimum_matches, symbolic_zero,
                                tolerance, within)
 from solvers import feature_collapse as S
+from solvers import feature_collapse_engine as FE
 from theory import feature_collapse as T
 from theory.feature_collapse import FCInstance, Prediction
 
@@ -108,17 +109,17 @@ _GEOMETRY_IDS = {"type-I": "type-i", "type-II": "type-ii", "type-III": "type-iii
 from theory.feature_collapse import claimed_configuration  # noqa: E402,F401  (moved to theory/, issue 31)
 
 
-def _geometry_check(name: str, inst: FCInstance, pred: Prediction, W, U, E) -> Check:
-    """The claimed configuration has the claimed geometry (measured on it; a consistency check)."""
-    meas = S.measure(inst, W, U, b_pred=pred.b)
-    ev = {"measured_at_claimed_configuration": meas}
+def _geometry_check(name: str, inst: FCInstance, pred: Prediction, meas: dict) -> Check:
+    """The claimed configuration has the claimed geometry (measured on it by the engine; a consistency check)."""
+    ev = {"measured_at_claimed_configuration": meas["measured_at_claimed_configuration"]}
     if pred.geometry == "trivial":
-        z = float(np.abs(U).max(initial=0.0)) + (0.0 if inst.layernorm else float(np.abs(W).max(initial=0.0)))
+        z = meas["max_abs_U"] + (0.0 if inst.layernorm else meas["max_abs_W"])
         return condition(name, z == 0.0, verified="the claimed point is W = U = 0" if not inst.layernorm else
                          "the claimed point has U = 0", refuted=f"max |entry| = {z:.3g}", evidence=ev)
-    off = meas.get("concept_cosine_offdiag") or {}
+    m = meas["measured_at_claimed_configuration"]
+    off = m.get("concept_cosine_offdiag") or {}
     etf = -1.0 / (inst.n_c - 1)
-    devs = [meas.get("within_concept_deviation"), abs((off.get("min") or 0) - etf) if off.get("min") is not None
+    devs = [m.get("within_concept_deviation"), abs((off.get("min") or 0) - etf) if off.get("min") is not None
             else None, abs((off.get("max") or 0) - etf) if off.get("max") is not None else None]
     ok = all(is_finite(x) for x in devs) and max(devs) <= GEOM_RTOL
     return condition(name, ok, verified=f"the claimed point is {pred.geometry}: words of a concept share a direction, "
@@ -135,169 +136,92 @@ def check_instance(inst: FCInstance, *, predict: Callable[[FCInstance], Predicti
     Statements (claim ids): ``hypothesis-*`` (NOT_APPLICABLE when a hypothesis fails: nothing else is
     judged), ``optimal-value``, ``predicted-value-identity``, ``threshold`` (no LayerNorm),
     ``minimiser-<geometry>`` (type-i, type-ii, type-iii, zero). ``predict`` replaces the theory's
-    prediction (tests feed false ones). The L-BFGS search is an auxiliary route: its value is a
-    feasible upper bound and its point a witness only through its value; its trouble goes to
-    diagnostics. ``label`` prefixes the statement names (claims over several instances).
+    prediction (tests feed false ones). The numbers come from one call of the engine
+    (``solvers.feature_collapse_engine.solve_instance``: routes, certificate, the predicted configuration's
+    value, uniqueness certificate and geometry); this function only states and judges. The L-BFGS search is
+    an auxiliary route: its value is a feasible upper bound and its point a witness only through its value;
+    its trouble goes to diagnostics. ``label`` prefixes the statement names (claims over several instances).
 
     Returns a :class:`proofs_check.core.SolveReport`. Raises ``theory._validate.InputError`` (a
     ValueError) for bad options or an instance above the budget; any other exception is a defect.
     """
-    import scipy.optimize  # noqa: F401 - its BLAS loaded before the limit below is set
-    from threadpoolctl import threadpool_limits
-
-    # single-threaded BLAS (numpy's and scipy's, as loaded now): the products are small (U E^T is
-    # K L x n_w x d) and a threaded BLAS spin-waits on them (the type-I claim took 0.87 CPU s with 2 threads,
-    # 0.07 s with 1); ``ncproofs run`` runs every claim so
-    with threadpool_limits(limits=1, user_api="blas"):
-        return _check_instance(inst, predict=predict, n_starts=n_starts, seed=seed, cvxpy=cvxpy, solve=solve,
-                               label=label)
-
-
-def _check_instance(inst: FCInstance, *, predict, n_starts: int, seed: int, cvxpy, solve: bool,
-                    label: str) -> SolveReport:
     t0 = time.perf_counter()
+    s = FE.solve_instance(inst, predict=predict, n_starts=n_starts, seed=seed, cvxpy=cvxpy, solve=solve)
     pre = f"{label}: " if label else ""
-    S.check_budget(inst, max(1, int(n_starts)) if solve else 1)
-    pred = (predict or T.predict)(inst)
-    failed = T.hypotheses(inst)
-    prob = S.FCProblem(inst)
+    pred = s.prediction
     claims: list[Check] = []
-    diagnostics: list[str] = []
-    routes: dict = {}
     predicted = pred.to_dict()
-    predicted["hypotheses_failing"] = failed
-    if not inst.layernorm:
-        zg = S.zero_gradient(inst)
-        predicted["exact_threshold"] = zg["spectral_norm"]
-    # -- auxiliary route: multi-start L-BFGS -------------------------------------------------
-    sol = None
-    if solve:
-        small = S.cvxpy_fits(inst)
-        use_cvx = cvxpy is True or cvxpy == "yes" or (cvxpy == "auto" and small)
-        sol = S.solve(inst, n_starts=n_starts, seed=seed, cvxpy=use_cvx)
-        routes["lbfgs"] = sol.to_dict()
-        if sol.certificate is not None:
-            routes["lbfgs"]["certificate"] = sol.certificate.to_dict()
-            for w in (sol.certificate.details.get("cvxpy_warnings") or []):
-                diagnostics.append(f"cvxpy: {w}")
-        if sol.diagnostics.get("budget_reached"):
-            diagnostics.append(f"L-BFGS stopped at its wall-clock budget ({sol.diagnostics['budget_s']:.0f} s)")
-        if sol.diagnostics.get("failed_starts"):
-            diagnostics.append(f"{sol.diagnostics['failed_starts']} L-BFGS start(s) reached an embedding proportional "
-                               "to 1 (LayerNorm undefined) and were dropped")
-        if not sol.converged and is_finite(sol.value):
-            diagnostics.append(f"L-BFGS did not reach gradient norm {S.CONVERGED_GRAD:g} "
-                               f"(got {sol.diagnostics.get('grad_norm')})")
-    sol_value = sol.value if sol is not None and is_finite(sol.value) else None
-    # -- hypotheses -------------------------------------------------------------------------------
-    if failed:
-        for h in failed:
+    predicted["hypotheses_failing"] = s.hypotheses_failed
+    if s.threshold is not None:
+        predicted["exact_threshold"] = s.threshold["spectral_norm"]
+    if s.hypotheses_failed:
+        for h in s.hypotheses_failed:
             claims.append(hypothesis_fails(f"{pre}hypothesis", h, {"instance": inst.to_dict()}))
-        cert = sol.certificate.to_dict() if sol is not None and sol.certificate is not None else None
-        return _report(inst, pred, predicted, sol, cert, None, claims, routes, diagnostics, t0)
-    # -- the claimed configuration and its certificates ---------------------------------------------
-    cfg, why_no_cfg = claimed_configuration(inst, pred)
+        return _report(s, predicted, claims, t0)
+    claims += _value_statements(s, pre)
+    claims.append(_minimiser_statement(s, pre))
+    return _report(s, predicted, claims, t0)
+
+
+def _value_statements(s: FE.FCSolution, pre: str) -> list[Check]:
+    """optimal-value, predicted-value-identity, constants-identity (type I), threshold (no LayerNorm)."""
+    inst, pred, cert = s.inst, s.prediction, s.certificate
     tol = value_tol(pred.objective)
-    lbs, feas = [], []
-    cfg_value = None
-    dc = None
-    if cfg is not None:
-        W, U, E = cfg
-        cfg_value = prob.objective(W, U, grad=False)
-        c_cfg = S.certificate_at(prob, E, U, cfg_value)
-        routes["closed-form"] = {"value": cfg_value, "certificate": c_cfg.to_dict()}
-        lbs.append((c_cfg.lower_bound, c_cfg.method + " at the claimed configuration"))
-        feas.append((cfg_value, "claimed configuration"))
-        dc = S.dual_certificate(prob, E, U)
-        routes["closed-form"]["uniqueness_certificate"] = dc
-    else:
-        diagnostics.append(f"no claimed configuration: {why_no_cfg}")
-    if sol is not None and sol.certificate is not None:
-        lbs.append((sol.certificate.lower_bound, sol.certificate.method + " at the L-BFGS point"))
-    if sol_value is not None:
-        feas.append((sol_value, "L-BFGS point"))
-    lb, lb_how = max(lbs, key=lambda x: x[0]) if lbs else (None, "")
-    up, up_how = min(feas, key=lambda x: x[0]) if feas else (None, "")
-    cert_d = {"lower_bound": lb, "upper": up, "gap": (up - lb) if is_finite(lb, up) else None,
-              "method": lb_how, "upper_from": up_how}
-    ev = {"instance": inst.to_dict()}
+    out = []
     name = "optimal-value" + (" (conjecture, checked on this instance)" if pred.conjecture else "")
-    claims.append(optimum_matches(pre + name, pred.objective, attained=up, lower_bound=lb, tol=tol,
-                                  converged=bool(sol.converged) if sol is not None else True,
-                                  certificate=lb_how, evidence=ev))
-    if cfg_value is not None:
-        claims.append(close(pre + "predicted-value-identity", pred.objective, cfg_value, rtol=CONFIG_RTOL,
-                            atol=CONFIG_ATOL, what="exact (enumerated) risk of the claimed configuration vs the "
-                            "predicted value"))
+    out.append(optimum_matches(pre + name, pred.objective, attained=cert["upper"], lower_bound=cert["lower_bound"],
+                               tol=tol, converged=bool(s.lbfgs.converged) if s.lbfgs is not None else True,
+                               certificate=cert["method"], evidence={"instance": inst.to_dict()}))
+    if s.configuration_value is not None:
+        out.append(close(pre + "predicted-value-identity", pred.objective, s.configuration_value, rtol=CONFIG_RTOL,
+                         atol=CONFIG_ATOL, what="exact (enumerated) risk of the claimed configuration vs the "
+                         "predicted value"))
     if pred.geometry == "type-I" and is_finite(pred.t, pred.a, pred.b):
         # t* = a* b* of the claimed (certified) configuration; the balance n_w a^2 = K L b^2 holds at it
-        claims.append(close(pre + "constants-identity", [pred.t, inst.n_w * pred.a ** 2],
-                            [pred.a * pred.b, inst.K * inst.L * pred.b ** 2], rtol=CONFIG_RTOL, atol=CONFIG_ATOL,
-                            what="claimed t* vs a* b*, and n_w a*^2 vs K L b*^2"))
-    if not inst.layernorm and pred.lambda_crit is not None:
-        claims.append(close(pre + "threshold", pred.lambda_crit, zg["spectral_norm"], rtol=THRESHOLD_RTOL,
-                            atol=zg["roundoff"], what="claimed lambda_crit vs ||grad CE(0)||_2 (Z = 0 optimal iff "
-                            "<= lambda)", evidence={"roundoff": zg["roundoff"]}))
-    # -- the statement about the minimiser -------------------------------------------------------
+        out.append(close(pre + "constants-identity", [pred.t, inst.n_w * pred.a ** 2],
+                         [pred.a * pred.b, inst.K * inst.L * pred.b ** 2], rtol=CONFIG_RTOL, atol=CONFIG_ATOL,
+                         what="claimed t* vs a* b*, and n_w a*^2 vs K L b*^2"))
+    if s.threshold is not None and pred.lambda_crit is not None:
+        zg = s.threshold
+        out.append(close(pre + "threshold", pred.lambda_crit, zg["spectral_norm"], rtol=THRESHOLD_RTOL,
+                         atol=zg["roundoff"], what="claimed lambda_crit vs ||grad CE(0)||_2 (Z = 0 optimal iff "
+                         "<= lambda)", evidence={"roundoff": zg["roundoff"]}))
+    return out
+
+
+def _minimiser_statement(s: FE.FCSolution, pre: str) -> Check:
+    """minimiser-<geometry>: INCONCLUSIVE without a configuration, REFUTED by a feasible point below it, else
+    the configuration's geometry at a certified point (uniqueness certificate and value at the bound)."""
+    inst, pred = s.inst, s.prediction
+    tol = value_tol(pred.objective)
+    cfg_value, sol_value, dc = s.configuration_value, s.lbfgs_value, s.uniqueness
     gname = pre + "minimiser-" + _GEOMETRY_IDS.get(pred.geometry, pred.geometry)
-    geo_ev = {"uniqueness_certificate": dc, "value_at_claimed_configuration": cfg_value, "best_feasible_value": up}
-    if sol is not None and cfg is not None and sol.variables:
-        Zp = cfg[1] @ cfg[2].T
-        nz = float(np.linalg.norm(Zp))
-        dist = float(np.linalg.norm(sol.variables["Z"] - Zp))
-        geo_ev["lbfgs_Z_distance"] = dist
-        geo_ev["lbfgs_Z_rel_distance"] = dist / nz if nz > 0 else None
-    if cfg is None:
-        claims.append(Check(gname, Verdict.INCONCLUSIVE, f"no geometry certificate: {why_no_cfg}", geo_ev))
-    elif sol_value is not None and exceeds(cfg_value - sol_value, tol):
+    geo_ev = {"uniqueness_certificate": dc, "value_at_claimed_configuration": cfg_value,
+              "best_feasible_value": s.certificate["upper"], **s.lbfgs_distance}
+    if s.configuration is None:
+        return Check(gname, Verdict.INCONCLUSIVE, f"no geometry certificate: {s.why_no_configuration}", geo_ev)
+    if sol_value is not None and exceeds(cfg_value - sol_value, tol):
         geo_ev["witness_gap"] = cfg_value - sol_value
-        claims.append(Check(gname, Verdict.REFUTED, f"the claimed configuration is not a minimiser: a feasible point "
-                            f"attains {fmt(sol_value)} < {fmt(cfg_value)} at the claimed configuration (by "
-                            f"{fmt(cfg_value - sol_value, 3)} > tolerance {fmt(tol, 3)})", geo_ev))
-    else:
-        inner = _geometry_check(gname, inst, pred, *cfg)
-        inner.evidence.update(geo_ev)
-        how = ("strictly complementary dual certificate of the SDP lifting at the claimed configuration: KKT "
-               f"residual {fmt(dc.get('kkt_residual'), 2)}, complementarity gap {fmt(dc.get('complementarity_gap'), 3)}, "
-               f"injectivity {fmt(dc.get('injectivity'), 3)}")
-        chk = at_certified_point(inner, value=cfg_value, lower_bound=lb, tol=tol, unique=bool(dc.get("unique")),
-                                 how=how)
-        if not dc.get("unique") and chk.verdict is Verdict.INCONCLUSIVE:
-            chk.reason = f"no geometry certificate ({dc.get('why')}); " + chk.reason
-        if pred.conjecture and chk.verdict is Verdict.VERIFIED:
-            chk.reason += " (global optimality is a conjecture of the paper; proven here for this instance only)"
-        claims.append(chk)
-    return _report(inst, pred, predicted, sol, cert_d, cfg if (dc or {}).get("unique") else None, claims, routes,
-                   diagnostics, t0)
+        return Check(gname, Verdict.REFUTED, f"the claimed configuration is not a minimiser: a feasible point "
+                     f"attains {fmt(sol_value)} < {fmt(cfg_value)} at the claimed configuration (by "
+                     f"{fmt(cfg_value - sol_value, 3)} > tolerance {fmt(tol, 3)})", geo_ev)
+    inner = _geometry_check(gname, inst, pred, s.configuration_geometry)
+    inner.evidence.update(geo_ev)
+    how = ("strictly complementary dual certificate of the SDP lifting at the claimed configuration: KKT "
+           f"residual {fmt(dc.get('kkt_residual'), 2)}, complementarity gap {fmt(dc.get('complementarity_gap'), 3)}, "
+           f"injectivity {fmt(dc.get('injectivity'), 3)}")
+    chk = at_certified_point(inner, value=cfg_value, lower_bound=s.certificate["lower_bound"], tol=tol,
+                             unique=bool(dc.get("unique")), how=how)
+    if not dc.get("unique") and chk.verdict is Verdict.INCONCLUSIVE:
+        chk.reason = f"no geometry certificate ({dc.get('why')}); " + chk.reason
+    if pred.conjecture and chk.verdict is Verdict.VERIFIED:
+        chk.reason += " (global optimality is a conjecture of the paper; proven here for this instance only)"
+    return chk
 
 
-def _report(inst, pred, predicted, sol, cert, certified_cfg, claims, routes, diagnostics, t0) -> SolveReport:
-    from theory.geometry import classify_gram
-
-    solution = None
-    geometry: dict = {}
-    if sol is not None:
-        solution = sol.to_dict()
-        solution.pop("start_values", None)
-        solution["objective_gap"] = (sol.value - pred.objective) if is_finite(sol.value, pred.objective) else None
-    if certified_cfg is not None:
-        W, U, E = certified_cfg
-        source = "the certified unique minimiser (claimed configuration)"
-    elif sol is not None and sol.variables:
-        W, U, E = sol.variables["W"], sol.variables["U"], sol.variables["E"]
-        source = "the L-BFGS point (not certified as the minimiser)"
-    else:
-        W = None
-    if W is not None:
-        meas = S.measure(inst, W, U, b_pred=pred.b)
-        Em = E.reshape(inst.n_c, inst.s_c, inst.d).mean(axis=1)
-        geo = classify_gram(Em @ Em.T)
-        metrics = {k: meas.get(k) for k in ("within_concept_deviation", "within_concept_spread", "rank_W",
-                                            "u_norms", "concept_cosine_offdiag", "word_norms")}
-        geometry = {"classification": geo.classification, "class_mean_cosines": meas.get("concept_cosines"),
-                    "metrics": metrics, "source": source, "what": "concept-mean features (cosines between concepts)"}
-    return SolveReport(FAMILY, inst.to_dict(), predicted, solution, cert, geometry, claims, routes, diagnostics,
-                       seconds=time.perf_counter() - t0)
+def _report(s: FE.FCSolution, predicted: dict, claims: list[Check], t0: float) -> SolveReport:
+    return SolveReport(FAMILY, s.inst.to_dict(), predicted, s.solution_report(), s.certificate, s.geometry, claims,
+                       s.routes, s.diagnostics, seconds=time.perf_counter() - t0)
 
 
 def _statements(inst: FCInstance, ctx: RunContext, predict=None, n_starts: int = 2, cvxpy: bool = False) -> list[Check]:
