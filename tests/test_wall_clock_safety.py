@@ -181,3 +181,34 @@ def test_crh_critical_point_is_the_same_under_a_slow_clock_and_says_so_past_the_
     finally:
         CI._critical.cache_clear()
     assert r.verdict == Verdict.INCONCLUSIVE and "stopped by the wall-clock safety limit" in r.reason
+
+
+# ------------------------------------------------------------------ proofs_check/tables.py (--rigorous pass)
+
+def _rigorous_table(monkeypatch, step):
+    import proofs_check.tables as TB
+    from proofs_check.claims import scl as SC
+    from theory.scl import SCLInstance
+
+    reports = [SC.check_instance(SCLInstance((2, 2), 0.5, 2)), SC.check_instance(SCLInstance((3, 3), 0.5, 3))]
+    table = TB.Table(["k"], [[2], [3]], caption="t")
+    if step is not None:
+        clock = JumpClock(step)
+        monkeypatch.setattr(time, "perf_counter", clock.perf_counter)  # add_rigorous imports time locally
+    try:
+        return TB.add_rigorous(table, reports, labels=["a", "b"])
+    finally:
+        monkeypatch.undo()
+
+
+def test_rigorous_table_rows_are_the_same_under_a_slow_clock_and_say_so_past_the_net(monkeypatch):
+    import proofs_check.tables as TB
+
+    quiet = _rigorous_table(monkeypatch, None)
+    assert all(r[1] is not None for r in quiet.rows)  # both rows bracketed
+    slow = _rigorous_table(monkeypatch, 100.0)  # 100 s per reading: the old 100 s budget skipped row 2
+    assert slow.rows == quiet.rows
+    hit = _rigorous_table(monkeypatch, 0.6 * TB.RIGOROUS_TABLE_BUDGET_S)  # row 1 inside the net, row 2 past it
+    assert hit.rows[0] == quiet.rows[0] and hit.rows[1][1] is None
+    assert any(f"stopped by the wall-clock safety limit ({TB.RIGOROUS_TABLE_BUDGET_S:g} s)" in n
+               and "the work budget (every row) was not reached" in n for n in hit.notes)
