@@ -29,7 +29,7 @@ MAX_INSTANCES = 1_000_000
 #: each), so above this a sweep would need gigabytes before its first instance runs.
 MAX_INSTANCES_LIMIT = 2_000_000
 #: Default per-instance wall-clock limit (seconds) of a sweep (``sweep.instance_time_limit``): an
-#: instance still running after it is stopped, stored as INCONCLUSIVE "time limit", and its worker
+#: instance still running after it is stopped, stored as INCONCLUSIVE "stopped by the wall-clock safety limit", and its worker
 #: replaced. A safety net against a sweepable that never returns, far above any built-in instance.
 INSTANCE_TIME_LIMIT_S = 1800.0
 #: Largest magnitude of a number in [parameters]: integers are stored as int64, and no parameter
@@ -86,7 +86,7 @@ class SweepSpec:
     #: through ``proofs_check.rigorous.apply``; part of every instance key and of the config hash
     rigorous: bool = False
     #: ``sweep.instance_time_limit`` (seconds): not part of any key or hash (it decides no verdict of a
-    #: finished instance; an instance stopped by it is stored INCONCLUSIVE "time limit")
+    #: finished instance; an instance stopped by it is stored INCONCLUSIVE "stopped by the wall-clock safety limit")
     instance_time_limit: float = INSTANCE_TIME_LIMIT_S
 
     @property

@@ -214,7 +214,7 @@ class _LocalPool:
         """Replace the dead worker ``w``: its running instance becomes an ERROR result (returned), the ones queued
         behind it are sent to the new worker. Raises WorkerDied after MAX_DEATHS_IN_A_ROW deaths in a row.
         ``timed_out``: the worker was killed by the sweep after its instance ran that many seconds, past the
-        per-instance time limit: the instance is INCONCLUSIVE "time limit" (not a death of the worker)."""
+        per-instance time limit: the instance is INCONCLUSIVE "stopped by the wall-clock safety limit" (not a death of the worker)."""
         how = self._exit_text(w)
         if timed_out is None:
             self._deaths_in_a_row += 1
@@ -227,9 +227,9 @@ class _LocalPool:
             inst = w.inflight.pop(first)
             if timed_out is not None:
                 res = {"verdict": "INCONCLUSIVE", "time_limit": True,
-                       "reason": f"time limit: the instance ran {timed_out:.0f} s, past the per-instance limit of "
-                                 f"{self.time_limit:g} s (sweep.instance_time_limit); its worker was stopped and "
-                                 "replaced"}
+                       "reason": f"stopped by the wall-clock safety limit ({self.time_limit:g} s, "
+                                 f"sweep.instance_time_limit): the instance ran {timed_out:.0f} s without reaching "
+                                 "its work budget; its worker was stopped and replaced"}
                 out.append((inst, (res, float(timed_out), f"pid {w.proc.pid}")))
             else:
                 reason = (f"the worker process died ({how}) while computing this instance (a crash in native code, "
@@ -347,8 +347,9 @@ def _execute_limited(sw: Sweepable, modules: list[str], inst: Instance, time_lim
     except _InlineTimeLimit:
         ran = time.monotonic() - t0
         return ({"verdict": "INCONCLUSIVE", "time_limit": True,
-                 "reason": f"time limit: the instance ran {ran:.0f} s, past the per-instance limit of {time_limit:g} s "
-                           "(sweep.instance_time_limit); it was stopped"}, ran, f"pid {os.getpid()}")
+                 "reason": f"stopped by the wall-clock safety limit ({time_limit:g} s, sweep.instance_time_limit): the "
+                           f"instance ran {ran:.0f} s without reaching its work budget; it was stopped"},
+                ran, f"pid {os.getpid()}")
     finally:
         signal.setitimer(signal.ITIMER_REAL, 0)
         signal.signal(signal.SIGALRM, old)
