@@ -65,7 +65,7 @@ def plan_routes(inst: FCInstance, *, solve: bool, cvxpy: str | bool, plan: list 
                                      f"auto, K * sentences <= {S.MAX_CVXPY_WORK} and K L + n_w <= "
                                      f"{S.MAX_CVXPY_PSD_DIM}"))
         else:
-            plan.append("cvxpy: not run (" + (f"--cvxpy {cvxpy}" if cvxpy not in ("auto",) else
+            plan.append("cvxpy: not run (" + (f"not asked for: cvxpy = {cvxpy!r}" if cvxpy != "auto" else
                                               f"auto: K * sentences > {S.MAX_CVXPY_WORK} or K L + n_w > "
                                               f"{S.MAX_CVXPY_PSD_DIM}") + ")")
     else:

@@ -45,7 +45,7 @@ def test_type1_below_threshold_alone_gives_certified_point_bound_threshold_and_r
     assert abs(s.threshold["spectral_norm"] - 0.19245) <= 5e-6 and s.threshold["roundoff"] < 1e-12
     # routes: the search ran (cvxpy not, and the plan says why), the configuration's certificates always run
     assert list(s.routes) == ["lbfgs", "closed-form"] and s.lbfgs is not None
-    assert s.plan[0].startswith("lbfgs: auxiliary") and s.plan[1] == "cvxpy: not run (--cvxpy no)"
+    assert s.plan[0].startswith("lbfgs: auxiliary") and s.plan[1] == "cvxpy: not run (not asked for: cvxpy = 'no')"
     assert "uniqueness_certificate" in s.routes["closed-form"] and s.routes["lbfgs"]["certificate"]["lower_bound"]
     # the point: the certified unique minimiser is the type-I configuration (equiangular concept means)
     assert s.certified_unique and s.uniqueness["unique"] is True
@@ -137,3 +137,15 @@ def test_false_statements_through_the_engine_are_refuted_with_a_witness():
                                                                  a=0.0, b=0.0, t=0.0))
     chk = next(c for c in zero.claims if c.name == "minimiser-zero")
     assert chk.verdict is Verdict.REFUTED and chk.evidence["witness_gap"] > 1.0
+
+
+def test_route_plan_says_why_cvxpy_runs_or_not():
+    small, big = FCInstance(3, 2, 2, 4, 0.05), FCInstance(3, 3, 3, 4, 0.05)  # PSD block K L + n_w: 24 and 90 (limit 60)
+    plan: list = []
+    assert FE.plan_routes(small, solve=True, cvxpy="auto", plan=plan) == {"lbfgs": True, "cvxpy": True}
+    assert plan[1].startswith("cvxpy: auto")
+    plan = []
+    assert FE.plan_routes(big, solve=True, cvxpy="auto", plan=plan) == {"lbfgs": True, "cvxpy": False}
+    assert plan[1].startswith("cvxpy: not run (auto") and "K L + n_w > 60" in plan[1]
+    assert FE.plan_routes(big, solve=True, cvxpy="yes")["cvxpy"] is True
+    assert FE.plan_routes(small, solve=False, cvxpy="yes") == {"lbfgs": False, "cvxpy": False}
