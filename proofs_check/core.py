@@ -25,6 +25,7 @@ import numpy as np
 
 from proofs_check import statements as st  # noqa: E402  (statement types and the one judging rule)
 from proofs_check.statements import Verdict  # noqa: E402,F401  (defined there, re-exported here)
+from theory._validate import finite
 
 
 # NOT_APPLICABLE has no severity: it never enters the worst verdict over applicable statements.
@@ -340,17 +341,7 @@ def symbolic_true(name: str, relation, *, note: str = "") -> Check:
 # ---- fail-closed numeric comparisons -------------------------------------------------------
 # Every comparison that decides a verdict goes through these: NaN or inf never passes.
 
-def is_finite(*xs) -> bool:
-    """True when every argument is a finite real number (None, NaN, inf and non-numbers are not)."""
-    for x in xs:
-        if x is None or isinstance(x, (bool, np.bool_)):
-            return False
-        try:
-            if not math.isfinite(float(x)):
-                return False
-        except (TypeError, ValueError):
-            return False
-    return True
+is_finite = finite
 
 
 def tolerance(scale: float, *, rtol: float, atol: float) -> float:

@@ -32,19 +32,7 @@ from solvers import feature_collapse as S
 from solvers.common import Certificate, Solution
 from theory import feature_collapse as T
 from theory.feature_collapse import FCInstance, Prediction
-
-
-def _finite(*xs) -> bool:
-    """Every argument a finite real number (None, NaN, inf, booleans and non-numbers are not)."""
-    for x in xs:
-        if x is None or isinstance(x, (bool, np.bool_)):
-            return False
-        try:
-            if not np.isfinite(float(x)):
-                return False
-        except (TypeError, ValueError):
-            return False
-    return True
+from theory._validate import finite as _finite
 
 
 def plan_routes(inst: FCInstance, *, solve: bool, cvxpy: str | bool, plan: list | None = None) -> dict:

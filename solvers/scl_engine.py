@@ -10,7 +10,6 @@ returns no verdict: ``proofs_check.claims.scl`` states the statements and judges
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 from typing import Callable
 
@@ -24,8 +23,8 @@ from solvers.scl_factored import solve_factored
 from solvers.scl_reduced import (MAX_CERTIFICATE_SAMPLES, class_mean_gram, class_reduced_dual, gram_relaxation,
                                  reduced_candidates)
 from theory import scl as T
-from theory._validate import InputError
 from theory.geometry import class_means, classify_gram, cosine_matrix, nc_metrics, within_class_max_deviation
+from theory._validate import InputError, at_most as _at_most, finite as _finite
 
 #: Round-off of one anchor term of the loss in units of eps * (1/tau + log N + 1) (measured <= 1.3,
 #: (3,3,3) at tau = 1e-4; 64 leaves a wide margin and is still < 1e-9 relative at tau >= 1e-2).
@@ -59,24 +58,6 @@ WALL_SAFETY_S = 600.0
 #: Within-class deviation at the solver's point reported as "collapsed" in the geometry evidence (a measurement,
 #: not a statement; the claims' COLLAPSE_TOL).
 EVIDENCE_COLLAPSE_TOL = 1e-4
-
-
-def _finite(*xs) -> bool:
-    """Every argument a finite real number (None, NaN, inf, booleans and non-numbers are not)."""
-    for x in xs:
-        if x is None or isinstance(x, (bool, np.bool_)):
-            return False
-        try:
-            if not math.isfinite(float(x)):
-                return False
-        except (TypeError, ValueError):
-            return False
-    return True
-
-
-def _at_most(err, tol) -> bool:
-    """``err <= tol``, failing closed (False when either side is not a finite number)."""
-    return _finite(err, tol) and float(err) <= float(tol)
 
 
 def loss_roundoff(inst: T.SCLInstance) -> float:

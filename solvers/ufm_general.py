@@ -42,7 +42,7 @@ from solvers.ufm_general_grouped import (  # noqa: F401
     GroupedPoint, _grouped_fun, certificate_grouped, clean_grouped, collapse_margin, geometry_grouped,
     grouped_full, grouped_value, invariant_to_full, minority_deviation, polish_bias_grouped, slot_logits,
     solve_grouped)
-from theory._validate import InputError
+from theory._validate import InputError, finite as _finite
 
 # ---------------------------------------------------------------------------------------------------
 # The entry point: solve(problem) -> GeneralSolution
@@ -87,19 +87,6 @@ HOW_GEOMETRY_CERTIFICATE = ("geometry certificate: the minimiser in (Z, centred 
                             "the loss in the centred logits, KKT structure) and every minimiser lies within the proven "
                             "radius of the dual point's centre (Fenchel-Young gap <= certified gap; docs/ufm_general.md, "
                             "'Geometry certificate')")
-
-
-def _finite(*xs) -> bool:
-    """Every argument a finite real number (None, NaN, inf, bools and non-numbers are not)."""
-    for x in xs:
-        if x is None or isinstance(x, (bool, np.bool_)):
-            return False
-        try:
-            if not math.isfinite(float(x)):
-                return False
-        except (TypeError, ValueError):
-            return False
-    return True
 
 
 def _within(err, tol) -> bool:

@@ -26,6 +26,26 @@ class InstanceError(InputError):
     """An instance parameter violates its constraint. The message names both."""
 
 
+def finite(*xs) -> bool:
+    """True when every argument is a finite real number (None, NaN, inf, booleans and non-numbers are
+    not): the one fail-closed test behind every comparison that decides a verdict (``proofs_check.core``
+    and the solvers' engines use it)."""
+    for x in xs:
+        if x is None or isinstance(x, (bool, np.bool_)):
+            return False
+        try:
+            if not math.isfinite(float(x)):
+                return False
+        except (TypeError, ValueError, OverflowError):
+            return False
+    return True
+
+
+def at_most(err, tol) -> bool:
+    """``err <= tol``, failing closed (False when either side is not a finite number)."""
+    return finite(err, tol) and float(err) <= float(tol)
+
+
 def _is_bool(x) -> bool:
     return isinstance(x, (bool, np.bool_))
 
