@@ -15,7 +15,6 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from proofs_check.claims import feature_collapse as FCC
 from proofs_check.claims import ntk as cl
 from solvers import feature_collapse as FC
 from solvers import ntk as sv
@@ -135,6 +134,8 @@ def test_feature_collapse_solve_past_the_safety_net_says_so(monkeypatch):
 
 
 def test_feature_collapse_claim_verdict_is_the_same_under_a_slow_clock(monkeypatch):
+    from proofs_check.claims import feature_collapse as FCC
+
     quiet = FCC.check_instance(FCI, n_starts=2).to_dict()
     monkeypatch.setattr(FC, "time", JumpClock(1.0).module())
     slow = FCC.check_instance(FCI, n_starts=2).to_dict()
@@ -212,3 +213,41 @@ def test_rigorous_table_rows_are_the_same_under_a_slow_clock_and_say_so_past_the
     assert hit.rows[0] == quiet.rows[0] and hit.rows[1][1] is None
     assert any(f"stopped by the wall-clock safety limit ({TB.RIGOROUS_TABLE_BUDGET_S:g} s)" in n
                and "the work budget (every row) was not reached" in n for n in hit.notes)
+
+
+# ------------------------------------------------------------------ solvers/rigorous/scl.py (mini-batch re-solve)
+
+def test_rigorous_minibatch_scl_bracket_is_the_same_under_a_slow_clock(monkeypatch):
+    pytest.importorskip("flint")
+    from solvers import rigorous as R
+    from solvers import scl_factored as SF
+
+    params = {"counts": [3, 3, 3], "tau": 0.5, "d": 3, "nonneg": False,
+              "batches": [[0, 1, 3, 4], [1, 2, 6, 7], [4, 5, 6, 8], [0, 2, 5, 8]]}
+    quiet = R.scl_from_instance(params)
+    clock = JumpClock(1.0)  # the former 60 s budget ran out after 60 readings
+    monkeypatch.setattr(SF, "time", clock.module())
+    slow = R.scl_from_instance(params)
+    assert clock.readings > 60 and clock.t < R.SCL_MINIBATCH_SOLVER_BUDGET_S
+    assert slow.lower_bound == quiet.lower_bound and slow.upper_bound == quiet.upper_bound
+    assert "safety limit" not in str(slow.details)
+
+
+# ------------------------------------------------------------------ solvers/ufm.py (classic UFM multi-start; audited)
+
+def test_classic_ufm_factored_route_is_the_same_under_a_slow_clock_and_says_so_past_the_net(monkeypatch):
+    from solvers import ufm as U
+    from solvers import ufm_general as SG
+    from theory.ufm import UFMInstance
+
+    inst = UFMInstance(loss="ce", k=4, n=3, d=4, lw=5e-3, lh=5e-3, lb=1e-2)
+    quiet = U.solve_factored(inst, starts=2, seed=0, time_budget=SG.WALL_SAFETY_S)
+    clock = JumpClock(1.0)
+    monkeypatch.setattr(U, "time", clock.module())
+    slow = U.solve_factored(inst, starts=2, seed=0, time_budget=SG.WALL_SAFETY_S)
+    assert clock.readings > 20 and clock.t < SG.WALL_SAFETY_S
+    assert slow.value == quiet.value and slow.diagnostics["start_values"] == quiet.diagnostics["start_values"]
+    assert slow.diagnostics["time_budget_reached"] is False
+    monkeypatch.setattr(U, "time", JumpClock(1e5).module())
+    hit = U.solve_factored(inst, starts=2, seed=0, time_budget=SG.WALL_SAFETY_S)
+    assert hit.diagnostics["time_budget_reached"] is True and hit.diagnostics["starts_run"] == 1
