@@ -200,7 +200,7 @@ def _search(s: FCSolution, n_starts: int, seed: int, use_cvx: bool) -> None:
         for w in (sol.certificate.details.get("cvxpy_warnings") or []):
             s.diagnostics.append(f"cvxpy: {w}")
     if sol.diagnostics.get("budget_reached"):
-        s.diagnostics.append(f"L-BFGS stopped at its wall-clock budget ({sol.diagnostics['budget_s']:.0f} s)")
+        s.diagnostics.append(f"L-BFGS: {sol.diagnostics['message']}")  # the work budget, or the wall-clock safety net
     if sol.diagnostics.get("failed_starts"):
         s.diagnostics.append(f"{sol.diagnostics['failed_starts']} L-BFGS start(s) reached an embedding proportional "
                              "to 1 (LayerNorm undefined) and were dropped")
