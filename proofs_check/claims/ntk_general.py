@@ -76,9 +76,17 @@ def model_for(counts: tuple, rho: float = 0.0, kind: str = "generic", loss: str 
     return sg.GeneralModel(K, counts, 1.0, loss, {"kappa": list(kappa), "perturbation": rho, "kind": kind})
 
 
-@lru_cache(maxsize=32)
 def flow_for(counts: tuple, rho: float = 0.0, kind: str = "generic", loss: str = "mse", seed: int = 0,
              init: str = "random", eps: float = EPS, T: float = T_FLOW) -> tuple[sg.GeneralModel, sg.GeneralFlowReport]:
+    """The flow of :func:`model_for` (n = C + 1, 201 grid times, with the error-estimate run), memoised by its full
+    parameters (``flow_for(c, 0.0)`` and ``flow_for(c, 0.0, "generic", "mse")`` are the same flow, integrated once)."""
+    return _flow_for(tuple(int(c) for c in counts), float(rho), str(kind), str(loss), int(seed), str(init), float(eps),
+                     float(T))
+
+
+@lru_cache(maxsize=32)
+def _flow_for(counts: tuple, rho: float, kind: str, loss: str, seed: int, init: str, eps: float,
+              T: float) -> tuple[sg.GeneralModel, sg.GeneralFlowReport]:
     model = model_for(counts, rho, kind, loss, seed)
     n = model.C + 1
     st0 = sg.init_random(model, n, eps, seed) if init == "random" else sg.init_e_zero(model, n, eps, seed)
