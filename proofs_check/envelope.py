@@ -24,7 +24,9 @@ from pathlib import Path
 from typing import Any, Mapping
 
 #: version of the JSON layout (not of the package): see the module docstring
-SCHEMA_VERSION = "1.1"  # 1.1: run reports gained cpu_seconds (per claim and in all) and jobs
+# 1.1: run reports gained cpu_seconds (per claim and in all) and jobs; 1.2: the checks about every minimiser
+# carry evidence.statement (an EveryMinimiser statement, what `--rigorous` dispatches on)
+SCHEMA_VERSION = "1.2"
 ENVELOPE_KEYS = ("schema_version", "ncproofs_version", "git_commit", "command")
 #: the keys that ``solve FAMILY --json`` and ``batching --json`` have in common
 INSTANCE_KEYS = ("family", "instance", "predicted", "solution", "certificate", "geometry", "routes", "claims",

@@ -368,54 +368,71 @@ def _check_saved_statement(c: dict, bad) -> None:
 # Statements about every minimiser (uniqueness, geometry): docs/rigorous.md "Uniqueness and geometry (UFM)"
 # ---------------------------------------------------------------------------------------------------
 
-#: Statement ids about every minimiser, per family with a geometry recipe (a trailing "-" is a prefix). After
-#: the value bracket they carry ``"rigorous"``: True only when the float verdict is VERIFIED and every
+#: The statements about every minimiser are the checks whose statement is a
+#: :class:`~proofs_check.statements.EveryMinimiser` (typed by the claim that built them, never recognised by id).
+#: After the value bracket they carry ``"rigorous"``: True only when the float verdict is VERIFIED and every
 #: ingredient of its proof is proven in ball arithmetic (verdicts are never changed by this).
-POINT_STATEMENTS = {
-    "ufm-ce": ("minimiser-unique", "geometry-", "collapse", "self-duality", "constant-bias"),
-    "ufm-mse": ("minimiser-unique", "geometry-", "collapse", "bias-one-over-k"),
-    "ufm": ("minimiser-unique", "geometry-", "minority-geometry"),
-}
 
 HOW_BALLS_UNIQUE = ("unique minimiser proven in ball arithmetic: the closed form's dual certificate is strictly "
                     "complementary with an injective face (docs/ufm.md 'Uniqueness'; docs/rigorous.md)")
 
-
-def _is_point(family: str, c: Check) -> bool:
-    """A statement of the family's report schema about every minimiser (by its statement id, e.g.
-    ``geometry-simplex-etf``: the ids the balanced uniqueness proof covers)."""
-    if c.verdict is Verdict.NOT_APPLICABLE:
-        return False
-    cid = str(c.name)
-    return any(cid.startswith(p) if p.endswith("-") else cid == p for p in POINT_STATEMENTS.get(family, ()))
+#: Why a saved report from before typed statements about every minimiser gets no ball-arithmetic proof of them.
+LEGACY_POINT_REASON = ("unsupported: the saved report (schema_version {ver}) predates typed statements about every "
+                       "minimiser (schema 1.2), so its checks do not say which are; re-run `ncproofs solve ... --json` "
+                       "to judge them in ball arithmetic (the float verdicts stand)")
 
 
-def _balanced_statements(out: dict, u: dict) -> dict:
-    """{statement id: (proven, detail)} for the statements of ``out`` about every minimiser, given the proof
-    ``u`` of :func:`solvers.rigorous.ufm_balanced_uniqueness` (the closed form is the unique minimiser)."""
+def _is_point(c: Check) -> bool:
+    """A statement about every minimiser (its statement is an ``EveryMinimiser``), unless NOT_APPLICABLE."""
+    return isinstance(c.statement, st.EveryMinimiser) and c.verdict is not Verdict.NOT_APPLICABLE
+
+
+def _legacy_saved(view: dict) -> str | None:
+    """The schema_version of a saved report written before typed statements about every minimiser (< 1.2), or
+    None (a newer report, or a live one: no schema_version)."""
+    ver = view.get("schema_version")
+    if not isinstance(ver, str):
+        return None
+    try:
+        major, minor = (int(x) for x in ver.split(".")[:2])
+    except ValueError:
+        return ver
+    return ver if (major, minor) < (1, 2) else None
+
+
+def _balanced_prover(u: dict):
+    """``prove(statement) -> (proven, detail)`` for the statements about every minimiser (``EveryMinimiser``),
+    given the proof ``u`` of :func:`solvers.rigorous.ufm_balanced_uniqueness` (the closed form is the unique
+    minimiser): uniqueness, the proven geometry (another one is not proven), collapse, self-duality and the
+    bias follow from it; any other property (``minority-geometry``) has no proof here."""
     geo = u["geometry"]
     short = {"phase": u["phase"], "margin": u["margin"], "delta": u["delta"], "delta_lower": u["delta_lower"],
              "precision_bits": u["precision_bits"]}
-    res = {"minimiser-unique": (True, {**short, "how": HOW_BALLS_UNIQUE, "uniqueness": u})}
     facts = {
-        f"geometry-{geo}": ("every minimiser has Z = Z* (unique), whose class-mean Gram is proportional to (Z*^T Z*)^(1/2)"
-                            " = m sqrt(n) J_K: a simplex ETF exactly" if geo == "simplex-etf" else
-                            "every minimiser has Z = 0, hence W = 0 and H = 0 (lam ||W H||_* = (lw ||W||^2 + lh "
-                            "||H||^2)/2 at a minimiser)"),
         "collapse": "Z* = m J_K E is class-constant and unique: h_i = mu_{y_i} at every minimiser",
         "self-duality": "Z* is symmetric PSD in class coordinates (m >= 0), so every balanced factorization has "
                         "mu_c = sqrt(lw/(n lh)) w_c",
         "constant-bias": f"every minimiser's bias is b* + c 1 with b* = 0 ({u['bias']})",
         "bias-one-over-k": "every minimiser's bias is b* = 1/K (MSE: equal gradients give equal logits)",
     }
-    for c in out.get("claims") or []:
-        cid = str(c.get("id", ""))
-        if cid in facts:
-            res[cid] = (True, {**short, "how": facts[cid]})
-        elif cid.startswith("geometry-") and cid not in res:
-            res[cid] = (False, {**short, "reason": f"ball arithmetic: the unique minimiser's class means are {geo}, "
-                                                  f"not {cid[len('geometry-'):]}"})
-    return res
+
+    def prove(s: st.EveryMinimiser) -> tuple[bool, dict]:
+        if s.property == "unique":
+            return True, {**short, "how": HOW_BALLS_UNIQUE, "uniqueness": u}
+        if s.property == "geometry" and s.geometry == geo:
+            return True, {**short, "how": (
+                "every minimiser has Z = Z* (unique), whose class-mean Gram is proportional to (Z*^T Z*)^(1/2)"
+                " = m sqrt(n) J_K: a simplex ETF exactly" if geo == "simplex-etf" else
+                "every minimiser has Z = 0, hence W = 0 and H = 0 (lam ||W H||_* = (lw ||W||^2 + lh "
+                "||H||^2)/2 at a minimiser)")}
+        if s.property == "geometry":
+            return False, {**short, "reason": f"ball arithmetic: the unique minimiser's class means are {geo}, "
+                                              f"not {s.geometry}"}
+        if s.property in facts:
+            return True, {**short, "how": facts[s.property]}
+        return False, {"reason": f"no ball-arithmetic proof that every minimiser has {s.property}"}
+
+    return prove
 
 
 def _phase_matches(u: dict, collapse_in_report) -> None:
@@ -435,7 +452,7 @@ def _geo_ufm(out: dict, prec: int) -> dict:
     u = R.ufm_balanced_uniqueness(p.loss, p.k, p.n, p.lw, p.lh, p.lb, p.d, prec=prec)
     trivial = (out.get("predicted") or {}).get("trivial")
     _phase_matches(u, None if trivial is None else not trivial)
-    return _balanced_statements(out, u)
+    return _balanced_prover(u)
 
 
 #: Why imbalanced counts (or unequal weights) have no ball-arithmetic uniqueness proof.
@@ -487,18 +504,19 @@ def _geo_ufm_general(out: dict, prec: int) -> dict:
                                   convention=lf["convention"], weight=weights[0] if weights else 1.0, prec=prec)
     geo = (out.get("predicted") or {}).get("geometry")
     _phase_matches(u, None if geo is None else geo == "simplex-etf")
-    return _balanced_statements(out, u)
+    return _balanced_prover(u)
 
 
 GEOMETRY_RECIPES = {"ufm-ce": _geo_ufm, "ufm-mse": _geo_ufm, "ufm": _geo_ufm_general}
 
 
-def _judge_point(c: Check, results: dict, why: str | None) -> Check:
-    """``c`` with ``rigorous`` and ``evidence["rigorous_geometry"]``; the verdict is unchanged."""
+def _judge_point(c: Check, prove, why: str | None) -> Check:
+    """``c`` (an ``EveryMinimiser`` statement) with ``rigorous`` and ``evidence["rigorous_geometry"]`` from the
+    geometry recipe's ``prove``; the verdict is unchanged."""
     if why is not None:
         proven, detail = False, {"reason": why}
     else:
-        proven, detail = results.get(c.name, (False, {"reason": f"no ball-arithmetic proof of {c.name!r}"}))
+        proven, detail = prove(c.statement)
     ok = bool(proven) and c.verdict is Verdict.VERIFIED
     info = {**detail, "proven": ok}
     if proven and not ok:
@@ -592,18 +610,20 @@ def rejudge(view: dict, checks: list, *, prec: int | None = None,
                                {**c.evidence, "rigorous_status": f"{rig['status']}: {rig['reason']}"},
                                c.independent, rigorous=False, statement=c.statement)
     # statements about every minimiser: only after a rigorously VERIFIED optimum (uniqueness needs it)
-    family = view.get("family")
-    grecipe = GEOMETRY_RECIPES.get(family)
-    pidx = [i for i, c in enumerate(out) if grecipe is not None and _is_point(family, c)]
+    grecipe = GEOMETRY_RECIPES.get(view.get("family"))
+    legacy = _legacy_saved(view) if saved and grecipe is not None else None
+    if legacy is not None:
+        out, all_rigorous = _legacy_points(out, LEGACY_POINT_REASON.format(ver=legacy), rig, diags), False
+    pidx = [i for i, c in enumerate(out) if grecipe is not None and _is_point(c)]
     if pidx:
         value_ok = rb is not None and judged > 0 and all_rigorous and any(_is_value(c) and c.rigorous for c in out)
-        gres, why = {}, None
+        gres, why = None, None
         t1 = time.perf_counter()
         if not value_ok:
             why = "the optimal value is not rigorously VERIFIED: the uniqueness proof needs the proven optimum"
         else:
             try:
-                gres = grecipe({**view, "live": live, "claims": [{"id": c.name} for c in out]}, prec)
+                gres = grecipe({**view, "live": live}, prec)
             except (NotSupported, R.Unsupported) as exc:
                 why = f"unsupported: {exc}"
             except R.NotCertified as exc:
@@ -618,6 +638,21 @@ def rejudge(view: dict, checks: list, *, prec: int | None = None,
             diags.append(f"--rigorous: statements about the minimiser not proven in balls: {why} (float verdicts stand)")
     verdict = summarise(out, what="statements")[0]
     return out, rig, diags, bool(verdict is Verdict.VERIFIED and all_rigorous and judged > 0)
+
+
+def _legacy_points(out: list, reason: str, rig: dict, diags: list) -> list:
+    """A saved report from before typed statements about every minimiser: its applicable checks that state no
+    statement may be about every minimiser (which, it does not say), so none is proven in balls: each gets
+    ``rigorous`` False and the reason, and the report is not rigorous (never VERIFIED by default)."""
+    res = []
+    for c in out:
+        if c.statement is None and c.verdict is not Verdict.NOT_APPLICABLE:
+            c = Check(c.name, c.verdict, c.reason, {**c.evidence, "rigorous_geometry": {"proven": False, "reason": reason}},
+                      c.independent, rigorous=False, statement=None)
+        res.append(c)
+    rig["geometry"] = {"judged": [], "proven": [], "reason": reason, "seconds": 0.0}
+    diags.append(f"--rigorous: statements about the minimiser not proven in balls: {reason}")
+    return res
 
 
 # ---------------------------------------------------------------------------------------------------

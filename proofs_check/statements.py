@@ -46,7 +46,7 @@ class Verdict(str, Enum):
 
 
 __all__ = ["Verdict", "Bracket", "FloatBracket", "ExactBracket", "Statement", "ValueEquals", "CertifiedOptimum", "AtLeast",
-           "AtMost", "MinBelow", "PointWithinRadius", "from_dict", "OPTIMUM", "to_fraction"]
+           "AtMost", "MinBelow", "PointWithinRadius", "EveryMinimiser", "MINIMISER_PROPERTIES", "from_dict", "OPTIMUM", "to_fraction"]
 
 #: ``Statement.about`` of a statement about the optimal value of the check's instance: the statements that
 #: ``--rigorous`` re-judges with the proven bracket of that optimum.
@@ -372,7 +372,47 @@ class PointWithinRadius(Statement):
                                       f"tolerance {f(tau, 3)}: not decided{sx}"), {}
 
 
-_TYPES = {c.__name__: c for c in (ValueEquals, CertifiedOptimum, AtLeast, AtMost, MinBelow, PointWithinRadius)}
+#: The properties an :class:`EveryMinimiser` statement can name (docs/rigorous.md "Uniqueness and geometry (UFM)").
+MINIMISER_PROPERTIES = ("unique", "geometry", "collapse", "self-duality", "constant-bias", "bias-one-over-k",
+                        "minority-geometry")
+
+
+@dataclass(frozen=True)
+class EveryMinimiser(Statement):
+    """"Every minimiser of the check's instance has ``property``": ``"unique"`` (the minimiser is unique, up to
+    the family's symmetries), ``"geometry"`` (its class means are ``geometry``, e.g. ``"simplex-etf"`` or
+    ``"zero"``), ``"collapse"`` (h_i = mu_{y_i}), ``"self-duality"`` (mu_c proportional to w_c),
+    ``"constant-bias"`` (the bias is constant up to a shift), ``"bias-one-over-k"`` (b = 1/K, MSE) or
+    ``"minority-geometry"`` (the minority classes' measures).
+
+    A label, not a rule on a bracket: the float verdict of such a check is made by its claim from the
+    evidence at the solver's point (uniqueness certificate, ``at_certified_point``), exactly as before this
+    type existed, so labelling changes no verdict. What the label is for: ``--rigorous``
+    (:mod:`proofs_check.rigorous`) finds the statements about every minimiser by this type (never by the
+    check's id) and marks them proven when the family's ball-arithmetic uniqueness proof implies
+    ``property``. :meth:`judge` therefore never decides: INCONCLUSIVE with the reason."""
+
+    property: str
+    geometry: str | None = None
+
+    def __post_init__(self):
+        if self.property not in MINIMISER_PROPERTIES or (self.geometry is not None) != (self.property == "geometry") \
+                or not isinstance(self.geometry, (str, type(None))):
+            raise ValueError(f"EveryMinimiser: property must be one of {', '.join(MINIMISER_PROPERTIES)} (geometry "
+                             f"named exactly for 'geometry'), got {self.property!r}, {self.geometry!r}")
+
+    @property
+    def about(self) -> str:
+        return "every-minimiser"
+
+    def judge(self, bracket: Bracket | None = None):
+        return Verdict.INCONCLUSIVE, (f"every minimiser has {self.property}"
+                                      + (f" {self.geometry}" if self.geometry else "")
+                                      + ": not decided by a bracket (judged by its claim's evidence)"), {}
+
+
+_TYPES = {c.__name__: c for c in (ValueEquals, CertifiedOptimum, AtLeast, AtMost, MinBelow, PointWithinRadius,
+                                  EveryMinimiser)}
 
 
 def from_dict(d) -> Statement | None:
@@ -384,5 +424,5 @@ def from_dict(d) -> Statement | None:
     names = {f.name for f in fields(cls)}
     try:
         return cls(**{k: v for k, v in d.items() if k in names})
-    except TypeError:
+    except (TypeError, ValueError):
         return None

@@ -346,3 +346,61 @@ def test_general_imbalanced_statements_keep_float_evidence():
         # the float verdict (a proven radius decides it since the imbalanced geometry certificate) is kept
         assert cl[cid]["verdict"] == fl[cid]["verdict"] and cl[cid]["rigorous"] is False
         assert "no exact minimiser" in cl[cid]["evidence"]["rigorous_geometry"]["reason"]
+
+
+# --------------------------------------------------------------------------------------------------------
+# the statements about every minimiser are found by their statement (EveryMinimiser), never by their id
+# --------------------------------------------------------------------------------------------------------
+
+def _relabelled(rep, **changes):
+    import dataclasses
+
+    return dataclasses.replace(rep, claims=[changes.get(c.name, c) for c in rep.claims])
+
+
+def test_point_statement_under_another_id_is_recognised_and_a_lookalike_id_is_not():
+    import dataclasses
+
+    rep = CU.check_instance(TU.UFMInstance("ce", 3, 2, 3, 1e-2, 1e-2), method="closed-form")
+    by = {c.name: c for c in rep.claims}
+    renamed = dataclasses.replace(by["geometry-simplex-etf"], name="class means form a simplex ETF")
+    # a check whose id looks like a statement about every minimiser but whose statement says nothing of the kind
+    lookalike = dataclasses.replace(by["collapse"], name="geometry-simplex-etf", statement=None)
+    out = PR.apply(_relabelled(rep, **{"geometry-simplex-etf": renamed, "collapse": lookalike}))
+    cl = _claims(out)
+    g = cl["class means form a simplex ETF"]
+    assert g["verdict"] == "VERIFIED" and g["rigorous"] is True and g["evidence"]["rigorous_geometry"]["proven"] is True
+    fake = cl["geometry-simplex-etf"]
+    assert "rigorous_geometry" not in fake["evidence"] and fake["rigorous"] is not True
+    assert "geometry-simplex-etf" not in out["certificate"]["rigorous"]["geometry"]["judged"]
+
+
+def test_other_geometry_statement_is_not_proven_by_the_unique_minimiser():
+    import dataclasses
+
+    from proofs_check.statements import EveryMinimiser
+
+    rep = CU.check_instance(TU.UFMInstance("ce", 3, 2, 3, 1e-2, 1e-2), method="closed-form")
+    by = {c.name: c for c in rep.claims}
+    wrong = dataclasses.replace(by["geometry-simplex-etf"], statement=EveryMinimiser("geometry", "orthogonal-frame"))
+    cl = _claims(PR.apply(_relabelled(rep, **{"geometry-simplex-etf": wrong})))
+    c = cl["geometry-simplex-etf"]
+    assert c["verdict"] == "VERIFIED" and c["rigorous"] is False  # the float verdict stands, not proven in balls
+    assert "not orthogonal-frame" in c["evidence"]["rigorous_geometry"]["reason"]
+
+
+def test_saved_report_without_typed_point_statements_is_unsupported_not_proven():
+    rep = CU.check_instance(TU.UFMInstance("ce", 3, 2, 3, 1e-2, 1e-2), method="closed-form").to_dict()
+    old = json.loads(json.dumps(rep))
+    for c in old["claims"]:
+        if c["id"] in POINT["ce"]:
+            del c["evidence"]["statement"]
+    out = PR.apply({**old, "schema_version": "1.1"})
+    cl = _claims(out)
+    assert cl["optimal-value"]["rigorous"] is True and out["rigorous"] is False
+    for cid in POINT["ce"]:
+        assert cl[cid]["verdict"] == "VERIFIED" and cl[cid]["rigorous"] is False  # float verdicts stand
+        assert cl[cid]["evidence"]["rigorous_geometry"]["reason"].startswith("unsupported: the saved report")
+    # the same report in the current schema, statements kept: proven
+    new = PR.apply({**json.loads(json.dumps(rep)), "schema_version": "1.2"})
+    assert new["rigorous"] is True and all(_claims(new)[cid]["rigorous"] is True for cid in POINT["ce"])

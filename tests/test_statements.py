@@ -237,3 +237,20 @@ def test_run_rigorous_bounds_the_checks_own_candidate(monkeypatch):
     out = judge_report(rep, RunContext(rigorous=True))
     val = next(c for c in out.claims if c.name == "optimal-value")
     assert val.rigorous is True and out.certificate["rigorous"]["lower"], out.certificate["rigorous"]
+
+
+@pytest.mark.parametrize("s", [st.EveryMinimiser("unique"), st.EveryMinimiser("geometry", "zero"),
+                               st.EveryMinimiser("bias-one-over-k")])
+def test_every_minimiser_round_trips_and_never_decides_on_a_bracket(s):
+    assert st.from_dict(json.loads(json.dumps(s.to_dict()))) == s
+    assert s.about != st.OPTIMUM  # not re-judged on the value bracket
+    for b in (st.FloatBracket(0.0, 0.0), st.ExactBracket(1.0, 1.0), st.FloatBracket(None, None)):
+        assert s.judge(b)[0] is Verdict.INCONCLUSIVE
+
+
+@pytest.mark.parametrize("d", [{"type": "EveryMinimiser", "property": "optimal"},
+                               {"type": "EveryMinimiser", "property": "unique", "geometry": "zero"},
+                               {"type": "EveryMinimiser", "property": "geometry"},
+                               {"type": "EveryMinimiser"}])
+def test_every_minimiser_with_an_unknown_or_malformed_property_is_not_a_statement(d):
+    assert st.from_dict(d) is None

@@ -13,6 +13,7 @@ the geometry evidence at Z* and at each solver point) and only states and judges
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import time
 from typing import Callable
@@ -22,6 +23,7 @@ from proofs_check.core import (Check, Claim, Provenance, RunContext, SolveReport
                                exceeds, fmt, geometry_is, hypothesis_fails, is_finite, optimum_matches, point_statement,
                                symbolic_zero, tolerance, within)
 from proofs_check.rigorous import judge_checks, judge_report
+from proofs_check.statements import EveryMinimiser
 from solvers import ufm_classic as CS
 from solvers.ufm import UNIT_ROUNDOFF
 from theory import geometry as G
@@ -89,7 +91,7 @@ def check_instance(inst: T.UFMInstance, *, method: str = "auto", starts: int = 3
     tol = tolerance(predicted, rtol=VALUE_RTOL, atol=VALUE_ATOL)
     claims = [_value_statement(sol, predicted, tol)]
     if failed:
-        claims.append(hypothesis_fails(f"geometry-{exp_geo}", "; ".join(failed)))
+        claims.append(_every(hypothesis_fails(f"geometry-{exp_geo}", "; ".join(failed)), "geometry", exp_geo))
     else:
         claims.extend(_minimiser_statements(sol, exp_geo, tol))
     best_route = sol.best_route
@@ -169,7 +171,13 @@ def _uniqueness_statement(sol: CS.ClassicSolution, tol: float) -> tuple[Check, b
         why = (f"conditions not confirmed: {', '.join(bad)}" if bad else
                f"the closed form is not certified (gap {fmt(gap, 3)} > {fmt(tol, 3)})")
         c = Check("minimiser-unique", Verdict.INCONCLUSIVE, f"uniqueness not proven: {why}", ev_u)
-    return c, unique, how
+    return _every(c, "unique"), unique, how
+
+
+def _every(check: Check, prop: str, geometry: str | None = None) -> Check:
+    """``check`` labelled with the statement it makes about every minimiser (``EveryMinimiser``: what
+    ``--rigorous`` dispatches on; the verdict is the claim's own)."""
+    return dataclasses.replace(check, statement=EveryMinimiser(prop, geometry))
 
 
 def _minimiser_statements(sol: CS.ClassicSolution, exp_geo: str, tol: float) -> list[Check]:
@@ -181,34 +189,35 @@ def _minimiser_statements(sol: CS.ClassicSolution, exp_geo: str, tol: float) -> 
     uq, unique, how = _uniqueness_statement(sol, tol)
     out = [uq]
 
-    def at_min(check: Check) -> Check:
-        return at_certified_point(check, value=cert.upper, lower_bound=cert.lower_bound, tol=tol, unique=unique,
-                                  how=how)
+    def at_min(check: Check, prop: str, geometry: str | None = None) -> Check:
+        return _every(at_certified_point(check, value=cert.upper, lower_bound=cert.lower_bound, tol=tol,
+                                         unique=unique, how=how), prop, geometry)
 
     name = f"geometry-{exp_geo}"
     ev = {"rho0": rho0, "phase": ph, "phase_rtol": PHASE_RTOL, "source": "closed-form Z*, SVD factorization"}
     if ph == "threshold":
-        out.append(Check(name, Verdict.INCONCLUSIVE,
+        out.append(_every(Check(name, Verdict.INCONCLUSIVE,
                          f"at the phase threshold: rho0 = ||grad L(0)||_2/lam = {rho0!r} is within {PHASE_RTOL:g} of 1, "
-                         "where float64 cannot tell a vanishing simplex ETF from the zero minimiser", ev))
+                         "where float64 cannot tell a vanishing simplex ETF from the zero minimiser", ev), "geometry", exp_geo))
     elif ph == "unknown":
-        out.append(Check(name, Verdict.INCONCLUSIVE, "the phase ratio is not a finite number", ev))
+        out.append(_every(Check(name, Verdict.INCONCLUSIVE, "the phase ratio is not a finite number", ev), "geometry",
+                          exp_geo))
     else:
-        out.append(at_min(geometry_is(name, exp_geo, ev_min["classification"], evidence=ev)))
+        out.append(at_min(geometry_is(name, exp_geo, ev_min["classification"], evidence=ev), "geometry", exp_geo))
     if ph == "collapse":
         # Z* has equal columns within each class (class coordinates), so every balanced factorization has
         # h_i = mu_{y_i}: a structural fact of the candidate (consistency), made about every minimiser by uniqueness.
         out.append(at_min(Check("collapse", Verdict.VERIFIED,
                                 "Z* is class-constant, so its factorization has h_i = mu_{y_i} (NC1 = 0)",
-                                {"NC1": 0.0, "structure": "Z* = Zc (I_k kron 1_n^T)"}, independent=False)))
+                                {"NC1": 0.0, "structure": "Z* = Zc (I_k kron 1_n^T)"}, independent=False), "collapse"))
         if inst.loss == "ce":
             sd = ev_min["self_duality_error"]
             ok = sd is not None and within(sd, SELF_DUAL_TOL)
             c = Check("self-duality", Verdict.VERIFIED if ok else (Verdict.REFUTED if is_finite(sd) else Verdict.INCONCLUSIVE),
                       f"||mu - sqrt(lw/(n lh)) W^T||/||mu|| = {fmt(sd, 3)} " + ("<=" if ok else ">") + f" {SELF_DUAL_TOL:g}",
                       {"self_duality_error": sd, "tolerance": SELF_DUAL_TOL})
-            out.append(at_min(c))
-    out.append(at_min(_bias_check(inst, ev_min["bias"])))
+            out.append(at_min(c, "self-duality"))
+    out.append(at_min(_bias_check(inst, ev_min["bias"]), "constant-bias" if inst.loss == "ce" else "bias-one-over-k"))
     return out
 
 

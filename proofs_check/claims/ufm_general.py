@@ -12,6 +12,7 @@ statements are judged in ball arithmetic (docs/rigorous.md).
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import time
 from typing import Callable
@@ -22,6 +23,7 @@ from proofs_check.core import (Check, Claim, Provenance, RunContext, SolveReport
                                exceeds, fmt, geometry_is, hypothesis_fails, is_finite, optimum_matches, point_statement,
                                tolerance, within)
 from proofs_check.rigorous import judge_report
+from proofs_check.statements import EveryMinimiser
 from solvers import ufm_general as SG
 from theory import geometry as G
 from theory import ufm as T
@@ -326,6 +328,17 @@ def _value_statements(s: "SG.GeneralSolution", claimed_value, minority_threshold
     return claims
 
 
+def _every(check: Check, prop: str, geometry: str | None = None) -> Check:
+    """``check`` labelled with the statement it makes about every minimiser (``EveryMinimiser``: what
+    ``--rigorous`` dispatches on; the verdict is the claim's own, unchanged)."""
+    return dataclasses.replace(check, statement=EveryMinimiser(prop, geometry))
+
+
+def _unique_check(verdict: Verdict, reason: str, evidence: dict) -> Check:
+    """``minimiser-unique``: "the minimiser is unique", judged by the caller (``EveryMinimiser("unique")``)."""
+    return _every(Check("minimiser-unique", verdict, reason, evidence), "unique")
+
+
 def _uniqueness_statements(s: "SG.GeneralSolution", geometry_expected: dict | None) -> list[Check]:
     """``minimiser-unique`` from the engine's uniqueness evidence (and, on the geometry-certificate route, the
     proven geometry statements of :func:`_geometry_certificate_claims`)."""
@@ -335,16 +348,16 @@ def _uniqueness_statements(s: "SG.GeneralSolution", geometry_expected: dict | No
         st = u["structural"]
         vtol = tolerance(cert.upper, rtol=GEN_VALUE_RTOL, atol=GEN_VALUE_ATOL)
         if st["ok"] and within(cert.gap, vtol):
-            return [Check("minimiser-unique", Verdict.VERIFIED,
+            return [_unique_check(Verdict.VERIFIED,
                           f"unique in (Z, centred bias): {st['why']}; the optimum exists and is certified (gap "
                           f"{fmt(cert.gap, 3)} <= {fmt(vtol, 3)}); no radius or geometry for K = {p.K} > "
                           f"{SG.EXPAND_MAX} (no K x K matrices formed)", {**st, "certificate_gap": cert.gap})]
-        return [Check("minimiser-unique", Verdict.INCONCLUSIVE,
+        return [_unique_check(Verdict.INCONCLUSIVE,
                       f"no geometry certificate for K = {p.K} > {SG.EXPAND_MAX} classes: "
                       + (st["why"] if not st["ok"] else f"the value is not certified (gap {fmt(cert.gap, 3)})"),
                       {"classes": p.K, **st})]
     if route == "phase-threshold":
-        return [Check("minimiser-unique", Verdict.INCONCLUSIVE,
+        return [_unique_check(Verdict.INCONCLUSIVE,
                       f"at the phase threshold: lambda within {PHASE_RTOL:g} relative of the value where the closed "
                       f"form switches between a simplex ETF and zero; float64 cannot tell which is the minimiser",
                       {"phase_rtol": u["phase_rtol"], "closed_form_phase": u["closed_form_phase"]})]
@@ -360,7 +373,7 @@ def _unique_at_closed_form(s: "SG.GeneralSolution") -> Check:
     p, u, cf = s.problem, s.uniqueness, s.closed_form
     uq, cc = u["conditions"], u["closed_form_certificate"]
     ok = uq["valid"] and within(cc.gap, tolerance(cf["value"], rtol=GEN_VALUE_RTOL, atol=GEN_VALUE_ATOL))
-    check = Check("minimiser-unique", Verdict.VERIFIED if ok else Verdict.INCONCLUSIVE,
+    check = _unique_check(Verdict.VERIFIED if ok else Verdict.INCONCLUSIVE,
                   ("the closed form is the unique minimiser (strictly complementary certificate, delta = "
                    f"{fmt(uq['delta'], 3)})") if ok else "uniqueness conditions not confirmed at the closed form",
                   {**uq, "closed_form_gap": cc.gap})
@@ -368,7 +381,7 @@ def _unique_at_closed_form(s: "SG.GeneralSolution") -> Check:
     if ok or enc is None:
         return check
     if enc["ok"] and enc["rank_bound"] <= p.d and u["nonzero"] and u["exchangeable"]:
-        return Check("minimiser-unique", Verdict.VERIFIED,
+        return _unique_check(Verdict.VERIFIED,
                      f"unique in (Z, centred bias): {enc['uniqueness']}; rank <= {enc['rank_bound']} <= d; "
                      f"proven radius {fmt(enc['radius'], 3)} < ||Xhat||_F = {fmt(enc['center_norm'], 3)} "
                      "(the face tolerances of the closed-form route failed at this scale: "
@@ -387,20 +400,23 @@ def _geometry_statements(s: "SG.GeneralSolution", predicted: dict, stated: list[
     out: list[Check] = []
     expected = predicted.get("geometry", "simplex-etf") if s.closed_form is not None else "simplex-etf"
     if s.balanced and p.G == p.K and mc is None:
-        out.append(Check(f"geometry-{expected}", Verdict.INCONCLUSIVE, f"no geometry certificate: the class-mean "
-                         f"Gram is not formed for K = {p.K} > {SG.EXPAND_MAX} classes", {"classes": p.K}))
+        out.append(_every(Check(f"geometry-{expected}", Verdict.INCONCLUSIVE, f"no geometry certificate: the "
+                                f"class-mean Gram is not formed for K = {p.K} > {SG.EXPAND_MAX} classes",
+                                {"classes": p.K}), "geometry", expected))
     elif s.balanced and p.G == p.K:
         gram = np.asarray(mc)
         cls = G.classify_gram(gram if np.linalg.norm(gram) > 0 else np.zeros_like(gram))
         chk = geometry_is(f"geometry-{expected}", expected, cls)
-        out.append(at_certified_point(chk, value=cert.upper, lower_bound=cert.lower_bound, tol=tol,
-                                      unique=s.geometry_how is not None, how=s.geometry_how or ""))
+        out.append(_every(at_certified_point(chk, value=cert.upper, lower_bound=cert.lower_bound, tol=tol,
+                                             unique=s.geometry_how is not None, how=s.geometry_how or ""),
+                          "geometry", expected))
     if "minority" in s.geometry and not any(c.name == "minority-geometry" for c in stated):
         m = s.geometry["minority"]
         chk = Check("minority-geometry", Verdict.VERIFIED, f"measured at the certified candidate: minority classifier "
                     f"cosine {fmt(m['minority_classifier_cosine'])}, classifier norm ratio "
                     f"{fmt(m['classifier_norm_ratio'])}", dict(m))
-        out.append(at_certified_point(chk, value=cert.upper, lower_bound=cert.lower_bound, tol=tol))
+        out.append(_every(at_certified_point(chk, value=cert.upper, lower_bound=cert.lower_bound, tol=tol),
+                          "minority-geometry"))
     return out
 
 
@@ -496,20 +512,20 @@ def _geometry_certificate_claims(p, enc: dict, gcert: dict | None, cert, expecte
         st = structural if structural is not None else {"ok": False, "why": "no structural uniqueness evidence"}
         vtol = tolerance(cert.upper, rtol=GEN_VALUE_RTOL, atol=GEN_VALUE_ATOL)
         if st["ok"] and within(cert.gap, vtol):
-            out.append(Check("minimiser-unique", Verdict.VERIFIED,
+            out.append(_unique_check(Verdict.VERIFIED,
                              f"unique in (Z, centred bias): {st['why']}; the optimum is certified (gap "
                              f"{fmt(cert.gap, 3)}); no proven radius ({enc.get('why')}), so no geometry statement",
                              {**ev, **st}))
         else:
-            out.append(Check("minimiser-unique", Verdict.INCONCLUSIVE, f"no geometry certificate: {enc.get('why')}", ev))
+            out.append(_unique_check(Verdict.INCONCLUSIVE, f"no geometry certificate: {enc.get('why')}", ev))
         return out
     if enc["rank_bound"] > p.d:
-        out.append(Check("minimiser-unique", Verdict.INCONCLUSIVE,
+        out.append(_unique_check(Verdict.INCONCLUSIVE,
                          f"rank of the minimiser not proven <= d = {p.d}: the bound is {enc['rank_bound']} (structural "
                          f"{enc['rank_bound_structural']}, dual {enc['rank_bound_dual']}), so the factored minimisers "
                          "may differ from the relaxation's unique minimiser", ev))
         return out
-    out.append(Check("minimiser-unique", Verdict.VERIFIED,
+    out.append(_unique_check(Verdict.VERIFIED,
                      f"unique in (Z, centred bias): {enc['uniqueness']}; rank(Z*) <= {enc['rank_bound']} <= d = {p.d} "
                      f"(structural {enc['rank_bound_structural']}, dual/Weyl {enc['rank_bound_dual']}), so every "
                      "factored minimiser is a balanced factorization of Z* (unique up to rotations of feature space); "
@@ -530,10 +546,11 @@ def _geometry_certificate_claims(p, enc: dict, gcert: dict | None, cert, expecte
         verdicts = [c.verdict for c in checks]
         v = (Verdict.REFUTED if Verdict.REFUTED in verdicts else Verdict.VERIFIED
              if verdicts and all(x == Verdict.VERIFIED for x in verdicts) else Verdict.INCONCLUSIVE)
-        out.append(Check("minority-geometry", v, "; ".join(c.reason for c in checks) or "no minority measure defined",
-                         {"measures": {c.name: {"verdict": c.verdict.value, **c.evidence} for c in checks},
-                          "source": GEOMETRY_SOURCE, "minority_classes": mino["minority_classes"],
-                          "majority_classes": mino["majority_classes"]}))
+        out.append(_every(Check("minority-geometry", v, "; ".join(c.reason for c in checks)
+                                or "no minority measure defined",
+                                {"measures": {c.name: {"verdict": c.verdict.value, **c.evidence} for c in checks},
+                                 "source": GEOMETRY_SOURCE, "minority_classes": mino["minority_classes"],
+                                 "majority_classes": mino["majority_classes"]}), "minority-geometry"))
     lo, hi = gcert["_intervals"]["mean_cos"]
     exp_c = expected.get("class_mean_cosines")
     C = 0.5 * (lo + hi) if exp_c is None else np.asarray(exp_c, dtype=float)
@@ -747,7 +764,7 @@ def check_regression(Y: np.ndarray, d: int, lw: float, lh: float, *, claimed_val
                                   tol=tol, certificate=cert.method))
     # uniqueness: squared error is strictly convex in the logits, so U* is unique; Z* 1 = 0 at every minimiser
     # (KKT: the right singular vectors of Z* lie in the row space of the gradient, orthogonal to 1): Z* unique
-    claims.append(Check("minimiser-unique", Verdict.VERIFIED if within(cert.gap, tol) else Verdict.INCONCLUSIVE,
+    claims.append(_unique_check(Verdict.VERIFIED if within(cert.gap, tol) else Verdict.INCONCLUSIVE,
                         "strictly convex loss: every minimiser has the same logits U*, and Z* = U* (I - 11^T/N) "
                         "(docs/ufm_general.md, 'Regression')", {"gap": cert.gap}))
     geometry = {**s.geometry, "geometry_certificate": s.geometry_how}
