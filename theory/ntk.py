@@ -263,6 +263,29 @@ def distinct(exprs) -> list:
     return out
 
 
+def _poly_domain(*matrices, extra=()):
+    """The polynomial ring QQ[symbols] of the given sympy matrices (plus ``extra`` symbols), for exact expansion:
+    products of :class:`DomainMatrix` over it are expanded polynomials with rational coefficients (about 20x faster
+    than ``sympy.expand`` of the same products; the entries come back by ``to_Matrix()`` in expanded form)."""
+    sp = _sp()
+    syms = set(extra)
+    for M in matrices:
+        syms |= set().union(*[sp.sympify(e).free_symbols for e in M]) if len(M) else set()
+    return sp.QQ[tuple(sorted(syms, key=str))]
+
+
+def _dm(M, K):
+    """A sympy matrix (entries polynomial in K's symbols) as a DomainMatrix over the ring K."""
+    from sympy.polys.matrices import DomainMatrix
+
+    return DomainMatrix.from_Matrix(_sp().Matrix(M)).convert_to(K)
+
+
+def _dm_trace(A, K):
+    """The trace of a square DomainMatrix over K (an element of K)."""
+    return sum(A.diagonal(), K.zero)
+
+
 def sym_eigenvalues(C, m, kd, kc, kn):
     """Symbolic (lambda_0, lambda_c, lambda_g); C and m may be symbols."""
     return (kd - kc, kd + (m - 1) * kc - m * kn, kd + (m - 1) * kc + m * (C - 1) * kn)
@@ -333,10 +356,14 @@ def sym_inverse_residual(C: int, m: int):
     K = sym_block_kernel(C, m)
     P0, Pc, Pg = sym_projectors(C, m)
     l0, lc, lg = sym_eigenvalues(C, m, kd, kc, kn)
-    num = lc * lg * P0 + l0 * lg * Pc + l0 * lc * Pg
-    resid = (K * num).applyfunc(sp.expand) - sp.expand(l0 * lc * lg) * sp.eye(C * m)
+    # K num - l0 lc lg I expanded exactly in QQ[kappa] (DomainMatrix products)
+    R = _poly_domain(extra=(kd, kc, kn))
+    l0d, lcd, lgd = (R.from_sympy(sp.expand(x)) for x in (l0, lc, lg))
+    P0d, Pcd, Pgd = (_dm(P, R) for P in (P0, Pc, Pg))
+    num = P0d * (lcd * lgd) + Pcd * (l0d * lgd) + Pgd * (l0d * lcd)
+    resid = _dm(K, R) * num - _dm(sp.eye(C * m), R) * (l0d * lcd * lgd)
     Kinv = P0 / l0 + Pc / lc + Pg / lg
-    return distinct(sp.expand(e) for e in resid), Kinv
+    return distinct(resid.to_Matrix()), Kinv
 
 
 def sym_alpha_identities():
@@ -417,9 +444,16 @@ def sym_invariant_forms(C: int = 3, m: int = 2, n: int = 2, weights=(1, 1, 1)):
     M = mu - hbar * sp.ones(1, C)
     D = H - sp.Matrix(n, N, lambda i, j: mu[i, j // m])
     parts = [(P0, D * D.T), (Pc, m * M * M.T), (Pg, N * hbar * hbar.T)]
+    # the polynomial identities H P H^T = form, expanded exactly in QQ[H, kappa] (DomainMatrix products)
+    R = _poly_domain(H, extra=(kd, kc, kn))
+    Hd, mud = _dm(H, R), _dm(mu, R)
+    hbd = mud * _dm(sp.ones(C, 1) / C, R)
+    Md = mud - hbd * _dm(sp.ones(1, C), R)
+    Dd = Hd - mud * _dm(sp.Matrix(C, N, lambda c, j: 1 if j // m == c else 0), R)
+    forms_d = [Dd * Dd.transpose(), Md * Md.transpose() * R.convert(m), hbd * hbd.transpose() * R.convert(N)]
     comps = []
-    for P, form in parts:
-        comps.extend(sp.expand(e) for e in (H * P * H.T - form))
+    for (P, _), fd in zip(parts, forms_d):
+        comps.extend((Hd * _dm(P, R) * Hd.transpose() - fd).to_Matrix())
     w = [sp.nsimplify(x) for x in weights]
     cleared = [lc * lg, l0 * lg, l0 * lc]  # l0 lc lg / l_i
     # (decomposition - definition) * l0 lc lg = sum_i (1 - w_i) (l0 lc lg / l_i) form_i
@@ -429,8 +463,10 @@ def sym_invariant_forms(C: int = 3, m: int = 2, n: int = 2, weights=(1, 1, 1)):
             diff += (1 - wi) * ci * form
     dec = comps + [sp.expand(e) for e in diff]
     # (code - decomposition) * lc lg: the W^T W and D D^T terms cancel identically
-    code = (-m * lg * mu * mu.T + C * C * m * m * kn * hbar * hbar.T + lg * m * M * M.T + N * lc * hbar * hbar.T)
-    return distinct(dec), distinct(sp.expand(e) for e in code)
+    lcd, lgd, knd = (R.from_sympy(sp.expand(x)) for x in (lc, lg, kn))
+    code = ((mud * mud.transpose()) * (-lgd * m) + (hbd * hbd.transpose()) * (knd * (C * C * m * m))
+            + (Md * Md.transpose()) * (lgd * m) + (hbd * hbd.transpose()) * (lcd * N))
+    return distinct(dec), distinct(code.to_Matrix())
 
 
 def sym_deviation_ode(C: int = 2, m: int = 2, n: int = 2, eigen_index: int = 0):
@@ -439,18 +475,26 @@ def sym_deviation_ode(C: int = 2, m: int = 2, n: int = 2, eigen_index: int = 0):
     ``eigen_index`` picks the eigenvalue in the ODE (0: lambda_0, the statement)."""
     sp = _sp()
     kd, kc, kn = kappa_symbols()
-    f = _sym_flow(C, m, n)
     P0, _, _ = sym_projectors(C, m)
     l0 = kd - kc
     lam = sym_eigenvalues(C, m, kd, kc, kn)[eigen_index]
-    W, H, dH, s = f["W"], f["H"], f["dH"], f["s"]
-    D = H * P0
-    dD = dH * P0
-    ode = [sp.expand(e) for e in (dD + s * lam * W.T * W * D)]
-    WD = W * D
-    dtr = 2 * sum((D.multiply_elementwise(dD))[i] for i in range(D.rows * D.cols))
+    s = sp.Symbol("s", positive=True)
+    W, H, b = _sym_state(C, m, n)
+    N = C * m
+    # the flow of _sym_flow, expanded exactly in QQ[W, H, b, s, kappa] (DomainMatrix products)
+    R = _poly_domain(W, H, b, extra=(s, kd, kc, kn))
+    Wd, Hd, P0d = _dm(W, R), _dm(H, R), _dm(P0, R)
+    Rd = Wd * Hd + _dm(b, R) * _dm(sp.ones(1, N), R) - _dm(sp.Matrix(C, N, lambda i, j: 1 if j // m == i else 0), R)
+    sd = R.from_sympy(s)
+    dHd = Wd.transpose() * Rd * _dm(sym_block_kernel(C, m), R) * (-sd)
+    Dd = Hd * P0d
+    dDd = dHd * P0d
+    ode = list((dDd + Wd.transpose() * Wd * Dd * (sd * R.from_sympy(sp.expand(lam)))).to_Matrix())
+    WDd = Wd * Dd
+    scatter = R.to_sympy(_dm_trace(Dd.transpose() * dDd, R) * 2
+                         + _dm_trace(WDd.transpose() * WDd, R) * (sd * R.from_sympy(l0) * 2))
+    WD = W * (H * P0)
     rhs = -2 * s * sp.Symbol("lambda_0", positive=True) * sum(x ** 2 for x in WD)
-    scatter = sp.expand(dtr + 2 * s * l0 * sum(x ** 2 for x in WD))
     return distinct(ode), scatter, rhs
 
 
@@ -530,9 +574,17 @@ def sym_nonetf_identity(C: int = 3):
     q = sp.sqrt(1 - beta * t ** 2)
     G = r * (J - (1 - q) * u * u.T)
     g = t * u
-    ident = [sp.simplify(x) for x in ((m / lc) * G * G + beta * g * g.T - J)]
+    # expansion proves the entries (sqrt(x)^2 = x for positive symbols); simplify only an entry it leaves nonzero
+    ident = [_expand_or_simplify(x) for x in ((m / lc) * G * G + beta * g * g.T - J)]
     ratio = sp.simplify((u.T * G * u)[0] / r)
     return ident, ratio
+
+
+def _expand_or_simplify(x):
+    """0 when ``sympy.expand`` gives 0 (then ``simplify`` would too), else ``sympy.simplify(x)``."""
+    sp = _sp()
+    e = sp.expand(x)
+    return e if e == 0 else sp.simplify(x)
 
 
 # --------------------------------------------------------------------------------------
@@ -821,15 +873,16 @@ def sym_general_invariant_derivative(N: int = 3, C: int = 2, d: int = 2):
     """Entries of dE/dt for E = W^T W - H K^-1 H^T along dW = -G H^T, dH = -W^T G K with a generic symmetric
     K (symbols k_ij = k_ji, K^-1 = adj(K)/det(K)) and a generic G = dL/dZ (symbols: any loss, any batch
     mask): must all vanish. Returned with the denominator det(K) cleared."""
-    sp = _sp()
     W, H, G, K = _sym_general(N, C, d)
-    adj = K.adjugate()
-    det = K.det()
-    dW = -G * H.T
-    dH = -W.T * G * K
+    # expanded exactly in QQ[W, H, G, K] (DomainMatrix products)
+    R = _poly_domain(W, H, G, K)
+    Wd, Hd, Gd, Kd = (_dm(x, R) for x in (W, H, G, K))
+    adj, det = Kd.adjugate(), Kd.det()
+    dW = -(Gd * Hd.transpose())
+    dH = -(Wd.transpose() * Gd * Kd)
     # d/dt (H K^-1 H^T) * det = dH adj H^T + H adj dH^T
-    dE = (dW.T * W + W.T * dW) * det - (dH * adj * H.T + H * adj * dH.T)
-    return tuple(distinct(sp.expand(e) for e in dE))
+    dE = (dW.transpose() * Wd + Wd.transpose() * dW) * det - (dH * adj * Hd.transpose() + Hd * adj * dH.transpose())
+    return tuple(distinct(dE.to_Matrix()))
 
 
 def sym_discrete_step_change(N: int = 3, C: int = 2, d: int = 2, predicted=None):
@@ -838,6 +891,17 @@ def sym_discrete_step_change(N: int = 3, C: int = 2, d: int = 2, predicted=None)
     sp = _sp()
     W, H, G, K = _sym_general(N, C, d)
     eta = sp.Symbol("eta", positive=True)
+    if predicted is None:  # the default prediction, expanded exactly in QQ[W, H, G, K, eta] (DomainMatrix products)
+        R = _poly_domain(W, H, G, K, extra=(eta,))
+        Wd, Hd, Gd, Kd = (_dm(x, R) for x in (W, H, G, K))
+        e = R.from_sympy(eta)
+        adj, det = Kd.adjugate(), Kd.det()
+        W1 = Wd - Gd * Hd.transpose() * e
+        H1 = Hd - Wd.transpose() * Gd * Kd * e
+        pred = (Hd * Gd.transpose() * Gd * Hd.transpose() - Wd.transpose() * Gd * Kd * Gd.transpose() * Wd) * (e * e)
+        diff = (W1.transpose() * W1 - Wd.transpose() * Wd - pred) * det - (H1 * adj * H1.transpose()
+                                                                          - Hd * adj * Hd.transpose())
+        return tuple(distinct(diff.to_Matrix()))
     adj, det = K.adjugate(), K.det()
     W1 = W - eta * G * H.T
     H1 = H - eta * W.T * G * K
@@ -986,12 +1050,16 @@ def sym_ce_within_derivative(counts: tuple = (2, 2), n: int = 2, eigen_index: in
     W = sp.Matrix(C, n, lambda i, j: sp.Symbol(f"w{i}{j}", real=True))
     H = sp.Matrix(n, N, lambda i, j: sp.Symbol(f"h{i}_{j}", real=True))
     G = sp.Matrix(C, N, lambda i, j: sp.Symbol(f"g{i}_{j}", real=True))
-    D = H * P0
-    dD = (-W.T * G * K) * P0
     m = counts[0]
     lam = [kd - kc, kd + (m - 1) * kc - m * kn, kd + (m - 1) * kc + m * (C - 1) * kn][eigen_index]
-    resid = 2 * (D.T * dD).trace() + 2 * lam * ((W * D).T * G).trace()
-    return (sp.expand(resid),)
+    # expanded exactly in QQ[W, H, G, kappa] (DomainMatrix products)
+    R = _poly_domain(W, H, G, extra=(kd, kc, kn))
+    Wd, Hd, Gd, P0d = _dm(W, R), _dm(H, R), _dm(G, R), _dm(P0, R)
+    Dd = Hd * P0d
+    dDd = -(Wd.transpose() * Gd * _dm(K, R)) * P0d
+    resid = (_dm_trace(Dd.transpose() * dDd, R) * 2
+             + _dm_trace((Wd * Dd).transpose() * Gd, R) * (R.from_sympy(sp.expand(lam)) * 2))
+    return (R.to_sympy(resid),)
 
 
 def sym_softmax_lemmas(C: int = 3):
@@ -1009,7 +1077,9 @@ def sym_softmax_lemmas(C: int = 3):
     for i in range(C):
         for j in range(C):
             hij = sp.diff(logs0, z[i], z[j])
-            out.append(sp.simplify(hij + (sig[i] if i == j else 0) - sig[i] * sig[j]))
+            e = hij + (sig[i] if i == j else 0) - sig[i] * sig[j]
+            c = sp.cancel(e)  # a rational function of exp(z_0..z_{C-1}): 0 after cancelling is a proof
+            out.append(c if c == 0 else sp.simplify(e))
     p = sp.symbols(f"p0:{C - 1}", positive=True)
     pl = list(p) + [1 - sum(p)]
     v = sp.symbols(f"v0:{C}", real=True)
