@@ -229,7 +229,7 @@ class LayerMatrices:
 
 def _normalise_rows(X: np.ndarray) -> np.ndarray:
     """Each row divided by its Euclidean norm; zero rows stay zero (their direction is undefined)."""
-    nrm = np.linalg.norm(X, axis=-1, keepdims=True)
+    nrm = np.sqrt(np.add.reduce(X * X, axis=-1, keepdims=True))  # np.linalg.norm(X, axis=-1), its arithmetic
     return np.divide(X, nrm, out=np.zeros_like(X), where=nrm > 0)
 
 
@@ -581,6 +581,8 @@ def forward_backward(Ws: list[np.ndarray], X: np.ndarray, Y: np.ndarray, activat
     (samples as rows; hs[0] = X), gbs[l] = g_b of layer l = -dl/dz_l per sample, loss = mean
     per-sample loss (per run).
     """
+    if Ws[0].ndim == 3 and loss_matrix is None:  # stacked products (per run the same BLAS calls as 2-D)
+        return _forward_backward_stacked(Ws, X, Y, activation)
     if Ws[0].ndim == 3:  # loop over runs: 2-D products go to BLAS
         per = [forward_backward([W[r] for W in Ws], X[r] if X.ndim == 3 else X, Y[r] if Y.ndim == 3 else Y,
                                 activation, loss_matrix) for r in range(Ws[0].shape[0])]
@@ -608,6 +610,27 @@ def forward_backward(Ws: list[np.ndarray], X: np.ndarray, Y: np.ndarray, activat
         gbs[l] = g
         if l > 0:
             g = _rows_matmul(g, Ws[l]) * _act_grad_from(hs[l], zs[l - 1], activation)
+    return hs, gbs, loss
+
+
+def _forward_backward_stacked(Ws: list[np.ndarray], X: np.ndarray, Y: np.ndarray, activation: str):
+    """:func:`forward_backward` for stacked runs (``Ws[l]`` of shape (R, d_out, d_in)) and the identity loss
+    matrix: the per-run arithmetic of the 2-D case, every product and elementwise operation batched over runs."""
+    L, R = len(Ws), Ws[0].shape[0]
+    hs, zs = [np.array(X) if X.ndim == 3 else np.repeat(X[None], R, axis=0)], []
+    for l, W in enumerate(Ws):
+        z = _bmm(hs[-1], W.transpose(0, 2, 1))
+        zs.append(z)
+        if l < L - 1:
+            hs.append(_act(z, activation))
+    r = (Y if Y.ndim == 3 else Y[None]) - zs[-1]
+    loss = 0.5 * np.mean(np.sum(r * r, axis=-1), axis=-1)
+    g = r
+    gbs = [None] * L
+    for l in range(L - 1, -1, -1):
+        gbs[l] = g
+        if l > 0:
+            g = _bmm(g, Ws[l]) * _act_grad_from(hs[l], zs[l - 1], activation)
     return hs, gbs, loss
 
 
@@ -848,6 +871,18 @@ def _record_dynamics(dyn: Dynamics | None, done: int, Ws, X, Y, act, loss_at, al
     dyn.seconds += time.perf_counter() - t0
 
 
+#: Steps of the second half whose D D^T are summed by one matrix product (:func:`_sgd_loop`).
+_DD_CHUNK = 32
+
+
+def _flush_dd(acc, Dbuf, d_in, k: int) -> None:
+    """Add the sum of D D^T over the first ``k`` steps held in ``Dbuf`` to ``acc["DD"]``."""
+    if k:
+        for l, buf in enumerate(Dbuf):
+            D = buf[:, :, :k * d_in[l]]
+            acc["DD"][l] += np.matmul(D, D.transpose(0, 2, 1))
+
+
 def _sgd_loop(cfg, Xs, Ys, Ws, gam, eta, rngs, record_set, acc, deadline: float = float("inf"),
               dyn: Dynamics | None = None, loss_at=frozenset(), align_at=frozenset(), noise_rng=None,
               X_full=None, Y_full=None) -> tuple[int, int]:
@@ -860,53 +895,70 @@ def _sgd_loop(cfg, Xs, Ys, Ws, gam, eta, rngs, record_set, acc, deadline: float 
     ``_CLOCK_EVERY`` steps). Returns (steps done, checkpoints recorded)."""
     L, N, B = cfg.n_layers, cfg.n_samples, cfg.batch_size
     n_seeds, n_g = Xs.shape[0], len(cfg.weight_decays)
-    R = n_seeds * n_g
     batches_per_epoch = max(1, N // B)
+    tanh = cfg.activation == "tanh"
     act = cfg.activation
     half = cfg.steps // 2
     noise_l, sig = (cfg.noise_layer if cfg.neuron_noise > 0 else None), cfg.neuron_noise
     seed_ix, single = np.arange(n_seeds)[:, None], n_seeds == 1
-    perms, recorded = None, 0
+    Xe = Ye = None
+    recorded = 0
     # loop invariants (the same floats as written inline; the transposes are views of Ws, updated in place)
     WT, decay, lr_b, dyn_at = [W.transpose(0, 2, 1) for W in Ws], 1.0 - eta * gam, eta / B, loss_at | align_at
+    # E[D D^T] of the second half: the steps' D = S / B - gamma W are written side by side into Dbuf[l]
+    # (columns k d_in .. (k+1) d_in) and summed with one product every _DD_CHUNK steps
+    Dbuf = [np.empty((W.shape[0], W.shape[1], _DD_CHUNK * W.shape[2])) for W in Ws]
+    d_in = [W.shape[2] for W in Ws]
+    k = 0
     for t in range(cfg.steps):
         if t % _CLOCK_EVERY == 0 and time.perf_counter() > deadline:
+            _flush_dd(acc, Dbuf, d_in, k)
             return t, recorded
         if t == half:
             acc["W_half"] = [W.copy() for W in Ws]
         j = t % batches_per_epoch
-        if j == 0:
+        if j == 0:  # the epoch's minibatches, gathered at once (the same rows as one gather per step)
             perms = np.stack([r.permutation(N) for r in rngs])
-        idx = perms[:, j * B:(j + 1) * B]
+            if single:
+                Xe, Ye = Xs[0][perms[0]], Ys[0][perms[0]]
+            else:
+                Xe = np.repeat(Xs[seed_ix, perms], n_g, axis=0)
+                Ye = np.repeat(Ys[seed_ix, perms], n_g, axis=0)
         if single:
-            xb, yb = Xs[0][idx[0]], Ys[0][idx[0]]
+            xb, yb = Xe[j * B:(j + 1) * B], Ye[j * B:(j + 1) * B]
         else:
-            xb = np.repeat(Xs[seed_ix, idx], n_g, axis=0)
-            yb = np.repeat(Ys[seed_ix, idx], n_g, axis=0)
+            xb, yb = Xe[:, j * B:(j + 1) * B], Ye[:, j * B:(j + 1) * B]
         # forward (hs: clean activations for the activation derivative; hu: what the next layer reads)
-        hs, hu, zs = [xb], [xb], []
+        hs, hu = [xb], [xb]
+        z = None
         for l in range(L):
-            z = np.matmul(hu[-1], WT[l])
-            zs.append(z)
+            z = np.matmul(hu[l], WT[l])
             if l < L - 1:
-                h = np.tanh(z) if act == "tanh" else np.maximum(z, 0.0)
+                h = np.tanh(z) if tanh else np.maximum(z, 0.0)
                 hs.append(h)
                 hu.append(h + sig * noise_rng.standard_normal(h.shape) if noise_l == l + 1 else h)
-        g = yb - zs[-1]
+        g = yb - z
+        second = t >= half
         # backward + update (g_b of layer l; update uses the pre-update W for backprop)
         for l in range(L - 1, -1, -1):
             W = Ws[l]
-            h = hs[l]
             S = np.matmul(g.transpose(0, 2, 1), hu[l])
-            if t >= half:
-                D = S / B - gam * W
-                acc["DD"][l] += np.matmul(D, D.transpose(0, 2, 1))
+            if second:
+                Dk = Dbuf[l][:, :, k * d_in[l]:(k + 1) * d_in[l]]
+                np.divide(S, B, out=Dk)
+                Dk -= gam * W
             if l > 0:
                 g = np.matmul(g, W)
-                g *= (1.0 - h * h) if act == "tanh" else (zs[l - 1] > 0)
+                h = hs[l]
+                g *= (1.0 - h * h) if tanh else (h > 0)  # relu: max(z, 0) > 0 iff z > 0
             W *= decay
             S *= lr_b
             W += S
+        if second:
+            k += 1
+            if k == _DD_CHUNK:
+                _flush_dd(acc, Dbuf, d_in, k)
+                k = 0
         fb = None
         if t in record_set:
             recorded += 1
@@ -931,6 +983,7 @@ def _sgd_loop(cfg, Xs, Ys, Ws, gam, eta, rngs, record_set, acc, deadline: float 
                 acc["W"][l] += Ws[l]
         if t + 1 in dyn_at:
             _record_dynamics(dyn, t + 1, Ws, X_full, Y_full, act, loss_at, align_at, fb)
+    _flush_dd(acc, Dbuf, d_in, k)
     return cfg.steps, recorded
 
 
