@@ -406,18 +406,31 @@ def sym_invariant_derivative(C: int = 2, m: int = 2, n: int = 2):
     K K^{-1} formed from the projector formula and reduced exactly by rational cancellation.
     """
     sp = _sp()
-    f = _sym_flow(C, m, n)
-    W, H, dW, K = f["W"], f["H"], f["dW"], f["K"]
-    # dH K^{-1} = -s W^T R (K K^{-1}); K K^{-1} is formed and reduced exactly (rational cancel)
-    # first, so the remaining expression is a polynomial in W, H, b, s.
+    s = sp.Symbol("s", positive=True)
+    W, H, b = _sym_state(C, m, n)
+    N = C * m
+    # dH K^{-1} = -s W^T R (K K^{-1}); K K^{-1} is formed and reduced exactly first (each entry of
+    # K (lc lg P0 + l0 lg Pc + l0 lc Pg) divided exactly by l0 lc lg in QQ[kappa]), so the remaining
+    # expression is a polynomial in W, H, b, s, expanded exactly in QQ[W, H, b, s, kappa] (DomainMatrix products).
     kd, kc, kn = kappa_symbols()
     l0, lc, lg = sym_eigenvalues(C, m, kd, kc, kn)
     P0, Pc, Pg = sym_projectors(C, m)
-    prod = sp.expand(l0 * lc * lg)
-    KKinv = (K * (lc * lg * P0 + l0 * lg * Pc + l0 * lc * Pg)).applyfunc(lambda e: sp.cancel(sp.expand(e) / prod))
-    dHKinv = -f["s"] * W.T * f["R"] * KKinv
-    dE = dW.T * W + W.T * dW - dHKinv * H.T - H * dHKinv.T
-    return distinct(sp.expand(e) for e in dE)
+    R = _poly_domain(W, H, b, extra=(s, kd, kc, kn))
+    l0d, lcd, lgd = (R.from_sympy(sp.expand(x)) for x in (l0, lc, lg))
+    num = _dm(sym_block_kernel(C, m), R) * (_dm(P0, R) * (lcd * lgd) + _dm(Pc, R) * (l0d * lgd) + _dm(Pg, R) * (l0d * lcd))
+    prod = l0d * lcd * lgd
+    rows = num.to_list()
+    if any(e % prod for row in rows for e in row):  # not an exact multiple: no cancellation to a polynomial
+        raise ArithmeticError("K (P0/l0 + Pc/lc + Pg/lg) did not reduce to a polynomial matrix")
+    from sympy.polys.matrices import DomainMatrix
+
+    KKinv = DomainMatrix([[R.exquo(e, prod) for e in row] for row in rows], (N, N), R)
+    Wd, Hd, sd = _dm(W, R), _dm(H, R), R.from_sympy(s)
+    Rd = Wd * Hd + _dm(b, R) * _dm(sp.ones(1, N), R) - _dm(sp.Matrix(C, N, lambda i, j: 1 if j // m == i else 0), R)
+    dW = Rd * Hd.transpose() * (-sd)
+    dHKinv = Wd.transpose() * Rd * KKinv * (-sd)
+    dE = dW.transpose() * Wd + Wd.transpose() * dW - dHKinv * Hd.transpose() - Hd * dHKinv.transpose()
+    return distinct(dE.to_Matrix())
 
 
 def sym_invariant_forms(C: int = 3, m: int = 2, n: int = 2, weights=(1, 1, 1)):

@@ -8,6 +8,19 @@ from proofs_check.core import Check, Verdict, fmt, symbolic_zero
 from theory import ntk as th
 
 
+def rational_zero(name: str, expr) -> Check:
+    """A rational function that must be identically 0: VERIFIED when ``sympy.cancel`` (exact polynomial arithmetic
+    on numerator and denominator) gives 0, a proof; otherwise ``core.symbolic_zero`` decides (expansion, then
+    sympy.simplify), so a nonzero expression is never VERIFIED."""
+    import sympy as sp
+
+    expr = sp.sympify(expr)
+    if sp.cancel(expr) == 0:
+        return Check(name, Verdict.VERIFIED, "cancels to 0 (numerator and denominator in exact polynomial arithmetic)",
+                     {"expression": str(expr)[:300]})
+    return symbolic_zero(name, expr)
+
+
 def subs_kappa():
     kd, kc, kn = th.kappa_symbols()
     return [{kd: 1.3, kc: 0.55, kn: 0.2}, {kd: 2.0, kc: 0.3, kn: -0.1}]

@@ -20,7 +20,7 @@ import numpy as np
 
 from proofs_check.core import (Check, Claim, Provenance, RunContext, SolveReport, Verdict, close, condition, fmt,
                                geometry_is, hypothesis_fails, is_finite, summarise, symbolic_zero, tolerance)
-from proofs_check.claims._ntk_helpers import matrix_zero, subs_kappa
+from proofs_check.claims._ntk_helpers import matrix_zero, rational_zero, subs_kappa
 from solvers import ntk as sv
 from theory import ntk as th
 from theory._validate import InstanceError, as_float, as_int
@@ -196,8 +196,8 @@ def inverse_claim(claim_id: str = "inverse") -> Claim:
             yield matrix_zero(f"K (P0/l0 + Pc/lc + Pg/lg) = I, C={C}, m={m}", exprs, subs_kappa(),
                                note="denominators l0 lc lg cleared")
         a1, a2 = th.sym_alpha_identities()
-        yield symbolic_zero("alpha = kn/(l0/m + kc + (C-1)kn) = m kn/lg (symbolic C, m)", a1)
-        yield symbolic_zero("1 - alpha C = lc/lg (symbolic C, m)", a2)
+        yield rational_zero("alpha = kn/(l0/m + kc + (C-1)kn) = m kn/lg (symbolic C, m)", a1)
+        yield rational_zero("1 - alpha C = lc/lg (symbolic C, m)", a2)
         for inst in _instances(ctx):
             K = th.block_kernel(inst.classes, inst.per_class, inst.kappa)
             err = float(np.max(np.abs(K @ th.kernel_inverse(inst) - np.eye(inst.N))))
