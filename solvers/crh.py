@@ -234,7 +234,10 @@ class LayerMatrices:
 def _normalise_rows(X: np.ndarray) -> np.ndarray:
     """Each row divided by its Euclidean norm; zero rows stay zero (their direction is undefined)."""
     nrm = np.sqrt(np.add.reduce(X * X, axis=-1, keepdims=True))  # np.linalg.norm(X, axis=-1), its arithmetic
-    return np.divide(X, nrm, out=np.zeros_like(X), where=nrm > 0)
+    pos = nrm > 0
+    if pos.all():  # the common case: the same quotients without the masked write
+        return X / nrm
+    return np.divide(X, nrm, out=np.zeros_like(X), where=pos)
 
 
 #: Row-block size bound for full-data products: OpenBLAS multithreads a GEMM once
