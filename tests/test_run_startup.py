@@ -28,3 +28,45 @@ def test_nc_imbalanced_cosine_is_exactly_the_matrix_formula():
 def test_nc_imbalanced_cosine_balanced_is_one_and_default_form():
     assert T.nc_imbalanced_cosine((7, 7, 7)) == 1
     assert T.nc_imbalanced_cosine((150, 20, 20, 20)) == 21 * sp.sqrt(779) / 779
+
+
+def test_claim_blas_limit_covers_libraries_loaded_after_the_first_claim():
+    import sys
+    import types
+
+    from threadpoolctl import threadpool_info
+
+    from proofs_check import runner
+
+    with runner._blas_limit():
+        assert all(i["num_threads"] == runner.CLAIM_BLAS_THREADS for i in threadpool_info() if i["user_api"] == "blas")
+    view = runner._BLAS_VIEW[0]
+    with runner._blas_limit():  # nothing imported since: the same view of the libraries
+        assert runner._BLAS_VIEW[0] is view
+    sys.modules["_ncproofs_test_new_module"] = types.ModuleType("_ncproofs_test_new_module")
+    try:
+        with runner._blas_limit():  # a module more (a library may have come with it): the libraries found again
+            assert runner._BLAS_VIEW[0] is not view
+            assert all(i["num_threads"] == runner.CLAIM_BLAS_THREADS for i in threadpool_info()
+                       if i["user_api"] == "blas")
+    finally:
+        del sys.modules["_ncproofs_test_new_module"]
+
+
+def test_write_reports_markdown_and_json_from_one_dict(tmp_path, monkeypatch):
+    import json
+
+    from proofs_check import runner
+    from proofs_check.core import Check, Claim, Provenance, Verdict
+
+    claim = Claim("ufm.test.one", "ufm", "a statement", "a source", Provenance.DERIVED,
+                  lambda ctx: iter([Check("c", Verdict.VERIFIED, "ok", {"x": 1.5})]))
+    run = runner.run_claims([claim], progress=False)
+    calls = []
+    real = runner.RunResult.to_dict
+    monkeypatch.setattr(runner.RunResult, "to_dict", lambda self: calls.append(1) or real(self))
+    runner.write_reports(run, str(tmp_path / "r.md"), str(tmp_path / "r.json"))
+    assert len(calls) == 1
+    doc = json.loads((tmp_path / "r.json").read_text())
+    assert doc["claims"][0]["id"] == "ufm.test.one" and doc["overall_verdict"] == "VERIFIED"
+    assert (tmp_path / "r.md").read_text() == runner.markdown_report(run, doc)
