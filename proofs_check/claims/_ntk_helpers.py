@@ -1,11 +1,31 @@
 """Helpers shared by the NTK claim modules (proofs_check.claims.ntk, ntk_general, ntk_thread): the numeric
-substitution points for the kernel constants and the entrywise symbolic-zero check. Not a claims module (no
+substitution points for the kernel constants, the entrywise symbolic-zero check, the rational-function zero check
+and the memoised flows shared by several claims. Not a claims module (no
 CLAIMS; the registry skips it)."""
 
 from __future__ import annotations
 
 from proofs_check.core import Check, Verdict, fmt, symbolic_zero
+from solvers import ntk as sv
 from theory import ntk as th
+
+#: Flows shared by several claims of a module (ntk.invariant, ntk.scatter and ntk.nc1-bound read the same moderate
+#: run), keyed by every parameter of the flow and its budget: the runner gives one worker all claims of a module in
+#: order, so the flow is integrated once per process, as in a serial run. A flow that stopped (its work budget or the
+#: wall-clock safety net) is not kept: the next claim integrates it again.
+_FLOWS: dict = {}
+
+
+def shared_flow(inst: th.NTKInstance, n: int, scale: float, seed: int, T: float, n_grid: int, budget: dict):
+    """``sv.run_flow`` from ``sv.init_random(inst, n, scale, seed)`` on [0, T] with ``budget`` (max_steps,
+    safety_s), memoised by all of them."""
+    key = (inst, int(n), float(scale), int(seed), float(T), int(n_grid), tuple(sorted(budget.items())))
+    rep = _FLOWS.get(key)
+    if rep is None:
+        rep = sv.run_flow(inst, sv.init_random(inst, n, scale, seed=seed), T, n_grid=n_grid, **budget)
+        if rep.trajectory.stopped is None:
+            _FLOWS[key] = rep
+    return rep
 
 
 def rational_zero(name: str, expr) -> Check:

@@ -20,7 +20,7 @@ import numpy as np
 
 from proofs_check.core import (Check, Claim, Provenance, RunContext, SolveReport, Verdict, close, condition, fmt,
                                geometry_is, hypothesis_fails, is_finite, summarise, symbolic_zero, tolerance)
-from proofs_check.claims._ntk_helpers import matrix_zero, rational_zero, subs_kappa
+from proofs_check.claims._ntk_helpers import matrix_zero, rational_zero, shared_flow, subs_kappa
 from solvers import ntk as sv
 from theory import ntk as th
 from theory._validate import InstanceError, as_float, as_int
@@ -277,28 +277,10 @@ def _weighted_invariant(weights):
     return E
 
 
-#: Flows shared by several claims of this module (ntk.invariant, ntk.scatter and ntk.nc1-bound read the same
-#: moderate run), keyed by every parameter of the flow: the runner gives one worker all claims of a module in
-#: order, so the flow is integrated once per process, as in a serial run. A flow that stopped (a budget or the
-#: wall-clock safety net) is not kept: the next claim integrates it again.
-_FLOWS: dict = {}
-
-
-def _shared_flow(inst: th.NTKInstance, n: int, scale: float, seed: int, T: float, n_grid: int):
-    """``sv.run_flow`` from ``sv.init_random(inst, n, scale, seed)`` on [0, T] with the claim budget, memoised."""
-    key = (inst, n, float(scale), int(seed), float(T), int(n_grid), CLAIM_MAX_STEPS, CLAIM_SAFETY_S)
-    rep = _FLOWS.get(key)
-    if rep is None:
-        rep = sv.run_flow(inst, sv.init_random(inst, n, scale, seed=seed), T, n_grid=n_grid, **_claim_budget())
-        if rep.trajectory.stopped is None:
-            _FLOWS[key] = rep
-    return rep
-
-
 def _moderate_run(ctx: RunContext, inst: th.NTKInstance | None = None):
-    """A moderate run: O(1) initialisation (E of size ~10), T = 20 (memoised: :func:`_shared_flow`)."""
+    """A moderate run: O(1) initialisation (E of size ~10), T = 20 (memoised: ``_ntk_helpers.shared_flow``)."""
     inst = inst or REFERENCE[0]
-    return inst, _shared_flow(inst, inst.classes + 2, 0.7, ctx.seed + 2, 20.0, 201)
+    return inst, shared_flow(inst, inst.classes + 2, 0.7, ctx.seed + 2, 20.0, 201, _claim_budget())
 
 
 def invariant_claim(weights=(1.0, 1.0, 1.0), claim_id: str = "invariant") -> Claim:
