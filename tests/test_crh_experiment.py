@@ -378,3 +378,40 @@ def test_cli_any_lr_and_weight_decay_gives_a_verdict_or_one_line_refusal(lr, gam
         d = json.loads(out.getvalue())
         assert d["verdict"] in ("VERIFIED", "INCONCLUSIVE", "REFUTED", "NOT_APPLICABLE")
         assert all(c["verdict"] != "ERROR" for c in d["claims"])
+
+
+# ---- the batched forms of the SGD loop and checkpoints (solvers/crh.py) --------------------------------------
+
+def test_stacked_forward_backward_is_bitwise_the_per_run_one():
+    rng = np.random.default_rng(5)
+    widths, R = (5, 7, 6, 3), 3
+    Ws = [rng.standard_normal((R, o, i)) for i, o in zip(widths[:-1], widths[1:])]
+    X, Y = rng.standard_normal((40, 5)), rng.standard_normal((40, 3))
+    for act in ("tanh", "relu"):
+        hs, gbs, loss = S.forward_backward(Ws, X, Y, act)
+        for r in range(R):
+            h1, g1, l1 = S.forward_backward([W[r] for W in Ws], X, Y, act)
+            assert all(np.array_equal(a[r], b) for a, b in zip(hs, h1)), act
+            assert all(np.array_equal(a[r], b) for a, b in zip(gbs, g1)), act
+            assert loss[r] == l1, act
+
+
+def test_normalised_rows_keep_zero_and_nan_rows_at_zero():
+    X = np.array([[3.0, 4.0], [0.0, 0.0], [np.nan, 1.0]])
+    U = S._normalise_rows(X)
+    assert np.array_equal(U, np.array([[0.6, 0.8], [0.0, 0.0], [0.0, 0.0]]))
+    assert np.array_equal(S._normalise_rows(X[:1]), np.array([[0.6, 0.8]]))
+
+
+def test_chunked_step_outer_sum_is_the_sum_of_d_d_transposed():
+    rng = np.random.default_rng(2)
+    Ds = [rng.standard_normal((2, 4, 3)) for _ in range(5)]
+    buf = np.empty((2, 4, S._DD_CHUNK * 3))
+    for k, D in enumerate(Ds):
+        buf[:, :, 3 * k:3 * (k + 1)] = D
+    acc = {"DD": [np.ones((2, 4, 4))]}
+    S._flush_dd(acc, [buf], [3], len(Ds))
+    direct = np.ones((2, 4, 4)) + sum(np.matmul(D, D.transpose(0, 2, 1)) for D in Ds)
+    assert np.allclose(acc["DD"][0], direct, rtol=1e-13, atol=1e-13)
+    S._flush_dd(acc, [buf], [3], 0)  # nothing held: unchanged
+    assert np.allclose(acc["DD"][0], direct, rtol=1e-13, atol=1e-13)
