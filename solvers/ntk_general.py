@@ -200,7 +200,7 @@ def make_rhs(model: GeneralModel, n: int, mask: np.ndarray | None = None):
 
         def rhs(_t, y):
             W, beta, Ht = _unpack(y, C, n, N)
-            Rt = W @ Ht + np.outer(beta, u) + const
+            Rt = W @ Ht + beta[:, None] * u + const  # = np.outer(beta, u) (the same products), without its call overhead
             if Mv is not None:
                 Rt = Rt @ Mv
             dW = -s * (Rt @ Ht.T)
