@@ -226,6 +226,7 @@ def main(argv: list[str] | None = None) -> int:
 
     from theory._validate import InputError
 
+    as_program = argv is None  # the console script or ``python -m``: the process ends after this call
     argv = list(sys.argv[1:] if argv is None else argv)
     debug = "--debug" in argv or os.environ.get("NCPROOFS_DEBUG") == "1"
     argv = [a for a in argv if a != "--debug"]
@@ -248,6 +249,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         rc = _dispatch(parser, args, smap, tmap, emap)
         sys.stdout.flush()  # a full disk under `> out.txt` is reported here, not in a traceback at exit
+        if as_program and args.command == "run":
+            _skip_final_collection()
         return rc
     except InputError as exc:
         # the message names the parameter and the constraint
@@ -278,6 +281,17 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         if sys.stdout is guard:
             sys.stdout = guard.stream
+
+
+def _skip_final_collection() -> None:
+    """At the end of ``ncproofs run`` as a program: move the live objects out of the garbage collector's
+    generations (``gc.freeze``), so that the collections of the interpreter's shutdown do not traverse the
+    millions of objects of sympy, scipy and the claims' results again (0.3-0.45 s wall after the reports
+    were written, measured on 2 cores; 0.05-0.08 s frozen). The reports and the cache entries are written
+    and closed, standard output is flushed; the process's memory goes back to the system as before."""
+    import gc
+
+    gc.freeze()
 
 
 def _internal_error(exc: BaseException, where: str, debug: bool, args) -> int:

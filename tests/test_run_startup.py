@@ -70,3 +70,27 @@ def test_write_reports_markdown_and_json_from_one_dict(tmp_path, monkeypatch):
     doc = json.loads((tmp_path / "r.json").read_text())
     assert doc["claims"][0]["id"] == "ufm.test.one" and doc["overall_verdict"] == "VERIFIED"
     assert (tmp_path / "r.md").read_text() == runner.markdown_report(run, doc)
+
+
+def test_run_freezes_the_collector_only_as_a_program(tmp_path, monkeypatch):
+    """``gc.freeze`` at the end of ``ncproofs run`` skips the shutdown's collections; called with an argument
+    list (tests, scripts) ``main`` leaves the caller's collector alone, and the program's reports are complete."""
+    import gc
+    import json
+    import subprocess
+    import sys
+
+    from proofs_check import cli
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("NCPROOFS_CACHE_DIR", str(tmp_path / "cache"))
+    before = gc.get_freeze_count()
+    assert cli.main(["run", "--only", "ufm.ce.trivial-phase", "--quiet", "--report", "", "--json", "in.json"]) == 0
+    assert gc.get_freeze_count() == before
+    proc = subprocess.run([sys.executable, "-m", "proofs_check.cli", "run", "--only", "ufm.ce.trivial-phase", "--quiet"],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.rstrip().endswith("reports: ncproofs-report.md, ncproofs-report.json")
+    doc = json.loads((tmp_path / "ncproofs-report.json").read_text())
+    assert [c["id"] for c in doc["claims"]] == ["ufm.ce.trivial-phase"]
+    assert (tmp_path / "ncproofs-report.md").read_text().startswith("# ncproofs report")
