@@ -542,11 +542,16 @@ def make_dnc_suboptimal_claim(predict_optimal: Callable | None = None, predict_d
 
 
 def dnc_shallow_instances(ctx: RunContext) -> list[T.DeepUFMInstance]:
+    """The quick profile holds the instances a certificate decides (linear: the scalar reduction; ReLU with K = 2 at
+    any depth: the theorem "Two classes, any depth"; N = 2, L = 2: the two-column lemma). The full profile adds
+    ReLU with L = 2 and K = 3, 5, where no proven bound reaches the DNC value yet (INCONCLUSIVE with the proven gap,
+    ~30-41 %; docs/deep_ufm.md, "What is missing for L = 2, K >= 3"), and L = 5, K = 2, n = 2."""
     out = [T.balanced(2, "linear", "mse", 3, 2, 3, 0.01), T.balanced(4, "linear", "mse", 2, 2, 2, 0.01),
-           T.balanced(2, "relu", "mse", 3, 1, 3, 0.01), T.balanced(4, "relu", "mse", 2, 1, 2, 0.01),
+           T.balanced(4, "relu", "mse", 2, 1, 2, 0.01),
            T.balanced(2, "relu", "mse", 2, 1, 3, 0.01)]  # N = 2, L = 2: the two-column lemma closes the gap
     if ctx.full:
-        out += [T.balanced(2, "relu", "mse", 5, 1, 6, 0.005), T.balanced(5, "relu", "mse", 2, 2, 4, 0.005)]
+        out += [T.balanced(2, "relu", "mse", 3, 1, 3, 0.01), T.balanced(2, "relu", "mse", 5, 1, 6, 0.005),
+                T.balanced(5, "relu", "mse", 2, 2, 4, 0.005)]
     return out
 
 
