@@ -205,6 +205,7 @@ def _rigorous_table(monkeypatch, step):
 
 
 def test_rigorous_table_rows_are_the_same_under_a_slow_clock_and_say_so_past_the_net(monkeypatch):
+    pytest.importorskip("flint")  # the rows' brackets are ball arithmetic (the rigorous extra)
     import proofs_check.tables as TB
 
     quiet = _rigorous_table(monkeypatch, None)
