@@ -150,11 +150,12 @@ class ClassStats:
         # a_i = h_i - k_{y_i} in float64 (float32 input converted here), in row blocks that stay in the L2
         # cache between the gather, the subtraction and the row norms (each row's arithmetic is unchanged)
         rows = max(16, SHIFT_BLOCK_BYTES // (8 * self.d))
+        # (indexing and ufuncs release the GIL, so the worker threads of measure run this in parallel; np.take
+        # with out= holds it)
         for r0 in range(0, B, rows):
             r1 = min(B, r0 + rows)
             Ab = A[r0:r1]
-            np.take(self.shift, y[r0:r1], axis=0, out=Ab)
-            np.subtract(X[r0:r1], Ab, out=Ab)
+            np.subtract(X[r0:r1], self.shift[y[r0:r1]], out=Ab)
             np.einsum("ij,ij->i", Ab, Ab, out=rowsq[r0:r1])
         self._qb[cls] += np.bincount(inv, weights=rowsq, minlength=cls.size)
         P = ind @ A  # the chunk's class sums (classes of this chunk x d)
@@ -165,10 +166,12 @@ class ClassStats:
             self._sb[cls] = P
         self.counts[cls] += m
         if self.scatter:
-            from scipy.linalg import blas
-
-            # A.T is Fortran-contiguous (d x B): syrk (trans=0) adds the upper triangle of A^T A in place
-            self._Tb = blas.dsyrk(1.0, A.T, beta=1.0, c=self._Tb, trans=0, lower=0, overwrite_c=1)
+            # A^T A through numpy's matmul, which calls BLAS syrk for a product of an array with its own
+            # transpose (N d^2 flops, not 2 N d^2) and releases the GIL: scipy.linalg.blas.dsyrk holds it, so
+            # measure's two worker threads ran one at a time (docs/benchmarks.md, "measure throughput"). The
+            # product is symmetric, so the C-ordered view of the Fortran buffer receives it unchanged.
+            np.matmul(A.T, A, out=self._buf.T)
+            np.add(self._Tb, self._buf, out=self._Tb)
         self.min_value = min(self.min_value, lo)
         self.max_value = max(self.max_value, hi)
         self.N += B
