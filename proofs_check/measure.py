@@ -42,7 +42,9 @@ from proofs_check.measure_io import (_ST_DTYPES, DEFAULT_KEYS, FORMATS, KEY_DEFA
                                      _npy_header, _numeric, _open_npz, _open_pt, _open_safetensors, _pick,
                                      _st_shape, detect_layout, load_inputs, open_arrays, scan_labels)
 from proofs_check.measure_onepass import (METRICS_ONE_THREAD_MAX_FLOPS, ONE_PASS_CHUNK_BYTES,  # noqa: F401
-                                          SEGMENT_CHUNKS, Progress, _in_order, _nc4_pass, _one_pass, _reader, _segments,
+                                          _cpu_passes,
+                                          SEGMENT_CHUNKS, Progress, _in_order, _nc4_pass, _one_pass, _projected_pass,
+                                          _reader, _segments,
                                           _single_threaded_blas, _two_pass_reason, _workers, metrics_blas,
                                           one_pass_chunk_rows)
 from proofs_check.measure_predict import (GRADES, PREDICT, UFM_CERTIFICATE_MAX_K, UFM_IMBALANCED_MAX_K,  # noqa: F401
@@ -149,24 +151,12 @@ def measure(features, labels=None, weights=None, bias=None, *, layout: str = "au
             raise InputError("--passes 1 needs the CPU (numpy), float64 accumulation and a d x d scatter that fits "
                              f"in memory (d = {d}); use --passes auto")
         c0 = time.process_time()
+        projected = False
         if one:
-            ostep = int(batch_size) if batch_size is not None else one_pass_chunk_rows(d)
-            ostep = max(1, min(ostep, N))
-            step = ostep
-            prog = Progress(N * (2 if inp.weights is not None else 1), enabled=progress)
-            reader = _reader(inp, axis, prog)
-            with _single_threaded_blas():
-                prog.stage("pass 1 (sums and scatter)")
-                acc = _one_pass(reader, N, K, d, ostep, nworkers, where)
-                t2 = time.perf_counter()
-                sc = None
-                if inp.weights is not None:
-                    prog.stage("pass 2 (NC4)")
-                    sc = _nc4_pass(reader, N, acc, inp.weights, inp.bias, ostep, nworkers,
-                                   loss=model.split("-")[1] if (model or "").startswith("ufm") else None)
-            prog.done()
-            route = ("one pass (shifted sums and d x d scatter, compensated)" +
-                     ("; a second pass for NC4 (it needs the final class means)" if sc is not None else ""))
+            step = max(1, min(int(batch_size) if batch_size is not None else one_pass_chunk_rows(d), N))
+            projected = passes == "auto" and inp.weights is None and MT.projected_route_cheaper(d, K)
+            loss = model.split("-")[1] if (model or "").startswith("ufm") else None
+            acc, sc, route, t2 = _cpu_passes(inp, axis, N, K, d, step, nworkers, where, projected, loss, progress)
         else:
             prog = Progress(2 * N, enabled=progress)
             # the chunk products on the CPU run single-threaded here too (threaded BLAS collapses under load)
@@ -224,7 +214,7 @@ def measure(features, labels=None, weights=None, bias=None, *, layout: str = "au
             "estimate": {k: round(v, 3) for k, v in est.items()},
         }
         if keep_means:
-            out["_centred_means"] = (acc.numpy_state()["Mr"] if one else sc.numpy_state()["Mr"])
+            out["_centred_means"] = (acc.numpy_state()["Mr"] if one and not projected else sc.numpy_state()["Mr"])
         return out
     finally:
         inp.close()

@@ -175,12 +175,13 @@ def _in_order(fn, items, nworkers: int):
             yield pending.popleft().result()
 
 
-def _one_pass(reader, N: int, K: int, d: int, step: int, nworkers: int, where: str) -> "MT.ClassStats":
+def _one_pass(reader, N: int, K: int, d: int, step: int, nworkers: int, where: str,
+              scatter: bool = True) -> "MT.ClassStats":
     """The one-pass statistics of rows [0, N). The shifts are fixed by a sequential prefix (chunks are read
     in order until every class has a shift: the class's mean in the first chunk where it appears); the
     rest is cut into fixed segments, accumulated about the same shifts on worker threads and added in
     segment order (so the numbers do not depend on the number of workers)."""
-    total = MT.ClassStats(K, d, where=where)
+    total = MT.ClassStats(K, d, where=where, scatter=scatter)
     pos = 0
     while pos < N and not total.has_shift.all():
         e = min(N, pos + step)
@@ -192,7 +193,7 @@ def _one_pass(reader, N: int, K: int, d: int, step: int, nworkers: int, where: s
     shift = total.shift
 
     def work(seg):
-        acc = MT.ClassStats(K, d, shift=shift, where=where)
+        acc = MT.ClassStats(K, d, shift=shift, where=where, scatter=scatter)
         for s in range(seg[0], seg[1], step):
             X, y = reader(s, min(seg[1], s + step))
             acc.update(X, y)
@@ -219,3 +220,49 @@ def _nc4_pass(reader, N: int, stats, weights, bias, step: int, nworkers: int, lo
     for acc in _in_order(work, _segments(0, N, step), nworkers):
         total.merge(acc)
     return total
+
+
+def _projected_pass(reader, N: int, stats, step: int, nworkers: int) -> "MT.ProjectedScatter":
+    """The second pass of the projected route (:class:`theory.metrics.ProjectedScatter`): fixed segments on the
+    worker threads, added in segment order (the numbers do not depend on the number of workers)."""
+    total = MT.ProjectedScatter(stats)
+
+    def work(seg):
+        acc = total._fresh()
+        for s in range(seg[0], seg[1], step):
+            X, y = reader(s, min(seg[1], s + step))
+            acc.update(X, y)
+        return acc
+
+    for acc in _in_order(work, _segments(0, N, step), nworkers):
+        total.merge(acc)
+    return total
+
+
+def _cpu_passes(inp, axis: int, N: int, K: int, d: int, step: int, nworkers: int, where: str, projected: bool,
+                loss, progress: bool):
+    """The CPU (numpy float64) routes of measure: one pass (plus the NC4 pass with weights), or the projected
+    route (a scatter-free pass, then :func:`_projected_pass`). Returns (stats, second-pass accumulator or None,
+    the route's description, the perf_counter time at the end of pass 1)."""
+    prog = Progress(N * (2 if (inp.weights is not None or projected) else 1), enabled=progress)
+    reader = _reader(inp, axis, prog)
+    with _single_threaded_blas():
+        prog.stage("pass 1 (sums)" if projected else "pass 1 (sums and scatter)")
+        acc = _one_pass(reader, N, K, d, step, nworkers, where, scatter=not projected)
+        t2 = time.perf_counter()
+        sc = None
+        if projected:
+            prog.stage("pass 2 (projected scatter)")
+            sc = _projected_pass(reader, N, acc, step, nworkers)
+        elif inp.weights is not None:
+            prog.stage("pass 2 (NC4)")
+            sc = _nc4_pass(reader, N, acc, inp.weights, inp.bias, step, nworkers, loss=loss)
+    prog.done()
+    if projected:
+        route = (f"two passes (shifted sums, then the K x K projection of the within-class scatter about the final "
+                 f"class means: 2 d K + K^2 = {2 * d * K + K * K} flops per sample instead of the d^2 = {d * d} of the "
+                 f"one-pass d x d scatter, at K = {K} < d = {d}; --passes 1 forces one pass)")
+    else:
+        route = ("one pass (shifted sums and d x d scatter, compensated)" +
+                 ("; a second pass for NC4 (it needs the final class means)" if sc is not None else ""))
+    return acc, sc, route, t2

@@ -37,7 +37,8 @@ import numpy as np
 
 from theory._validate import InputError
 # The accumulators live in two modules by concern; every public name stays importable from here.
-from theory.metrics_onepass import BLOCK_ROWS, ONE_PASS_MAX_SCATTER_BYTES, SHIFT_BLOCK_BYTES, ClassStats, _kahan_add
+from theory.metrics_onepass import (BLOCK_ROWS, ONE_PASS_MAX_SCATTER_BYTES, SHIFT_BLOCK_BYTES, ClassStats, ProjectedScatter,
+                                    _kahan_add, projected_route_cheaper)
 from theory.metrics_stream import (ALL_KEYS, CHUNK_BYTES, DTYPES, ELEMENTWISE_PER_S, GEMM_FLOPS_PER_S,
                                    MAX_STATE_BYTES, METRIC_KEYS, NC4_STEP_BYTES, PINV_RTOL, SQUARE_MAX, SQUARE_MIN,
                                    TILE_BYTES, VARIANT_KEYS, ZERO_RTOL, ClassMeans, ClassScatter, NC4Pass, _add_by_class,
@@ -49,7 +50,8 @@ __all__ = ["ALL_KEYS", "BLOCK_ROWS", "CHUNK_BYTES", "DTYPES", "ELEMENTWISE_PER_S
            "LOG_KERNEL_MIN_SQ", "MAX_STATE_BYTES", "METRIC_KEYS", "NC4_STEP_BYTES", "ONE_PASS_MAX_SCATTER_BYTES",
            "ONE_PASS_TOTAL_BYTES", "PINV_RTOL", "REGRESSION_KEYS", "SHIFT_BLOCK_BYTES", "SQUARE_MAX", "SQUARE_MIN",
            "TILE_BYTES", "VARIANT_KEYS", "ZERO_RTOL", "ClassMeans", "ClassScatter", "ClassStats", "CollapseMetrics", "InputError",
-           "NC4Pass", "PredictedGram", "RegressionStats", "check_state_budget", "check_weights", "collapse_metrics",
+           "NC4Pass", "PredictedGram", "ProjectedScatter", "projected_route_cheaper", "RegressionStats",
+           "check_state_budget", "check_weights", "collapse_metrics",
            "estimate_seconds", "measure_arrays", "one_pass_bytes", "one_pass_fits", "regression_metrics",
            "state_bytes", "_add_by_class", "_as_matrix", "_as_vector", "_check_underflow", "_chunk", "_is_torch",
            "_kahan_add", "_labels_chunk", "_nonfinite", "_torch"]
@@ -135,6 +137,10 @@ class CollapseMetrics:
 def _metrics_state(means, scatter) -> tuple[dict, float]:
     """The accumulators' numpy state (:meth:`ClassStats.numpy_state` or :meth:`ClassScatter.numpy_state`) and
     the default tile size, with the pairing of the two checked."""
+    if isinstance(scatter, ProjectedScatter):
+        if scatter.pass1 is not means:
+            raise TypeError("scatter must be the ProjectedScatter built from these ClassStats")
+        return scatter.numpy_state(), TILE_BYTES
     if isinstance(means, ClassStats):
         if scatter is not None and not isinstance(scatter, NC4Pass):
             raise TypeError("with a one-pass ClassStats, scatter must be None or its NC4Pass (second pass of NC4)")

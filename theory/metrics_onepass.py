@@ -300,3 +300,108 @@ class ClassStats:
             S = (S + S.T) / 2.0
         return {"S": S, "class_sq": class_sq, "Mr": Mr, "mu_G": mu_G, "mode": mode, "N": self.N,
                 "disagree": int(disagree), "W": weights}
+
+
+# ---------------------------------------------------------------------------------------------
+# The projected route: a scatter-free first pass, then M_r (N Sigma_W) M_r^T about the final means
+# ---------------------------------------------------------------------------------------------
+
+def projected_route_cheaper(d: int, K: int) -> bool:
+    """Whether the projected route (:class:`ProjectedScatter`) needs fewer flops per sample than the one-pass
+    d x d scatter: its second pass forms A M_r^T (2 d K flops) and the K x K syrk (K^2), the one-pass route the
+    d x d syrk (d^2); both pay the gather, subtraction and row norms (~6 d). The projected route reads the data
+    twice, so it is chosen only where it saves at least half of the flops (measured on the 2-core VM at d = 512:
+    K = 10 and 100 gain 2.6x and 1.6x in wall time, docs/benchmarks.md, "measure throughput")."""
+    d, K = int(d), int(K)
+    return K < d and 2.0 * d * K + K * K + 6.0 * d <= 0.5 * (d * d + 6.0 * d)
+
+
+class ProjectedScatter:
+    """Second pass of the projected route (docs/measure.md, "Two passes when K is small"): with the final class
+    means mu_c of a scatter-free :class:`ClassStats` (``pass1``, ``scatter=False``) and their centred matrix
+    M_r (K x d, rows mu_c - mu_G), accumulates
+
+        S = sum_i (M_r a_i)(M_r a_i)^T = M_r (N Sigma_W) M_r^T  (K x K),   a_i = h_i - mu_{y_i},
+
+    in float64 (blocks of :data:`BLOCK_ROWS` rows, Kahan-compensated between blocks). This is the state the
+    metrics read when d > K (mode "projected"): NC1 = tr(Sigma_W Sigma_B^+) / K only sees Sigma_W on the span of
+    the class means, and the traces come from pass 1's per-class squared norms. Accumulators of disjoint
+    samples built from the same ``pass1`` merge by addition (:meth:`merge`)."""
+
+    def __init__(self, pass1: ClassStats):
+        if not isinstance(pass1, ClassStats) or pass1.scatter:
+            raise TypeError("ProjectedScatter needs a finished ClassStats built with scatter=False")
+        pass1.check_complete()
+        self.pass1, self.K, self.d, self.where = pass1, pass1.K, pass1.d, pass1.where
+        self.mu = pass1.means()
+        self.mu_G = self.mu.mean(axis=0)
+        self.Mr = self.mu - self.mu_G
+        self._MrT = np.ascontiguousarray(self.Mr.T)
+        K = self.K
+        self.S, self.S_c, self._Sb, self._buf = (np.zeros((K, K)) for _ in range(4))
+        self._A = None
+        self._block_rows = 0
+        self.N = 0
+
+    def _fresh(self) -> "ProjectedScatter":
+        """An empty accumulator that shares this one's means (for a worker's segment)."""
+        acc = ProjectedScatter.__new__(ProjectedScatter)
+        acc.__dict__.update(self.__dict__)
+        K = self.K
+        acc.S, acc.S_c, acc._Sb, acc._buf = (np.zeros((K, K)) for _ in range(4))
+        acc._A, acc._block_rows, acc.N = None, 0, 0
+        return acc
+
+    def update(self, features, labels, layout: str = "nd") -> "ProjectedScatter":
+        X, y = _chunk(features, labels, layout, self.d, self.K, self.where)
+        if _is_torch(X):
+            X = X.detach().cpu().numpy()
+        if _is_torch(y):
+            y = y.cpu().numpy()
+        B = int(X.shape[0])
+        if B == 0:
+            return self
+        if self._A is None or self._A.shape[0] < B:
+            self._A = np.empty((B, self.d))
+        A = self._A[:B]
+        rows = max(16, SHIFT_BLOCK_BYTES // (8 * self.d))
+        for r0 in range(0, B, rows):  # a_i = h_i - mu_{y_i} in float64, in L2-sized row blocks
+            r1 = min(B, r0 + rows)
+            np.subtract(X[r0:r1], self.mu[y[r0:r1]], out=A[r0:r1])
+        if not np.isfinite(A).all():  # the file changed between the passes, or a non-finite entry
+            _nonfinite(np.asarray(X), self.where, self.N)
+        Z = A @ self._MrT  # B x K (numpy's matmul releases the GIL)
+        np.matmul(Z.T, Z, out=self._buf)  # syrk
+        np.add(self._Sb, self._buf, out=self._Sb)
+        self.N += B
+        self._block_rows += B
+        if self._block_rows >= BLOCK_ROWS:
+            self._flush()
+        return self
+
+    def _flush(self) -> None:
+        if self._block_rows:
+            _kahan_add(self.S, self.S_c, self._Sb, self._buf)
+            self._Sb[...] = 0.0
+            self._block_rows = 0
+
+    def merge(self, other: "ProjectedScatter") -> "ProjectedScatter":
+        if not isinstance(other, ProjectedScatter) or other.pass1 is not self.pass1:
+            raise TypeError("merge needs a ProjectedScatter built from the same first pass")
+        self._flush()
+        other._flush()
+        o = other.S - other.S_c
+        _kahan_add(self.S, self.S_c, o, self._buf)
+        self.N += other.N
+        return self
+
+    def numpy_state(self) -> dict:
+        """The state :func:`collapse_metrics` reads (mode "projected")."""
+        if self.N != self.pass1.N:
+            raise InputError(f"{self.where}features: the second pass saw {self.N} samples, the first pass saw "
+                             f"{self.pass1.N} (both passes must read the same samples)")
+        self._flush()
+        class_sq, _ = self.pass1.within()
+        S = self.S - self.S_c
+        return {"S": (S + S.T) / 2.0, "class_sq": class_sq, "Mr": self.Mr, "mu_G": self.mu_G, "mode": "projected",
+                "N": self.N, "disagree": 0, "W": None}

@@ -1,0 +1,136 @@
+"""The projected route of `ncproofs measure` (theory.metrics.ProjectedScatter, docs/measure.md "Two passes when
+K is small"): for K well below d, a scatter-free first pass and then the K x K projection M_r (N Sigma_W) M_r^T
+about the final means. Checked against the dense float64 reference (tests/measure_reference.py, which forms the
+d x d Sigma_W and pinv(Sigma_B) literally), on nearly collapsed data far from the origin, on imbalanced data, for
+any number of workers (bit for bit), and the route choice itself."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+sys.path.insert(0, os.path.dirname(__file__))
+from measure_reference import reference_metrics, synthetic  # noqa: E402
+
+from proofs_check import cli  # noqa: E402
+from theory import metrics as MT  # noqa: E402
+
+RTOL = 1e-8  # tests/test_measure.py's reproduction tolerance
+KEYS = ["nc1", "nc1_trace", "cdnv_mean", "cdnv_max", "equinorm", "equiangularity", "max_equiangularity",
+        "gram_distance_etf"]
+
+
+def _close(got: dict, ref: dict, keys, rtol=RTOL):
+    for k in keys:
+        r, g = ref[k], got[k]
+        assert g is not None and np.isfinite(g), k
+        assert abs(g - r) <= rtol * max(abs(r), 1e-300), (k, g, r)
+
+
+def _measure(tmp_path, capsys, H, y, *extra):
+    np.save(tmp_path / "f.npy", H)
+    np.save(tmp_path / "y.npy", y)
+    rc = cli.main(["measure", str(tmp_path / "f.npy"), "--labels", str(tmp_path / "y.npy"), "--json", *extra])
+    cap = capsys.readouterr()
+    assert rc == 0, cap.err
+    return json.loads(cap.out)
+
+
+def test_route_rule_flops():
+    # per sample: 2 d K + K^2 (+ the shared 6 d) against d^2: chosen where it saves at least half
+    assert MT.projected_route_cheaper(512, 10) and MT.projected_route_cheaper(512, 100)
+    assert not MT.projected_route_cheaper(512, 200)      # 2 * 512 * 200 + 200^2 > 0.5 * 512^2
+    assert not MT.projected_route_cheaper(512, 1000)     # K >= d: the d x d scatter is needed (Sigma_B full rank)
+    assert not MT.projected_route_cheaper(8, 2)          # small d: the one pass is cheaper
+    assert MT.projected_route_cheaper(64, 2)
+    for d in range(1, 80):
+        for K in range(1, 2 * d):
+            if MT.projected_route_cheaper(d, K):
+                assert K < d and 2 * d * K + K * K + 6 * d <= 0.5 * (d * d + 6 * d)
+
+
+def test_cli_projected_route_matches_reference_far_from_origin(tmp_path, capsys):
+    # nearly collapsed (spread 1e-5 of the means' norm) around a common offset of 100 x the norm: the naive
+    # one-pass formula loses ~1e14 here; both routes of measure keep 1e-8
+    rng = np.random.default_rng(3)
+    K, d, N = 4, 64, 4000
+    means = rng.normal(size=(K, d))
+    y = rng.integers(0, K, size=N)
+    y[:K] = np.arange(K)
+    H = 100.0 * rng.normal(size=d) + means[y] + 1e-5 * rng.normal(size=(N, d))
+    out = _measure(tmp_path, capsys, H, y, "--batch-size", "97", "--workers", "2")
+    assert out["instance"]["passes"].startswith("two passes (shifted sums, then the K x K projection")
+    ref = reference_metrics(H, y)
+    _close(out["metrics"], ref, KEYS)
+    one = _measure(tmp_path, capsys, H, y, "--batch-size", "97", "--passes", "1")
+    assert one["instance"]["passes"].startswith("one pass")
+    _close(one["metrics"], ref, KEYS)
+
+
+def test_cli_projected_route_workers_bit_for_bit(tmp_path, capsys):
+    H, y, _, _ = synthetic(seed=11, N=6000, d=48, K=3, imbalance=True)
+    outs = [_measure(tmp_path, capsys, H.astype(np.float32), y, "--batch-size", "50", "--workers", str(w))
+            for w in (1, 2, 3)]
+    assert all(o["instance"]["passes"].startswith("two passes (shifted") for o in outs)
+    assert outs[0]["metrics"] == outs[1]["metrics"] == outs[2]["metrics"]
+    ref = reference_metrics(H.astype(np.float32).astype(np.float64), y)
+    _close(outs[0]["metrics"], ref, KEYS)
+
+
+def test_cli_projected_route_not_used_with_weights_or_when_k_reaches_d(tmp_path, capsys):
+    H, y, W, b = synthetic(seed=2, N=900, d=40, K=3)
+    np.savez(tmp_path / "a.npz", features=H, labels=y, weights=W, bias=b)
+    rc = cli.main(["measure", str(tmp_path / "a.npz"), "--json"])
+    out = json.loads(capsys.readouterr().out)
+    assert rc == 0 and out["instance"]["passes"].startswith("one pass") and "NC4" in out["instance"]["passes"]
+    H2, y2, _, _ = synthetic(seed=4, N=900, d=6, K=8)
+    out2 = _measure(tmp_path, capsys, H2, y2)
+    assert out2["instance"]["passes"].startswith("one pass")
+
+
+@settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(K=st.integers(2, 6), extra=st.integers(0, 30), N=st.integers(20, 300), B=st.integers(5, 64),
+       seed=st.integers(0, 10 ** 6), scale=st.sampled_from([1e-6, 1.0, 1e4]))
+def test_projected_scatter_matches_reference_any_sizes(K, extra, N, B, seed, scale):
+    d = 5 * K + 10 + extra  # inside the projected route's region
+    assert MT.projected_route_cheaper(d, K)
+    rng = np.random.default_rng(seed)
+    means = rng.normal(size=(K, d)) * scale
+    y = rng.integers(0, K, size=max(N, K))
+    y[:K] = rng.permutation(K)
+    H = means[y] + 0.3 * scale * rng.normal(size=(y.size, d)) + 5.0 * scale
+    pass1 = MT.ClassStats(K, d, scatter=False)
+    for s in range(0, y.size, B):
+        pass1.update(H[s:s + B], y[s:s + B])
+    proj = MT.ProjectedScatter(pass1)
+    for s in range(0, y.size, B):
+        proj.update(H[s:s + B], y[s:s + B])
+    got = MT.collapse_metrics(pass1, proj).metrics
+    ref = reference_metrics(H, y)
+    _close(got, ref, ["nc1", "nc1_trace", "cdnv_mean"], rtol=1e-7)
+    for k in ("equinorm", "gram_distance_etf"):  # both are 0 in exact arithmetic at K = 2
+        assert abs(got[k] - ref[k]) <= 1e-7 * max(ref[k], 1e-8), (k, got[k], ref[k])
+
+
+def test_projected_scatter_misuse_is_refused():
+    H, y, _, _ = synthetic(seed=1, N=200, d=20, K=3)
+    full = MT.ClassStats(3, 20).update(H, y)
+    with pytest.raises(TypeError):
+        MT.ProjectedScatter(full)  # the first pass must be scatter-free (nothing to project otherwise)
+    p1 = MT.ClassStats(3, 20, scatter=False).update(H, y)
+    proj = MT.ProjectedScatter(p1).update(H[:150], y[:150])
+    with pytest.raises(MT.InputError, match="second pass saw 150 samples"):
+        MT.collapse_metrics(p1, proj)  # the second pass must see the same samples
+    other = MT.ClassStats(3, 20, scatter=False).update(H, y)
+    with pytest.raises(TypeError):
+        MT.collapse_metrics(other, MT.ProjectedScatter(p1))
+    bad = H.copy()
+    bad[7, 3] = np.nan
+    with pytest.raises(MT.InputError, match="finite"):
+        MT.ProjectedScatter(p1).update(bad, y)
