@@ -39,8 +39,9 @@ def _add_arguments(p) -> None:
     p.add_argument("--progress", choices=("auto", "on", "off"), default="auto",
                    help="a progress line on stderr (auto: when stderr is a terminal)")
     p.add_argument("--passes", default="auto", choices=("auto", "1", "2"),
-                   help="auto (default): one pass over the features (a second one only for NC4 with weights, or "
-                        "when the d x d scatter does not fit); 2: the two-pass route (docs/measure.md)")
+                   help="auto (default): one pass over the features (a second one for NC4 with weights, when the "
+                        "d x d scatter does not fit, or for K <= about d/4.5, where the K x K projection of the scatter "
+                        "saves half the flops); 1: one pass; 2: the general two-pass route (docs/measure.md)")
     p.add_argument("--workers", type=int, default=None,
                    help="threads over fixed segments of the file in the one-pass route (default: the CPUs available, "
                         "at most 4; the numbers do not depend on it)")
