@@ -15,7 +15,9 @@ interleaved, R times:
 - ``dd iflag=direct`` (O_DIRECT, Linux): the file read past the page cache, i.e. the disk's speed
   (skipped where O_DIRECT is refused).
 - ``ncproofs measure`` (``proofs_check.measure.measure``: the CLI's code path; labels only, no
-  weights, so one pass) at its defaults (workers = the CPUs available).
+  weights) at its defaults (workers = the CPUs available; ``--passes auto``: one pass, or the projected route
+  of two passes for K <= about d/4.5, docs/measure.md), and with ``--one-pass`` also ``--passes 1`` there.
+- ``--cold``: the page cache is dropped before each measure and baseline run, so both read from the disk.
 - ``numpy baseline``: what a user writes (:func:`baseline`): ``np.load(mmap_mode="r")``, two chunked
   passes of 65 536 rows in float64, class sums by ``np.add.at``, the scatter about the pass-1 means
   by ``dev.T @ dev`` (numpy's default threaded BLAS), then NC1 and the trace ratio from the d x d
@@ -47,6 +49,8 @@ import numpy as np
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
+
+from theory.metrics import projected_route_cheaper  # noqa: E402
 
 
 def write_data(folder: Path, N: int, d: int, classes: list[int], seed: int = 0) -> dict:
@@ -96,12 +100,12 @@ def baseline(features, labels, chunk: int = 65536) -> dict:
 
 def _child(kind: str, features: str, labels: str) -> dict:
     """One timed run in this (child) process."""
-    if kind == "measure":
+    if kind.startswith("measure"):
         from proofs_check.measure import measure  # imported before the clock starts (as numpy is for both)
     load0 = os.getloadavg()[0]
     t0, c0 = time.perf_counter(), time.process_time()
-    if kind == "measure":
-        rep = measure(features, labels, time_limit=None)
+    if kind.startswith("measure"):
+        rep = measure(features, labels, time_limit=None, passes=1 if kind == "measure1" else "auto")
         m = {"nc1": rep["metrics"]["nc1"], "nc1_trace": rep["metrics"]["nc1_trace"]}
         extra = {"passes": rep["instance"]["passes"], "workers": rep["instance"]["workers"],
                  "batch_size": rep["instance"]["batch_size"]}
@@ -120,6 +124,13 @@ def run_child(kind: str, features: Path, labels: Path) -> dict:
     if proc.returncode != 0:
         raise RuntimeError(proc.stderr[-2000:])
     return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def drop_page_cache() -> None:
+    """Empty Linux's page cache (root only), so the next read comes from the disk."""
+    subprocess.run(["sync"], check=True)
+    with open("/proc/sys/vm/drop_caches", "w") as fh:
+        fh.write("1\n")
 
 
 def time_cat(path: Path) -> dict:
@@ -208,6 +219,11 @@ def main(argv=None) -> int:
     ap.add_argument("--no-baseline", action="store_true")
     ap.add_argument("--quick", action="store_true", help="N = 20 000, one repetition (a smoke run)")
     ap.add_argument("--floor", action="store_true", help="also the one-core rates without reading (see above)")
+    ap.add_argument("--one-pass", action="store_true",
+                    help="also measure --passes 1 where auto takes the projected route (K <= about d/4.5)")
+    ap.add_argument("--cold", action="store_true",
+                    help="drop the page cache before each measure and baseline run (needs root: sync; "
+                         "echo 1 > /proc/sys/vm/drop_caches), so both read from the disk")
     ap.add_argument("--out", default=None)
     args = ap.parse_args(argv)
     if args.quick:
@@ -239,10 +255,19 @@ def main(argv=None) -> int:
                 rows.append({"method": "dd iflag=direct (disk)", "K": None, "rep": rep, **c, "mb_s": mb / c["wall_s"]})
                 print(json.dumps(rows[-1]), flush=True)
             for K in classes:
-                ours = run_child("measure", data["features"], data["labels"][K])
-                rows.append({"method": "ncproofs measure", "K": K, "rep": rep, **ours, "mb_s": mb / ours["wall_s"]})
-                print(json.dumps(rows[-1]), flush=True)
+                kinds = [("measure", "ncproofs measure")]
+                if args.one_pass and projected_route_cheaper(args.dim, K):
+                    kinds.append(("measure1", "ncproofs measure --passes 1"))
+                for kind, name in kinds:
+                    if args.cold:
+                        drop_page_cache()
+                    ours = run_child(kind, data["features"], data["labels"][K])
+                    rows.append({"method": name, "K": K, "rep": rep, **ours, "mb_s": mb / ours["wall_s"],
+                                 "cold": bool(args.cold)})
+                    print(json.dumps(rows[-1]), flush=True)
                 if not args.no_baseline:
+                    if args.cold:
+                        drop_page_cache()
                     base = run_child("baseline", data["features"], data["labels"][K])
                     rows.append({"method": "numpy baseline", "K": K, "rep": rep, **base,
                                  "mb_s": mb / base["wall_s"]})
@@ -270,7 +295,7 @@ def main(argv=None) -> int:
                   f"{r['load_start']:.1f}-{r['load_end']:.1f} | | | |")
             continue
         ratio_b = diff = ""
-        if r["method"] == "ncproofs measure":
+        if r["method"].startswith("ncproofs measure"):
             b = [x for x in rows if x["method"] == "numpy baseline" and x["K"] == r["K"] and x["rep"] == r["rep"]]
             if b:
                 ratio_b = f"{r['mb_s'] / b[0]['mb_s']:.1f}x"
