@@ -144,17 +144,19 @@ def measure(features, labels=None, weights=None, bias=None, *, layout: str = "au
         t1 = time.perf_counter()
         where = f"{_named('FEATURES', inp.features)}: "
         nworkers = _workers(workers)
-        while nworkers > 1 and not MT.one_pass_fits(d, copies=nworkers + 1, K=K):
+        # the projected route keeps no d x d matrix, so it also serves a d whose one-pass scatter does not fit
+        projected = (dev is None and dtype == "float64" and passes == "auto" and inp.weights is None
+                     and MT.projected_route_cheaper(d, K))
+        while not projected and nworkers > 1 and not MT.one_pass_fits(d, copies=nworkers + 1, K=K):
             nworkers -= 1  # fewer live accumulators before giving up the one-pass route
-        one = (dev is None and dtype == "float64" and passes != 2 and MT.one_pass_fits(d, copies=nworkers + 1, K=K))
+        one = projected or (dev is None and dtype == "float64" and passes != 2
+                            and MT.one_pass_fits(d, copies=nworkers + 1, K=K))
         if passes == 1 and not one:
             raise InputError("--passes 1 needs the CPU (numpy), float64 accumulation and a d x d scatter that fits "
                              f"in memory (d = {d}); use --passes auto")
         c0 = time.process_time()
-        projected = False
         if one:
             step = max(1, min(int(batch_size) if batch_size is not None else one_pass_chunk_rows(d), N))
-            projected = passes == "auto" and inp.weights is None and MT.projected_route_cheaper(d, K)
             loss = model.split("-")[1] if (model or "").startswith("ufm") else None
             acc, sc, route, t2 = _cpu_passes(inp, axis, N, K, d, step, nworkers, where, projected, loss, progress)
         else:

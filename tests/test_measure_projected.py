@@ -134,3 +134,36 @@ def test_projected_scatter_misuse_is_refused():
     bad[7, 3] = np.nan
     with pytest.raises(MT.InputError, match="finite"):
         MT.ProjectedScatter(p1).update(bad, y)
+
+
+def test_projected_route_serves_a_dimension_whose_scatter_does_not_fit(tmp_path, capsys, monkeypatch):
+    # the one-pass d x d accumulators are over the (lowered) budget; the projected route keeps no d x d matrix
+    H, y, _, _ = synthetic(seed=8, N=700, d=60, K=3)
+    monkeypatch.setattr(MT, "ONE_PASS_TOTAL_BYTES", 1000.0)
+    out = _measure(tmp_path, capsys, H, y, "--workers", "2", "--batch-size", "64")
+    assert out["instance"]["passes"].startswith("two passes (shifted sums") and out["instance"]["workers"] == 2
+    _close(out["metrics"], reference_metrics(H, y), KEYS)
+    assert cli.main(["measure", str(tmp_path / "f.npy"), "--labels", str(tmp_path / "y.npy"), "--passes", "1"]) == 2
+    assert "--passes 1 needs" in capsys.readouterr().err
+
+
+def test_projected_pass_runs_on_one_blas_thread(tmp_path, monkeypatch):
+    pytest.importorskip("threadpoolctl")
+    from threadpoolctl import threadpool_info
+
+    from proofs_check import measure as PM
+
+    seen = []
+    orig = MT.ProjectedScatter.update
+
+    def update(self, *a, **k):
+        seen.append([i["num_threads"] for i in threadpool_info() if i["user_api"] == "blas"])
+        return orig(self, *a, **k)
+
+    monkeypatch.setattr(MT.ProjectedScatter, "update", update)
+    H, y, _, _ = synthetic(seed=9, N=300, d=40, K=2)
+    np.save(tmp_path / "f.npy", H)
+    np.save(tmp_path / "y.npy", y)
+    out = PM.measure(tmp_path / "f.npy", tmp_path / "y.npy", workers=2, batch_size=30)
+    assert out["instance"]["passes"].startswith("two passes (shifted sums")
+    assert seen and all(n == 1 for threads in seen for n in threads)
