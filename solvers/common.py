@@ -7,6 +7,8 @@ from typing import Any
 
 import numpy as np
 
+from theory import _work
+
 
 @dataclass
 class Certificate:
@@ -157,33 +159,15 @@ def solve_conic(problem, *, solver: str | None = None, tight: bool = True, retri
 #: a fixed work limit (limit seconds x this rate), so the same input is refused or accepted on every machine and at
 #: any load; the machine's measured rate is only stated, to translate the work into seconds here.
 REFERENCE_FLOPS = 1e10
-_MEASURED: list = []
 
 
 def measured_flops() -> float:
-    """This machine's current single-thread GEMM rate (flop/s; 3 products of 256 x 256, best of 3; cached)."""
-    if not _MEASURED:
-        import time
-
-        A = np.random.default_rng(0).standard_normal((256, 256))
-        best = float("inf")
-        with blas_threads(0.0):
-            for _ in range(3):
-                t = time.perf_counter()
-                A @ A
-                best = min(best, time.perf_counter() - t)
-        _MEASURED.append(2.0 * 256 ** 3 / max(best, 1e-9))
-    return _MEASURED[0]
+    """This machine's current single-thread GEMM rate (flop/s; :func:`theory._work.measured_flops`, cached)."""
+    return _work.measured_flops()
 
 
 def work_text(seconds_at_reference: float, limit_seconds: float) -> str:
-    """'estimated work W flop-equivalents (limit L; ... measured rate R Gflop/s: about S s here)' for a work model
-    expressed in seconds at REFERENCE_FLOPS."""
-    work = float(seconds_at_reference) * REFERENCE_FLOPS
-    limit = float(limit_seconds) * REFERENCE_FLOPS
-    try:
-        rate = measured_flops()
-        here = f"; this machine's measured single-thread rate {rate / 1e9:.3g} Gflop/s: about {work / rate:.3g} s here"
-    except Exception:  # the statement is informative only
-        here = ""
-    return f"estimated work {work:.3g} flop-equivalents (limit {limit:.3g}, the same on every machine{here})"
+    """'estimated work W flop-equivalents (limit L flop-equivalents, the same on every machine; ... measured rate
+    R Gflop/s: about S s here)' for a work model expressed in seconds at REFERENCE_FLOPS (S = W / R)."""
+    return _work.work_text(float(seconds_at_reference) * REFERENCE_FLOPS, float(limit_seconds) * REFERENCE_FLOPS,
+                           "flop-equivalents", seconds_per_unit=1.0 / _work.CALIBRATION_FLOPS)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from theory import _work as budgets
 from theory._validate import InstanceError, as_int
 from theory.crh import CRHExperiment
 
@@ -94,9 +95,8 @@ def experiment_budget(cfg: CRHExperiment, *, null_draws: int = 0, check: bool = 
                                 + (f", null_draws={null_draws}" if null_draws else "") + ")")
         if not work <= WORK_BUDGET:
             raise InstanceError(
-                f"instance too large: estimated work {work:.3g} flop-equivalents > budget {WORK_BUDGET:.3g} "
-                f"(about {work / REFERENCE_RATE:.3g} s > limit {TIME_BUDGET_S:g} s at the calibrated rate "
-                f"{REFERENCE_RATE:.2g}/s of a 2-core machine; steps={cfg.steps}, runs={R}, widths={list(w)}, "
-                f"n_samples={N}, records={cfg.n_records}" + (f", null_draws={null_draws}" if null_draws else "")
-                + "); reduce steps or sizes")
+                f"instance too large (steps={cfg.steps}, runs={R}, widths={list(w)}, n_samples={N}, "
+                f"records={cfg.n_records}" + (f", null_draws={null_draws}" if null_draws else "") + "): "
+                + budgets.work_text(work, WORK_BUDGET, "flop-equivalents", seconds_per_unit=1.0 / REFERENCE_RATE)
+                + "; reduce steps or sizes")
     return out

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from solvers.common import Certificate, Solution
+from theory import _work as budgets
 from theory import deep_ufm as T
 from theory._validate import InputError
 
@@ -33,6 +34,8 @@ ROOT_REL_WIDTH = 2.0 ** -90
 #: refuse a multi-start solve above this many objective evaluations x flops per evaluation (work, not seconds;
 #: about 60 s of a loaded 2-core machine at the measured ~2 GFLOP/s for these small products plus overhead)
 WORK_LIMIT_FLOP = 2e11
+#: seconds per counted flop at that measured ~2 GFLOP/s, only to state the seconds here (no decision uses it)
+SECONDS_PER_FLOP = 5e-10
 #: per-evaluation Python overhead expressed in flops for the budget (measured ~40 us per evaluation)
 EVAL_OVERHEAD_FLOP = 8e4
 
@@ -527,11 +530,18 @@ def estimate_work(model: DeepModel, starts: int, max_evals: int) -> float:
     return float(starts) * max_evals * model.flops()
 
 
+def work_text(work: float, limit: float) -> str:
+    """The work statement of a refusal: counted flops, the limit in flops, and the seconds here (informative)."""
+    return budgets.work_text(work, limit, "flop", seconds_per_unit=SECONDS_PER_FLOP)
+
+
 def check_budget(model: DeepModel, starts: int, max_evals: int, limit: float = WORK_LIMIT_FLOP) -> float:
+    """Refuse (InputError) a multi-start solve whose counted work (starts x evaluations x flops per evaluation)
+    exceeds ``limit`` flops: a count from the sizes, the same on every machine."""
     w = estimate_work(model, starts, max_evals)
     if w > limit:
-        raise InputError(f"work budget: {starts} starts x {max_evals} evaluations x {model.flops():.3g} flop = "
-                         f"{w:.3g} flop > limit {limit:.3g} (fewer --starts or a smaller instance)")
+        raise InputError(f"work budget: {starts} starts x {max_evals} evaluations x {model.flops():.3g} flop: "
+                         f"{work_text(w, limit)}; fewer --starts or --max-evals or a smaller instance")
     return w
 
 

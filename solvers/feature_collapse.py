@@ -36,6 +36,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from solvers.common import Certificate, Solution, solve_conic
+from theory import _work
 from theory._validate import InstanceError
 from theory.feature_collapse import FCInstance, sentence_distribution
 
@@ -54,8 +55,8 @@ ARRAYS_PER_EVAL = 6
 #: the shared 2-core development machine (numpy, float64: 1.0e-8 at 5e5 scores, 1.0e-8 at 1.9e6,
 #: 3.9e-8 at 1.7e7 where it is memory-bound; 1.2e-8 taken), and the fewest
 #: evaluations a start needs to get anywhere. An instance whose estimate (starts x MIN_EVALS x one
-#: evaluation) exceeds TIME_BUDGET is refused before any work; within it, the starts share a work
-#: budget of :func:`eval_budget` objective evaluations (what SOLVE_BUDGET_S buys at the model's rate,
+#: evaluation) exceeds TIME_BUDGET at that rate (WORK_LIMIT_ENTRIES score entries) is refused before any
+#: work; within it, the starts share a work budget of :func:`eval_budget` objective evaluations (what SOLVE_BUDGET_S buys at the model's rate,
 #: one evaluation costing its seconds_per_eval plus EVAL_OVERHEAD_S of Python and scipy overhead), a
 #: count, so the result is the same at any machine load (the certificates do not depend on the
 #: solver). SAFETY_WALL_S is only the wall-clock safety net, 20 times the work budget's time at the
@@ -63,6 +64,9 @@ ARRAYS_PER_EVAL = 6
 SECONDS_PER_ENTRY = 1.2e-8
 MIN_EVALS = 60
 TIME_BUDGET = 120.0
+#: The refusal compares WORK (score entries: starts x MIN_EVALS x K S (L + 4)) with this fixed limit, what
+#: TIME_BUDGET buys at SECONDS_PER_ENTRY (1e10 entries), so an instance is refused identically on every machine.
+WORK_LIMIT_ENTRIES = TIME_BUDGET / SECONDS_PER_ENTRY
 SOLVE_BUDGET_S = 60.0
 EVAL_OVERHEAD_S = 1e-4  # measured: 1-2e-4 s per evaluation on the quick profile's instances (tiny arrays)
 SAFETY_WALL_S = 20 * SOLVE_BUDGET_S
@@ -134,9 +138,10 @@ def budget(inst: FCInstance, n_starts: int = 1) -> dict:
     # The factored variables (W: K L x d, U: d x n_w) and the solver's workspace grow with d: measured
     # 0.66 GB at d = 20 000 and 2.55 GB at d = 100 000 for K L + n_w = 24, i.e. ~1000 bytes per variable.
     mem += BYTES_PER_FACTOR_VARIABLE * inst.d * (inst.K * inst.L + inst.n_w)
-    t_eval = SECONDS_PER_ENTRY * work * (inst.L + 4)
+    entries = float(work) * (inst.L + 4)  # score entries touched by one objective-and-gradient evaluation
+    t_eval = SECONDS_PER_ENTRY * entries
     return {"sentences": S, "scores": work, "memory_bytes": mem, "seconds_per_eval": t_eval,
-            "seconds_estimate": n_starts * MIN_EVALS * t_eval}
+            "work_entries": n_starts * MIN_EVALS * entries, "seconds_estimate": n_starts * MIN_EVALS * t_eval}
 
 
 def eval_budget(inst: FCInstance) -> int:
@@ -158,9 +163,12 @@ def check_budget(inst: FCInstance, n_starts: int = 1) -> dict:
     if b["memory_bytes"] > MEMORY_BUDGET:
         raise InstanceError(f"instance needs about {b['memory_bytes'] / 1e9:.2f} GB (limit {MEMORY_BUDGET / 1e9:.1f} GB); "
                             f"reduce --dim, K, s_c or L")
-    if b["seconds_estimate"] > TIME_BUDGET:
-        raise InstanceError(f"instance needs about {b['seconds_estimate']:.0f} s for {n_starts} start(s) "
-                            f"(limit {TIME_BUDGET:.0f} s on 2 cores); reduce --starts, K, s_c or L")
+    if b["work_entries"] > WORK_LIMIT_ENTRIES:
+        raise InstanceError(f"instance too large: {n_starts} start(s) x {MIN_EVALS} evaluations x K * sentences * (L + 4) "
+                            f"= {inst.K} * {S} * {inst.L + 4} score entries: "
+                            + _work.work_text(b["work_entries"], WORK_LIMIT_ENTRIES, "score entries",
+                                              seconds_per_unit=SECONDS_PER_ENTRY)
+                            + "; reduce --starts, K, s_c or L")
     return b
 
 

@@ -36,14 +36,18 @@ import numpy as np
 from solvers.common import Certificate, Solution, blas_threads
 from solvers.feature_collapse import (EPS, LBFGS_FTOL, LBFGS_GTOL, LBFGS_MAXITER, ROUNDOFF_C, FCProblem,
                                       check_budget)
+from theory import _work
 from theory._validate import InstanceError, as_float
 from theory.feature_collapse import FCInstance
 
 #: Largest n_w for the sign-vector enumeration of the atomic dual gauge (2^(n_w - 1) vectors, each a
 #: K L x n_w product): 2^15 vectors at n_w = 16.
 MAX_SIGN_WORDS = 16
-#: Largest work (sign vectors x K L x n_w) of the enumeration.
+#: Largest work (sign vectors x K L x n_w multiply-adds: one GEMM) of the enumeration; the refusal compares this
+#: count, never a time. SECONDS_PER_SIGN_MAC (2 flops at the calibration machine's GEMM rate) only states the
+#: seconds here.
 MAX_SIGN_WORK = 2e8
+SECONDS_PER_SIGN_MAC = 2.0 / _work.CALIBRATION_FLOPS
 #: Accepted range of lambda_LN (0 allowed: no decay on the affine parameters).
 LN_DECAY_MAX = 1e4
 #: Evaluations budget of the multi-start search: L-BFGS iterations per start (work, not seconds).
@@ -197,10 +201,14 @@ def solve_trainable(inst: FCInstance, ln_decay: float, *, n_starts: int = 4, see
 def check_bound_budget(inst: FCInstance) -> None:
     """Refuse (InstanceError, before any work) an instance whose atomic-dual bound cannot be enumerated."""
     work = 2 ** (inst.n_w - 1) * inst.K * inst.L * inst.n_w if inst.n_w <= 64 else float("inf")
-    if inst.n_w > MAX_SIGN_WORDS or work > MAX_SIGN_WORK:
-        raise InstanceError(f"the trainable-LN certificate enumerates 2^(n_w-1) sign vectors: n_w = {inst.n_w} "
-                            f"(limit {MAX_SIGN_WORDS}), work {work:.3g} (limit {MAX_SIGN_WORK:g}); reduce --concepts or "
-                            "--words-per-concept")
+    if inst.n_w > MAX_SIGN_WORDS:
+        raise InstanceError(f"n_w = {inst.n_w} words > limit {MAX_SIGN_WORDS}: the trainable-LN certificate enumerates "
+                            "2^(n_w-1) sign vectors; reduce --concepts or --words-per-concept")
+    if work > MAX_SIGN_WORK:
+        raise InstanceError(f"the trainable-LN certificate enumerates 2^(n_w-1) sign vectors x K L x n_w = 2^{inst.n_w - 1}"
+                            f" x {inst.K * inst.L} x {inst.n_w}: "
+                            + _work.work_text(work, MAX_SIGN_WORK, "multiply-adds", seconds_per_unit=SECONDS_PER_SIGN_MAC)
+                            + "; reduce --concepts, --words-per-concept, K or L")
 
 
 def sign_vectors(n: int) -> np.ndarray:
@@ -218,7 +226,8 @@ def dual_gauge(G: np.ndarray, d: int) -> dict:
     values of every sign vector (for the face of the certificate)."""
     n = G.shape[1]
     if (2 ** (n - 1)) * G.size > MAX_SIGN_WORK:
-        raise InstanceError(f"sign enumeration needs {(2 ** (n - 1)) * G.size:.3g} operations (limit {MAX_SIGN_WORK:g})")
+        raise InstanceError("sign enumeration too large: " + _work.work_text(
+            (2 ** (n - 1)) * G.size, MAX_SIGN_WORK, "multiply-adds", seconds_per_unit=SECONDS_PER_SIGN_MAC))
     sig = sign_vectors(n)
     s = math.sqrt(d - 1)
     Q = s * (G @ sig.T)  # (KL, m)

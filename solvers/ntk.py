@@ -23,6 +23,7 @@ import numpy as np
 from scipy.integrate import DOP853, OdeSolution
 
 from solvers.common import Solution
+from theory import _work as budgets
 from theory import ntk as th
 from theory._validate import InstanceError, as_float, as_int
 
@@ -461,14 +462,25 @@ def _work(T: float, lam: float, size: int, eval_seconds: float) -> dict:
             "bytes": steps * (64.0 * size + STEP_OVERHEAD_BYTES), "state_size": size}
 
 
+def work_flops(work: dict) -> float:
+    """The work of an :func:`estimate_flow_work` / :func:`estimate_linear_work` estimate in flop-equivalents (its
+    seconds at the work model's fixed rate 1 / FLOP_SECONDS: a count from the sizes, never a measured time)."""
+    return float(work["seconds"]) / FLOP_SECONDS
+
+
 def check_work(what: str, work: dict, max_seconds: float, max_bytes: float = MAX_DENSE_BYTES) -> None:
-    """Refuse (InstanceError with the estimate and the limit) a run estimated beyond the budget."""
-    if not (work["seconds"] <= max_seconds and work["bytes"] <= max_bytes):
+    """Refuse (InstanceError with the estimate and the limit) a run estimated beyond the budget: work in
+    flop-equivalents above what ``max_seconds`` buys at the work model's fixed rate (the same on every machine), or
+    dense output above ``max_bytes``."""
+    flops, limit = work_flops(work), float(max_seconds) / FLOP_SECONDS
+    if not (flops <= limit and work["bytes"] <= max_bytes):
         raise InstanceError(
-            f"{what}: estimated ~{work['steps']:.3g} DOP853 steps (stiffness ~{work['lambda_max']:.3g}), "
-            f"~{work['seconds']:.3g} s and ~{work['bytes'] / 1e9:.3g} GB of dense output exceed the budget "
-            f"({max_seconds:g} s, {max_bytes / 1e9:g} GB); reduce --time, --init-scale or the sizes, or raise "
-            f"--max-seconds")
+            f"{what}: ~{work['steps']:.3g} DOP853 steps (stiffness ~{work['lambda_max']:.3g}) x {EVALS_PER_STEP} "
+            "right-hand sides: " + budgets.work_text(
+                flops, limit, "flop-equivalents", seconds_per_unit=FLOP_SECONDS,
+                limit_note=f"= --max-seconds {max_seconds:g} at the work model's fixed {1 / FLOP_SECONDS:.3g} flop/s")
+            + f" and ~{work['bytes'] / 1e9:.3g} GB of dense output (limit {max_bytes / 1e9:g} GB); reduce --time, "
+            "--init-scale or the sizes, or raise --max-seconds")
 
 
 @dataclass

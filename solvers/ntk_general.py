@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from scipy.integrate import DOP853
 
+from theory import _work as budgets
 from theory import ntk as th
 from theory._validate import InstanceError, as_float, as_int
 from theory.geometry import classify_gram, cosine_matrix, nc_metrics
@@ -44,6 +45,10 @@ ERROR_RUN_FACTOR = 1e-1
 MAX_STEPS = 200_000
 #: Budget on floating-point work of one flow: steps x 12 right-hand sides x flops per right-hand side.
 MAX_FLOPS = 4e12
+#: Seconds per counted flop on the 2-core calibration machine, only to state the seconds here (never a decision):
+#: measured ~33 s for ~1.1e10 counted flops (the primary and check flows of --kernel-perturbation 0.3 --counts
+#: 300,300,300, 1.6e5 right-hand sides of 6 C n N flops: small products, Python overhead included).
+SECONDS_PER_FLOP = 3e-9
 #: Discrete runs: at most this many steps.
 MAX_DISCRETE_STEPS = 1_000_000
 LOSSES = ("mse", "ce")
@@ -278,11 +283,18 @@ def estimate_steps(model: GeneralModel, st: GState, T: float) -> dict:
     return {"stiffness": stiff, "steps": steps, "flops": steps * 12 * flops_per_rhs(model, n)}
 
 
+def flops_text(flops: float, limit: float = MAX_FLOPS) -> str:
+    """The work statement of a refusal: counted flops, the limit in flops, and the seconds here (informative)."""
+    return budgets.work_text(flops, limit, "flops", seconds_per_unit=SECONDS_PER_FLOP)
+
+
 def check_budget(what: str, est: dict, max_steps: int = MAX_STEPS) -> None:
+    """Refuse (InstanceError) a flow estimated beyond the work budget: DOP853 steps above ``max_steps`` or counted
+    flops above MAX_FLOPS (counts from the sizes: the same on every machine)."""
     if not (est["steps"] <= max_steps and est["flops"] <= MAX_FLOPS):
-        raise InstanceError(f"{what}: estimated ~{est['steps']:.3g} DOP853 steps (stiffness ~{est['stiffness']:.3g}) and "
-                            f"~{est['flops']:.3g} flops exceed the work budget ({max_steps} steps, {MAX_FLOPS:g} flops); "
-                            f"reduce --time or the sizes")
+        raise InstanceError(f"{what}: estimated ~{est['steps']:.3g} DOP853 steps (limit {max_steps} steps; stiffness "
+                            f"~{est['stiffness']:.3g}) x 12 right-hand sides: {flops_text(est['flops'])}; reduce --time "
+                            "or the sizes")
 
 
 @dataclass

@@ -306,8 +306,8 @@ def _search_rank_d(s: GeneralSolution, starts: int, seed: int, time_budget: floa
     full_est = estimate(p, starts)
     s.routes = {"factored-relaxation": s.run.to_dict()}
     if s.X is None or full_est["bytes"] > MEMORY_CAP or full_est["seconds"] > TIME_LIMIT_S:
-        why = (f"skipped: the K x K rank-d search needs {full_est['bytes'] / 1e9:.2f} GB and "
-               f"{full_est['seconds']:.0f} s (limits {MEMORY_CAP / 1e9:.1f} GB, {TIME_LIMIT_S:.0f} s)")
+        why = (f"skipped: the K x K rank-d search needs {full_est['bytes'] / 1e9:.2f} GB (limit "
+               f"{MEMORY_CAP / 1e9:.1f} GB) and {work_text(full_est['seconds'], TIME_LIMIT_S)}")
         s.rank_d = {"route": "skipped", "why": why, "best": None}
         s.plan.append("rank-d: " + why)
         return

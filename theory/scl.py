@@ -29,6 +29,7 @@ from typing import Iterable, Sequence
 
 import numpy as np
 
+from theory import _work
 from theory._validate import InstanceError, as_float, as_int, as_int_tuple
 
 # --------------------------------------------------------------------------------------
@@ -692,6 +693,10 @@ TIME_LIMIT_S = 120.0
 #: (N x N x d) run single-threaded on a shared 2-core machine; measured ~1 ms per evaluation at
 #: N = 200, d = 11 (~0.5 GFLOP/s with the exponentials).
 FLOPS_PER_S = 5e8
+#: The refusal compares WORK (flop-equivalents: the factored starts' flops plus the certificates' eigendecompositions
+#: counted at FLOPS_PER_S / EIG_N3_PER_S) with this fixed limit, what TIME_LIMIT_S buys at FLOPS_PER_S: the same on
+#: every machine and at any load.
+WORK_LIMIT_FLOPS = TIME_LIMIT_S * FLOPS_PER_S
 #: Fewest L-BFGS evaluations one start needs (measured 50-260 per start at N = 200): an instance
 #: whose starts cannot do this many within the time limit is refused before any work.
 MIN_EVALS_PER_START = 30
@@ -764,19 +769,21 @@ def estimate_cost(inst: "SCLInstance", *, starts: int = 1, hops: int = 0, factor
 
 def check_budget(inst: "SCLInstance", *, starts: int = 1, hops: int = 0, factored: bool = True) -> dict:
     """:func:`estimate_cost`, raising InstanceError (one line: the estimated work, the machine rate it assumes and
-    the limit) when the instance would exceed MEMORY_LIMIT_BYTES or TIME_LIMIT_S x FLOPS_PER_S of work.
+    the limit) when the instance would exceed MEMORY_LIMIT_BYTES or WORK_LIMIT_FLOPS (TIME_LIMIT_S x FLOPS_PER_S) of
+    work; the decision counts work, the machine's measured rate is only stated.
     ``factored=False``: only the certificate route (certificate first)."""
     est = estimate_cost(inst, starts=starts, hops=hops, factored=factored)
     if est["memory_bytes"] > MEMORY_LIMIT_BYTES:
         raise InstanceError(f"instance too large: N = {inst.N}, d = {inst.d}, largest batch group "
                             f"{est['gram_entries']} Gram entries needs ~{est['memory_bytes'] / 1e9:.3g} GB, "
                             f"limit {MEMORY_LIMIT_BYTES / 1e9:g} GB (reduce counts, dim or batch sizes)")
-    if est["seconds"] > TIME_LIMIT_S:
-        raise InstanceError(f"instance too large: {starts} starts x {MIN_EVALS_PER_START} evaluations of "
-                            f"~{est['eval_flops']:.3g} flops (N = {inst.N}, d = {inst.d}) + certificates: ~"
-                            f"{est['work_flops']:.3g} flops of work (~{est['seconds']:.3g} s at the {FLOPS_PER_S:.3g} "
-                            f"flop/s measured on the 2-core machine), limit {TIME_LIMIT_S:g} s = "
-                            f"{TIME_LIMIT_S * FLOPS_PER_S:.3g} flops (reduce starts, dim or counts)")
+    if est["work_flops"] > WORK_LIMIT_FLOPS:
+        solve = (f"{starts} starts x {MIN_EVALS_PER_START} evaluations of ~{est['eval_flops']:.3g} flops + "
+                 if est["factored"] else "")
+        raise InstanceError(f"instance too large (N = {inst.N}, d = {inst.d}): {solve}certificates: "
+                            + _work.work_text(est["work_flops"], WORK_LIMIT_FLOPS, "flop-equivalents",
+                                              seconds_per_unit=1.0 / FLOPS_PER_S)
+                            + "; reduce starts, dim or counts")
     return est
 
 

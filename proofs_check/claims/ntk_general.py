@@ -933,7 +933,8 @@ def _general_options(model: sg.GeneralModel, feature_dim, init, init_scale, T, s
                         maximum=sg.MAX_DISCRETE_STEPS)
         work = nsteps * (6.0 * C * batch * N + 4.0 * C * n * N)
         if work > sg.MAX_FLOPS:
-            raise InstanceError(f"discrete steps: ~{work:.3g} flops exceed the work budget {sg.MAX_FLOPS:g}; reduce --steps")
+            raise InstanceError(f"discrete steps: {nsteps} steps x (6 C batch N + 4 C n N) flops: {sg.flops_text(work)}; "
+                                "reduce --steps")
         o.update(eta=eta, batch=batch, nsteps=nsteps)
     return o
 

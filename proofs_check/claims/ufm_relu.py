@@ -21,6 +21,7 @@ from proofs_check.core import (Check, Claim, Provenance, RunContext, SolveReport
 from solvers import losses as L
 from solvers import ufm_general as SG
 from solvers import ufm_nonneg as NN
+from theory import _work as budgets
 from theory import ufm_nonneg as TN
 from theory._validate import InputError
 from theory.geometry import GEOMETRY_TOL
@@ -38,6 +39,8 @@ VALUE_RTOL = 1e-7
 #: machine rate is not part of the verdict: the budget counts work; ~1e9 flop/s measured on the loaded 2-core
 #: machine puts the limit at about 2 minutes there.
 WORK_LIMIT_FLOPS = 1.2e11
+#: seconds per counted flop at that ~1e9 flop/s, only to state the seconds here (no decision uses it)
+SECONDS_PER_FLOP = 1e-9
 #: Evaluations one start is expected to need (measured 100-700 at K <= 100; the per-start cap is
 #: solvers.ufm_nonneg.MAX_EVALS_PER_START).
 EXPECTED_EVALS = 1000
@@ -192,9 +195,10 @@ def check_nonneg(p: SG.GeneralUFM, *, starts: int = 3, seed: int = 0, claimed_va
         raise InputError("--loss: --nonneg-features supports ce, ls and weighted-ce")
     work = estimate_work(p, starts)
     if work > WORK_LIMIT_FLOPS:
-        raise InputError(f"instance too large: estimated work {work:.3g} flops ({starts} starts x ~{EXPECTED_EVALS} "
-                         f"evaluations of ~6 K^2 d flops) > {WORK_LIMIT_FLOPS:.3g} (about 2 minutes at the ~1e9 flop/s "
-                         "measured on a loaded 2-core machine); reduce --dim, --classes or --starts")
+        raise InputError(f"instance too large: ({starts} + 1) starts x 3 x ~{EXPECTED_EVALS} evaluations of ~6 K^2 d "
+                         f"flops (K = {p.K}, d = {p.d}): "
+                         + budgets.work_text(work, WORK_LIMIT_FLOPS, "flops", seconds_per_unit=SECONDS_PER_FLOP)
+                         + "; reduce --dim, --classes or --starts")
     r = solve_and_certify(p, starts=starts, seed=seed)
     checks = nonneg_checks(p, r, predicted_value=claimed_value)
     sol = r["sol"]

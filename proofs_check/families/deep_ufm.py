@@ -152,8 +152,8 @@ def _table(args: argparse.Namespace) -> Table:
                 insts.append(inst)
                 work += S.estimate_work(S.DeepModel(inst, collapsed=True), args.starts + 1, args.max_evals)
     if work > TABLE_WORK_LIMIT:
-        raise UsageError(f"table work estimate {work:.3g} flop > limit {TABLE_WORK_LIMIT:.3g} (fewer rows, "
-                         "--starts or --max-evals)")
+        raise UsageError(f"table deep-ufm: {rows} rows x (--starts + 1) x --max-evals evaluations: "
+                         f"{S.work_text(work, TABLE_WORK_LIMIT)}; fewer rows, --starts or --max-evals")
     rows = []
     for inst in insts:
         rep = check_instance(inst, starts=args.starts, seed=args.seed, max_evals=args.max_evals, symbolic=False)

@@ -96,8 +96,8 @@ def _check_table_work(cg, counts, rhos, kappa, args) -> None:
     low = sum((300.0 + cg.DEFAULT_T * sum(c) / 4.0) * 12.0 * 6.0 * len(c) * (len(c) + 1) * sum(c)
               for c in counts) * len(rhos)
     if low > sg.MAX_FLOPS:
-        raise InstanceError(f"--counts x --kernel-perturbation: the table's flows need more than ~{low:.3g} flops in "
-                            f"all, above the work budget {sg.MAX_FLOPS:g}; fewer or smaller --counts")
+        raise InstanceError("--counts x --kernel-perturbation: the table's flows together, at least: "
+                            f"{sg.flops_text(low)}; fewer or smaller --counts")
     total = 0.0
     for c in counts:
         for rho in rhos:
@@ -105,8 +105,8 @@ def _check_table_work(cg, counts, rhos, kappa, args) -> None:
             st0 = sg.init_random(model, model.C + 1, cg.DEFAULT_EPS, args.seed)
             total += sg.estimate_steps(model, st0, cg.DEFAULT_T)["flops"]
     if total > sg.MAX_FLOPS:
-        raise InstanceError(f"--counts x --kernel-perturbation: the table's flows need ~{total:.3g} flops in all, "
-                            f"above the work budget {sg.MAX_FLOPS:g}; fewer or smaller --counts")
+        raise InstanceError("--counts x --kernel-perturbation: the table's flows together: "
+                            f"{sg.flops_text(total)}; fewer or smaller --counts")
 
 
 def run_general_solve(args: argparse.Namespace) -> dict:

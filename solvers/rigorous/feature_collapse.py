@@ -177,6 +177,10 @@ FC_SECONDS_PER_ENTRY_POSITION = 0.05e-6
 FC_SECONDS_DENSE_INCIDENCE = (0.25e-6, 0.016e-6)
 FC_SECONDS_COLUMN_INCIDENCE = (0.45e-6, 0.05e-6)
 FC_MAX_GROUPED_SECONDS = 30.0
+#: The refusal counts WORK in ball-operation units of this model time (every FC_SECONDS_* constant is a whole number
+#: of them: 26 per entry, 1 per position, ...) against FC_MAX_GROUPED_SECONDS / FC_SECONDS_PER_BALL_OP = 6e8 units:
+#: the same on every machine; the machine's measured rate is only stated.
+FC_SECONDS_PER_BALL_OP = 0.05e-6
 #: Sentence groups per arb_mat product of the dense gradient accumulation (memory: (class types + L cells) x FC_CHUNK
 #: balls).
 FC_CHUNK = 256
@@ -561,10 +565,14 @@ def feature_collapse_from_instance(params: dict, *, prec: int = PRECISION_BITS) 
     if not st.product:
         entries = len(st.types) * st.sentence_groups
         est = entries * _fc_grouped_cost(L, nC)[0]
-        if est > FC_MAX_GROUPED_SECONDS:
+        ops, limit = est / FC_SECONDS_PER_BALL_OP, FC_MAX_GROUPED_SECONDS / FC_SECONDS_PER_BALL_OP
+        if ops > limit:
+            from theory._work import work_text
+
             raise Unsupported(f"{len(st.types)} class types x {st.sentence_groups} sentence groups = {entries} softmax "
-                              f"entries in balls, about {est:.0f} s (limit {FC_MAX_GROUPED_SECONDS:.0f} s; the latents "
-                              f"are not all n_c^L tuples equally often, so the risk does not factorise over positions)")
+                              f"entries in balls: {work_text(ops, limit, 'ball-operation units', seconds_per_unit=FC_SECONDS_PER_BALL_OP)}"
+                              "; the latents are not all n_c^L tuples equally often, so the risk does not factorise "
+                              "over positions")
     mu = _fc_word_masses(inst, params)
     cell_mass = [sum((mu[w % s_c] for w in ws), Fraction(0)) for ws in st.cell_words]
     for a in range(n_c):
