@@ -31,6 +31,9 @@ import numpy as np
 
 from theory._validate import InputError
 
+#: smallest positive label smoothing eps (q = eps / K stays a normal float64 for any K <= 10^7)
+SMOOTHING_MIN = 1e-300
+
 __all__ = ["Loss", "SlotLayout", "CrossEntropy", "SquaredError", "UserLoss", "make_loss", "check_convexity", "xlogx"]
 
 
@@ -185,6 +188,9 @@ class CrossEntropy(Loss):
         eps = float(smoothing)
         if not (math.isfinite(eps) and 0.0 <= eps < 1.0):
             raise InputError(f"smoothing eps must be in [0, 1), got {smoothing!r}")
+        if 0.0 < eps < SMOOTHING_MIN:  # eps = 1e-320: q = eps / K subnormal, the conjugate overflowed (no certificate)
+            raise InputError(f"smoothing eps must be 0 or in [{SMOOTHING_MIN:g}, 1) (below, eps / K underflows "
+                             f"float64), got {smoothing!r}")
         if convention not in ("torch", "others"):
             raise InputError(f"smoothing convention must be 'torch' or 'others', got {convention!r}")
         self.K, self.eps, self.convention = K, eps, convention

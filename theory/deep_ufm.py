@@ -273,7 +273,10 @@ def ce_rank_bound(inst: DeepUFMInstance, tau: float) -> int:
     CE >= 0), so every global minimiser does (derived; the low-rank bias of Garrod & Keating 2025 as L grows)."""
     tau = as_float("tau", tau, positive=True)
     C = reg_constant(inst)
-    return int(math.floor(math.log(inst.K) / (C * tau ** (2.0 / (inst.layers + 1)))))
+    den = C * tau ** (2.0 / (inst.layers + 1))
+    if not (den > 0 and math.isfinite(math.log(inst.K) / den)):  # tau = 1e-320: 0 or inf (was ZeroDivisionError)
+        raise InstanceError(f"tau = {tau:g} is too small: the bound log K / (C tau^(2/(L+1))) overflows float64")
+    return int(math.floor(math.log(inst.K) / den))
 
 
 # ------------------------------------------------------------------------------------------

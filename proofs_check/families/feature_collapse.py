@@ -108,6 +108,14 @@ def build_table(args) -> Table:
     if len(dims) * len(args.lambdas) > TABLE_MAX_ROWS:  # before any row (5000 --lambdas ran for minutes)
         raise UsageError(f"--lambdas x --dims: the table has {len(dims) * len(args.lambdas)} rows, more than the "
                          f"limit {TABLE_MAX_ROWS}")
+    bad = [x for x in args.lambdas if not T.LAMBDA_MIN <= x <= T.LAMBDA_MAX]
+    if bad:  # the instance's own message named --lambda, an option `table feature-collapse` does not have
+        raise UsageError(f"--lambdas must lie in [{T.LAMBDA_MIN:g}, {T.LAMBDA_MAX:g}], got {bad[0]:g}")
+    try:  # --dims 0: the instance's message named --dim (solve's option); checked before any row
+        for d in dims:
+            _instance(args, lam=args.lambdas[0], d=d)
+    except T.InstanceError as exc:
+        raise UsageError(str(exc).replace("(--dim)", "(--dims)")) from None
     rows, reports, labels = [], [], []
     rig = bool(getattr(args, "rigorous", False))
     meta = None
