@@ -32,6 +32,7 @@ from pathlib import Path
 
 import numpy as np
 
+from theory import _work
 from theory import metrics as MT
 from theory._validate import InputError, as_float
 
@@ -53,9 +54,9 @@ from proofs_check.measure_predict import (GRADES, PREDICT, UFM_CERTIFICATE_MAX_K
                                           _ufm_certificate, geometry_fit, grade, graded_labels,
                                           predict_geometry, validate_prediction_options)
 
-#: Default wall-clock limit of one measurement, checked against :func:`theory.metrics.estimate_seconds`
-#: before any feature is read (preamble: every input ends within ~2 minutes on 2 cores or is refused);
-#: ``--time-limit`` raises it.
+#: Default limit of one measurement in seconds of the cost model (:func:`theory.metrics.estimate_work`: the
+#: estimated work in flop-equivalents against this x GEMM_FLOPS_PER_S, before any feature is read; the same
+#: decision on every machine and at any load); ``--time-limit`` raises it.
 TIME_LIMIT_S = 120.0
 
 SOURCES = {
@@ -123,10 +124,15 @@ def measure(features, labels=None, weights=None, bias=None, *, layout: str = "au
         K = int(counts.size)
         MT.check_state_budget(K, d, weights=inp.weights is not None, what="FEATURES")
         est = MT.estimate_seconds(N, d, K, weights=inp.weights is not None)
-        if time_limit is not None and est["total_s"] > time_limit:
-            raise InputError(f"FEATURES: N = {N}, d = {d}, K = {K}: estimated ~{est['total_s']:.0f} s on 2 cores "
-                             f"(two passes ~{est['passes_s']:.0f} s, K x K class pairs ~{est['pairs_s']:.0f} s), above "
-                             f"the time limit of {time_limit:g} s; raise it with --time-limit")
+        work = MT.estimate_work(N, d, K, weights=inp.weights is not None)
+        if time_limit is not None and work["total_work"] > time_limit * MT.GEMM_FLOPS_PER_S:
+            rate = MT.GEMM_FLOPS_PER_S
+            raise InputError(
+                f"FEATURES: N = {N}, d = {d}, K = {K}: "
+                + _work.work_text(work["total_work"], time_limit * rate, seconds_per_unit=1.0 / rate,
+                                  limit_note=f"= --time-limit {time_limit:g} x {rate:.3g} per second of the cost model")
+                + f"; the two passes {work['passes_work']:.3g}, the K x K class pairs {work['pairs_work']:.3g}; "
+                "raise it with --time-limit")
         axis = 0 if inp.layout == "nd" else 1
 
         def chunks():

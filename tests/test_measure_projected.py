@@ -167,3 +167,24 @@ def test_projected_pass_runs_on_one_blas_thread(tmp_path, monkeypatch):
     out = PM.measure(tmp_path / "f.npy", tmp_path / "y.npy", workers=2, batch_size=30)
     assert out["instance"]["passes"].startswith("two passes (shifted sums")
     assert seen and all(n == 1 for threads in seen for n in threads)
+
+
+def test_time_limit_refusal_is_stated_in_work_and_does_not_depend_on_the_machine(tmp_path, capsys, monkeypatch):
+    from theory import _work
+
+    H, y, _, _ = synthetic(seed=3, N=400, d=30, K=3)
+    np.save(tmp_path / "f.npy", H)
+    np.save(tmp_path / "y.npy", y)
+    work = MT.estimate_work(400, 30, 3)["total_work"]
+    limit_ok = 1.01 * work / MT.GEMM_FLOPS_PER_S  # just above the estimate: accepted
+    limit_bad = 0.99 * work / MT.GEMM_FLOPS_PER_S  # just below: refused
+    for rate in (1e8, 5e10, 1e13):  # a machine 500x slower, the calibration machine, 200x faster
+        monkeypatch.setattr(_work, "_MEASURED", [rate])
+        args = ["measure", str(tmp_path / "f.npy"), "--labels", str(tmp_path / "y.npy"), "--json"]
+        assert cli.main(args + ["--time-limit", repr(limit_ok)]) == 0
+        capsys.readouterr()
+        assert cli.main(args + ["--time-limit", repr(limit_bad)]) == 2
+        err = capsys.readouterr().err.strip()
+        assert len(err.splitlines()) == 1 and err.count("flop-equivalents") >= 2, err
+        assert f"estimated work {work:.3g} flop-equivalents" in err and "--time-limit" in err
+        assert f"measured single-thread rate {rate / 1e9:.3g} Gflop/s" in err

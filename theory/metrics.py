@@ -44,7 +44,7 @@ from theory.metrics_stream import (ALL_KEYS, CHUNK_BYTES, DTYPES, ELEMENTWISE_PE
                                    TILE_BYTES, VARIANT_KEYS, ZERO_RTOL, ClassMeans, ClassScatter, NC4Pass, _add_by_class,
                                    _as_matrix, _as_vector, _check_underflow, _chunk, _is_torch, _labels_chunk,
                                    _nonfinite, _torch, check_state_budget, check_weights, estimate_seconds,
-                                   state_bytes)
+                                   estimate_work, state_bytes)
 
 __all__ = ["ALL_KEYS", "BLOCK_ROWS", "CHUNK_BYTES", "DTYPES", "ELEMENTWISE_PER_S", "GEMM_FLOPS_PER_S",
            "LOG_KERNEL_MIN_SQ", "MAX_STATE_BYTES", "METRIC_KEYS", "NC4_STEP_BYTES", "ONE_PASS_MAX_SCATTER_BYTES",
@@ -52,7 +52,8 @@ __all__ = ["ALL_KEYS", "BLOCK_ROWS", "CHUNK_BYTES", "DTYPES", "ELEMENTWISE_PER_S
            "TILE_BYTES", "VARIANT_KEYS", "ZERO_RTOL", "ClassMeans", "ClassScatter", "ClassStats", "CollapseMetrics", "InputError",
            "NC4Pass", "PredictedGram", "ProjectedScatter", "projected_route_cheaper", "RegressionStats",
            "check_state_budget", "check_weights", "collapse_metrics",
-           "estimate_seconds", "measure_arrays", "one_pass_bytes", "one_pass_fits", "regression_metrics",
+           "estimate_seconds", "estimate_work", "measure_arrays", "one_pass_bytes", "one_pass_fits",
+           "regression_metrics",
            "state_bytes", "_add_by_class", "_as_matrix", "_as_vector", "_check_underflow", "_chunk", "_is_torch",
            "_kahan_add", "_labels_chunk", "_nonfinite", "_torch"]
 

@@ -107,6 +107,13 @@ GEMM_FLOPS_PER_S = 5e9
 ELEMENTWISE_PER_S = 5e8
 
 
+def estimate_work(N: int, d: int, K: int, *, weights: bool = False) -> dict:
+    """The cost model of :func:`estimate_seconds` in work: flop-equivalents (a GEMM flop is one, an elementwise
+    operation GEMM_FLOPS_PER_S / ELEMENTWISE_PER_S). It depends only on the sizes, never on this machine."""
+    est = estimate_seconds(N, d, K, weights=weights)
+    return {k.replace("_s", "_work"): v * GEMM_FLOPS_PER_S for k, v in est.items()}
+
+
 def estimate_seconds(N: int, d: int, K: int, *, weights: bool = False) -> dict:
     """Estimated seconds of both passes and of the K x K pairs (docs/measure.md, "Budgets")."""
     for name, v, lo in (("N", N, 1), ("d", d, 1), ("K", K, 1)):

@@ -46,7 +46,9 @@ def _add_arguments(p) -> None:
                    help="threads over fixed segments of the file in the one-pass route (default: the CPUs available, "
                         "at most 4; the numbers do not depend on it)")
     p.add_argument("--time-limit", dest="time_limit", type=float, default=120.0,
-                   help="refuse before reading when the estimated time exceeds this many seconds (default 120)")
+                   help="refuse before reading when the estimated work exceeds this many seconds of the cost model "
+                        "(x 5e9 flop-equivalents per second: the same decision on every machine and at any load; "
+                        "default 120)")
     p.add_argument("--plot", default=None, metavar="F.png", help="write a figure (class-mean cosines, distances)")
     p.add_argument("--json", action="store_true", help="print one JSON object")
 
