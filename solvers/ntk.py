@@ -475,8 +475,8 @@ def check_work(what: str, work: dict, max_seconds: float, max_bytes: float = MAX
     flops, limit = work_flops(work), float(max_seconds) / FLOP_SECONDS
     if not (flops <= limit and work["bytes"] <= max_bytes):
         raise InstanceError(
-            f"{what}: ~{work['steps']:.3g} DOP853 steps (stiffness ~{work['lambda_max']:.3g}) x {EVALS_PER_STEP} "
-            "right-hand sides: " + budgets.work_text(
+            f"{what}: estimated ~{work['steps']:.3g} DOP853 steps (stiffness ~{work['lambda_max']:.3g}) x "
+            f"{EVALS_PER_STEP} right-hand sides exceed the budget in work or memory: " + budgets.work_text(
                 flops, limit, "flop-equivalents", seconds_per_unit=FLOP_SECONDS,
                 limit_note=f"= --max-seconds {max_seconds:g} at the work model's fixed {1 / FLOP_SECONDS:.3g} flop/s")
             + f" and ~{work['bytes'] / 1e9:.3g} GB of dense output (limit {max_bytes / 1e9:g} GB); reduce --time, "

@@ -293,8 +293,8 @@ def check_budget(what: str, est: dict, max_steps: int = MAX_STEPS) -> None:
     flops above MAX_FLOPS (counts from the sizes: the same on every machine)."""
     if not (est["steps"] <= max_steps and est["flops"] <= MAX_FLOPS):
         raise InstanceError(f"{what}: estimated ~{est['steps']:.3g} DOP853 steps (limit {max_steps} steps; stiffness "
-                            f"~{est['stiffness']:.3g}) x 12 right-hand sides: {flops_text(est['flops'])}; reduce --time "
-                            "or the sizes")
+                            f"~{est['stiffness']:.3g}) x 12 right-hand sides exceed the work budget: "
+                            f"{flops_text(est['flops'])}; reduce --time or the sizes")
 
 
 @dataclass

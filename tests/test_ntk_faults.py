@@ -160,7 +160,9 @@ def test_estimate_refuses_before_allocating():
     with pytest.raises(InputError) as exc:
         cl.check_instance(REF, T=1e12)
     msg = str(exc.value)
-    assert "estimated" in msg and "60 s" in msg and "1.2 GB" in msg and "--max-seconds" in msg
+    # the work and its limit in one unit (what --max-seconds 60 buys at the work model's fixed rate), the memory limit
+    assert "estimated work" in msg and "flop-equivalents (limit 4e+10 flop-equivalents = --max-seconds 60" in msg
+    assert "1.2 GB" in msg and "--max-seconds" in msg
     # a bigger budget lets a longer run through (the estimate scales with T)
     w1 = sv.estimate_flow_work(REF, sv.init_random(REF, 4, 1e-6), 30.0)
     w2 = sv.estimate_flow_work(REF, sv.init_random(REF, 4, 1e-6), 3000.0)

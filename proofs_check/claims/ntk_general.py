@@ -921,6 +921,8 @@ def _general_options(model: sg.GeneralModel, feature_dim, init, init_scale, T, s
     if not 1e-100 <= eps <= 1e3:
         raise InstanceError(f"init_scale must be in [1e-100, 1e3], got {eps:g}")
     T = as_float("time", DEFAULT_T / model.s if T is None else T, positive=True)
+    if T < np.finfo(float).tiny:  # 1e-320: the error estimate's grid of 201 times collapsed (numpy's All-NaN warning)
+        raise InstanceError(f"time must be at least {np.finfo(float).tiny:.3g} (a normal float64), got {T:g}")
     seed = as_int("seed", seed, minimum=0)
     o = {"init": init, "n": n, "eps": eps, "T": T, "seed": seed, "discrete": sgd_batch is not None or step_size is not None,
          "sgd_batch": sgd_batch, "step_size": step_size}
@@ -929,12 +931,13 @@ def _general_options(model: sg.GeneralModel, feature_dim, init, init_scale, T, s
             raise InstanceError("--sgd-batch needs --step-size ETA (the discrete step size)")
         eta = as_float("step size", step_size, positive=True)
         batch = as_int("sgd batch", N if sgd_batch is None else sgd_batch, minimum=1, maximum=N)
-        nsteps = as_int("steps", steps if steps is not None else max(1, int(math.ceil(T / eta))), minimum=1,
+        nsteps = as_int("steps" if steps is not None else "steps = ceil(time / step size)",
+                        steps if steps is not None else max(1, int(math.ceil(T / eta))), minimum=1,
                         maximum=sg.MAX_DISCRETE_STEPS)
         work = nsteps * (6.0 * C * batch * N + 4.0 * C * n * N)
         if work > sg.MAX_FLOPS:
-            raise InstanceError(f"discrete steps: {nsteps} steps x (6 C batch N + 4 C n N) flops: {sg.flops_text(work)}; "
-                                "reduce --steps")
+            raise InstanceError(f"discrete steps: {nsteps} steps x (6 C batch N + 4 C n N) flops exceed the work budget: "
+                                f"{sg.flops_text(work)}; reduce --steps")
         o.update(eta=eta, batch=batch, nsteps=nsteps)
     return o
 
@@ -1182,7 +1185,8 @@ def table_rows(counts_list, rhos, kappa=KAPPA, loss: str = "mse", seed: int = 0,
     of small-initialisation flows (n = C + 1)."""
     rows = []
     if len(counts_list) * len(rhos) > MAX_TABLE_ROWS:
-        raise InstanceError(f"the grid has {len(counts_list)} x {len(rhos)} rows, more than the limit {MAX_TABLE_ROWS}")
+        raise InstanceError(f"--counts x --kernel-perturbation: the grid has {len(counts_list)} x {len(rhos)} rows, "
+                            f"more than the limit {MAX_TABLE_ROWS}")
     for counts in counts_list:
         for rho in rhos:
             model = build_model(counts=tuple(counts), kappa=kappa, rho=rho, seed=seed, loss=loss)

@@ -96,7 +96,7 @@ def _check_table_work(cg, counts, rhos, kappa, args) -> None:
     low = sum((300.0 + cg.DEFAULT_T * sum(c) / 4.0) * 12.0 * 6.0 * len(c) * (len(c) + 1) * sum(c)
               for c in counts) * len(rhos)
     if low > sg.MAX_FLOPS:
-        raise InstanceError("--counts x --kernel-perturbation: the table's flows together, at least: "
+        raise InstanceError("--counts x --kernel-perturbation: the table's flows together exceed the work budget, at least: "
                             f"{sg.flops_text(low)}; fewer or smaller --counts")
     total = 0.0
     for c in counts:
@@ -105,7 +105,7 @@ def _check_table_work(cg, counts, rhos, kappa, args) -> None:
             st0 = sg.init_random(model, model.C + 1, cg.DEFAULT_EPS, args.seed)
             total += sg.estimate_steps(model, st0, cg.DEFAULT_T)["flops"]
     if total > sg.MAX_FLOPS:
-        raise InstanceError("--counts x --kernel-perturbation: the table's flows together: "
+        raise InstanceError("--counts x --kernel-perturbation: the table's flows together exceed the work budget: "
                             f"{sg.flops_text(total)}; fewer or smaller --counts")
 
 
