@@ -151,8 +151,7 @@ def measure(features, labels=None, weights=None, bias=None, *, layout: str = "au
         where = f"{_named('FEATURES', inp.features)}: "
         nworkers = _workers(workers)
         # the projected route keeps no d x d matrix, so it also serves a d whose one-pass scatter does not fit
-        projected = (dev is None and dtype == "float64" and passes == "auto" and inp.weights is None
-                     and MT.projected_route_cheaper(d, K))
+        projected = dev is None and dtype == "float64" and passes == "auto" and MT.projected_route_cheaper(d, K)
         while not projected and nworkers > 1 and not MT.one_pass_fits(d, copies=nworkers + 1, K=K):
             nworkers -= 1  # fewer live accumulators before giving up the one-pass route
         one = projected or (dev is None and dtype == "float64" and passes != 2

@@ -222,10 +222,13 @@ def _nc4_pass(reader, N: int, stats, weights, bias, step: int, nworkers: int, lo
     return total
 
 
-def _projected_pass(reader, N: int, stats, step: int, nworkers: int) -> "MT.ProjectedScatter":
-    """The second pass of the projected route (:class:`theory.metrics.ProjectedScatter`): fixed segments on the
-    worker threads, added in segment order (the numbers do not depend on the number of workers)."""
-    total = MT.ProjectedScatter(stats)
+def _projected_pass(reader, N: int, stats, step: int, nworkers: int, weights=None, bias=None,
+                    loss: str | None = None) -> "MT.ProjectedScatter":
+    """The second pass of the projected route (:class:`theory.metrics.ProjectedScatter`, with NC4 in the same
+    read when there are weights): fixed segments on the worker threads, added in segment order (the numbers do
+    not depend on the number of workers)."""
+    nc4 = None if weights is None else MT.NC4Pass(stats, weights, bias, loss=loss)
+    total = MT.ProjectedScatter(stats, nc4=nc4)
 
     def work(seg):
         acc = total._fresh()
@@ -252,8 +255,8 @@ def _cpu_passes(inp, axis: int, N: int, K: int, d: int, step: int, nworkers: int
         t2 = time.perf_counter()
         sc = None
         if projected:
-            prog.stage("pass 2 (projected scatter)")
-            sc = _projected_pass(reader, N, acc, step, nworkers)
+            prog.stage("pass 2 (projected scatter" + (" and NC4)" if inp.weights is not None else ")"))
+            sc = _projected_pass(reader, N, acc, step, nworkers, inp.weights, inp.bias, loss)
         elif inp.weights is not None:
             prog.stage("pass 2 (NC4)")
             sc = _nc4_pass(reader, N, acc, inp.weights, inp.bias, step, nworkers, loss=loss)
@@ -261,7 +264,9 @@ def _cpu_passes(inp, axis: int, N: int, K: int, d: int, step: int, nworkers: int
     if projected:
         route = (f"two passes (shifted sums, then the K x K projection of the within-class scatter about the final "
                  f"class means: 2 d K + K^2 = {2 * d * K + K * K} flops per sample instead of the d^2 = {d * d} of the "
-                 f"one-pass d x d scatter, at K = {K} < d = {d}; --passes 1 forces one pass)")
+                 f"one-pass d x d scatter, at K = {K} < d = {d}" + ("; NC4 in the same second read" if
+                                                                      inp.weights is not None else "") +
+                 "; --passes 1 forces one pass)")
     else:
         route = ("one pass (shifted sums and d x d scatter, compensated)" +
                  ("; a second pass for NC4 (it needs the final class means)" if sc is not None else ""))

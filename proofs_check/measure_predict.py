@@ -197,6 +197,7 @@ def _network_objective(model, params, record, sc, acc, inp, one: bool) -> dict |
                                         "lambda_h/2 sum_i ||h_i||^2")}
     if inp.weights is None:
         return dict(out, value=None, reason="needs the classifier W (--weights or the file key 'weights')")
+    sc = getattr(sc, "nc4", sc)  # the projected route carries its NC4 pass
     if not one or sc is None or getattr(sc, "loss", None) is None:
         return dict(out, value=None, reason="computed on the one-pass route only (not with --passes 2, torch or float32)")
     N = acc.N

@@ -141,7 +141,7 @@ def _metrics_state(means, scatter) -> tuple[dict, float]:
     if isinstance(scatter, ProjectedScatter):
         if scatter.pass1 is not means:
             raise TypeError("scatter must be the ProjectedScatter built from these ClassStats")
-        return scatter.numpy_state(), TILE_BYTES
+        return scatter.numpy_state(), (TILE_BYTES if scatter.nc4 is None else scatter.nc4.tile_bytes)
     if isinstance(means, ClassStats):
         if scatter is not None and not isinstance(scatter, NC4Pass):
             raise TypeError("with a one-pass ClassStats, scatter must be None or its NC4Pass (second pass of NC4)")

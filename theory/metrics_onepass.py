@@ -326,11 +326,14 @@ class ProjectedScatter:
     in float64 (blocks of :data:`BLOCK_ROWS` rows, Kahan-compensated between blocks). This is the state the
     metrics read when d > K (mode "projected"): NC1 = tr(Sigma_W Sigma_B^+) / K only sees Sigma_W on the span of
     the class means, and the traces come from pass 1's per-class squared norms. Accumulators of disjoint
-    samples built from the same ``pass1`` merge by addition (:meth:`merge`)."""
+    samples built from the same ``pass1`` merge by addition (:meth:`merge`). With ``nc4`` (an NC4Pass of the same
+    first pass) NC4 and the network's loss are accumulated in the same read."""
 
-    def __init__(self, pass1: ClassStats):
+    def __init__(self, pass1: ClassStats, nc4=None):
         if not isinstance(pass1, ClassStats) or pass1.scatter:
             raise TypeError("ProjectedScatter needs a finished ClassStats built with scatter=False")
+        #: an optional :class:`theory.metrics_stream.NC4Pass` of the same first pass, updated in the same read
+        self.nc4 = nc4
         pass1.check_complete()
         self.pass1, self.K, self.d, self.where = pass1, pass1.K, pass1.d, pass1.where
         self.mu = pass1.means()
@@ -350,6 +353,12 @@ class ProjectedScatter:
         K = self.K
         acc.S, acc.S_c, acc._Sb, acc._buf = (np.zeros((K, K)) for _ in range(4))
         acc._A, acc._block_rows, acc.N = None, 0, 0
+        if self.nc4 is not None:
+            nc4 = type(self.nc4).__new__(type(self.nc4))
+            nc4.__dict__.update(self.nc4.__dict__)
+            nc4.N = nc4.disagree = 0
+            nc4.loss_sum = 0.0
+            acc.nc4 = nc4
         return acc
 
     def update(self, features, labels, layout: str = "nd") -> "ProjectedScatter":
@@ -373,6 +382,8 @@ class ProjectedScatter:
         Z = A @ self._MrT  # B x K (numpy's matmul releases the GIL)
         np.matmul(Z.T, Z, out=self._buf)  # syrk
         np.add(self._Sb, self._buf, out=self._Sb)
+        if self.nc4 is not None:
+            self.nc4.update(X, y)
         self.N += B
         self._block_rows += B
         if self._block_rows >= BLOCK_ROWS:
@@ -392,6 +403,8 @@ class ProjectedScatter:
         other._flush()
         o = other.S - other.S_c
         _kahan_add(self.S, self.S_c, o, self._buf)
+        if self.nc4 is not None:
+            self.nc4.merge(other.nc4)
         self.N += other.N
         return self
 
@@ -403,5 +416,6 @@ class ProjectedScatter:
         self._flush()
         class_sq, _ = self.pass1.within()
         S = self.S - self.S_c
+        nc4 = self.nc4
         return {"S": (S + S.T) / 2.0, "class_sq": class_sq, "Mr": self.Mr, "mu_G": self.mu_G, "mode": "projected",
-                "N": self.N, "disagree": 0, "W": None}
+                "N": self.N, "disagree": 0 if nc4 is None else int(nc4.disagree), "W": None if nc4 is None else nc4.W}
