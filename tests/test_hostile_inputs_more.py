@@ -194,6 +194,18 @@ def test_the_bases_are_valid(zoo):
       "0.1,100000"], ["--lambdas"]),
     (["table", "feature-collapse", "--concepts", "2", "--length", "2", "--words-per-concept", "2", "--lambdas", "0.1",
       "--layernorm", "--dims", "3,0"], ["--dims"]),
+    # ntk --mean-weight without --init e-zero: silently ignored (-1 and 1e308 gave VERIFIED)
+    (["solve", "ntk", "--classes", "2", "--per-class", "2", "--mean-weight=-1"], ["mean_weight", "e-zero"]),
+    (["solve", "ntk", "--classes", "2", "--per-class", "2", "--mean-weight", "1e308"], ["mean_weight"]),
+    (["solve", "ntk", "--classes", "2", "--per-class", "2", "--init", "lazy", "--mean-weight", "0.5"], ["mean_weight"]),
+    # general-kernel ntk --time 1e-320: two lines of numpy's "RuntimeWarning: All-NaN slice encountered", exit 0
+    (["solve", "ntk", "--counts", "2,2", "--time", "1e-320"], ["time", "normal float64"]),
+    (["solve", "ntk", "--classes", "2", "--per-class", "2", "--loss", "ce", "--time", "5e-324"], ["time"]),
+    # --step-size 1e-12 alone: "steps must be <= 1000000", an option the user did not give
+    (["solve", "ntk", "--classes", "2", "--per-class", "2", "--step-size", "1e-12"], ["step size", "time"]),
+    # table ntk with 300 --kernel-perturbation values: "the grid has 1 x 300 rows" named no option
+    (["table", "ntk", "--classes", "2", "--per-class", "2", "--kernel-perturbation", ",".join(["2"] * 300)],
+     ["--kernel-perturbation"]),
 ])
 def test_reproduced_defects_are_one_line_refusals(zoo, argv, needles):
     files, cwd = zoo
@@ -206,6 +218,8 @@ def test_reproduced_defects_are_one_line_refusals(zoo, argv, needles):
      "--lambda-h", "1e-2"],
     ["solve", "deep-ufm", "-L", "1", "-k", "2", "-n", "1", "-D", "2", "--lambda", "0.01", "--starts", "1",
      "--max-evals", "50", "--loss", "ce", "--tau", "1e-12"],
+    ["solve", "ntk", "--classes", "2", "--per-class", "2", "--init", "e-zero", "--mean-weight", "0.5"],
+    ["solve", "ntk", "--classes", "2", "--per-class", "2", "--mean-weight=-0.0"],
 ])
 def test_values_next_to_the_new_refusals_still_run(zoo, argv):
     files, cwd = zoo

@@ -1117,6 +1117,8 @@ def check_instance(inst: th.NTKInstance, *, gamma=None, feature_dim: int | None 
     or an instance above the budget; any other exception is a defect.
     """
     t_start = time.perf_counter()
+    if init != "e-zero" and not (isinstance(mean_weight, (int, float)) and mean_weight == 0):  # was silently ignored
+        raise InstanceError(f"mean_weight applies to init 'e-zero' only, got {mean_weight!r} with init {init!r}")
     opt = _instance_options(inst, gamma, feature_dim, init, init_scale, T, seed, max_seconds)
     max_seconds, gamma, gi, eps, n, seed = (opt[k] for k in ("max_seconds", "gamma", "gi", "eps", "n", "seed"))
     C, m = inst.classes, inst.per_class
