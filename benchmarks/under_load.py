@@ -7,9 +7,9 @@ Each case is a list of ``python -m proofs_check ...`` commands (subprocesses); t
 once on the quiet machine and once while ``--hog`` processes (default: one per CPU this process may use) spin,
 started before and stopped after that run by this script. The pair agrees when the exit statuses are equal and
 :func:`compare` finds no difference: the same keys, verdicts and strings, every number equal bit for bit; the
-only fields skipped are timings (:func:`is_timing_key`: keys naming seconds, time, wall or CPU clocks, elapsed
-time, a ``_s`` unit, the machine's measured rate or load) and, inside strings, durations in seconds and the
-measured machine rate (:func:`mask_text`).
+only fields skipped are timings (numbers under a key that :func:`is_timing_key` accepts: seconds, time, wall or
+CPU clocks, elapsed time, a ``_s`` unit, the machine's measured rate or load; flags and messages under such keys
+are compared) and, inside strings, durations in seconds and the measured machine rate (:func:`mask_text`).
 
 The default list takes about 10 minutes on 2 shared cores; ``--slow`` adds the Zipf K = 10 000 CE UFM instance
 (n_c = max(1, floor(20000/(c+1))), lw = lh = 2e-4: tens of minutes per run) and the reference CRH experiment
@@ -43,26 +43,40 @@ sys.path.insert(0, ROOT)
 
 # ----------------------------------------------------------------------------------------------- comparison
 
-#: substrings of a key (lower case) that name a timing; the key's whole value is skipped
+#: substrings of a key (any case) that name a timing
 TIMING_PARTS = ("seconds", "time", "wall", "cpu", "elapsed", "duration", "load_average", "loadavg",
                 "measured_rate", "machine_rate", "measured_flops", "gflops")
-#: a key that ends in a seconds unit (``wall_s``, ``solve_ms``) or carries it inside (``cpu_s_total``)
-_UNIT_KEY = re.compile(r"(^|_)(s|ms|us)(_|$)")
+#: a seconds unit ending a key or a ``_``-separated part of it (``wall_s``, ``pass1_s``, ``solve_ms``,
+#: ``cpu_s_total``), lower case and after a ``_``: ``s``, ``s_c`` (words per concept), ``S_eigenvalues`` are values
+_UNIT_KEY = re.compile(r"_(s|ms|us)(_|$)")
 #: inside strings: durations in seconds and the measured machine rate are timings too
 _RATE_TEXT = re.compile(r"measured single-thread rate [-+0-9.eE]+ Gflop/s: about [-+0-9.eE]+ s here")
 _SECONDS_TEXT = re.compile(r"(?<![\w.])[-+]?\d+(\.\d+)?([eE][-+]?\d+)? ?(s|ms|us|sec|seconds|CPU s|s wall)\b")
-_NUM = re.compile(r"(?<![\w.])[-+]?\d+(\.\d+)?([eE][-+]?\d+)?")
 
 
 def is_timing_key(key: str) -> bool:
-    """Whether a JSON key names a timing (its value is skipped by :func:`compare`).
+    """Whether a JSON key names a timing: ``seconds``, ``time``, ``wall``, ``cpu``, ``elapsed`` (any case), a
+    ``_s``/``_ms`` unit and the machine's measured rate or load (``seconds``, ``certificate_seconds``,
+    ``time_budget``, ``wall_s``, ``cpu_s``, ``elapsed``, ``measured_rate``). Counts and parameters such as
+    ``n_starts``, ``max_steps``, ``s`` or ``s_c`` are not timings. :func:`compare` skips the value of a timing
+    key only where it is a number (or null, or a list/dict of them): a flag such as ``stopped_by_wall_safety``
+    or a message under such a key is compared."""
+    k = str(key)
+    low = k.lower()
+    return any(p in low for p in TIMING_PARTS) or bool(_UNIT_KEY.search(k))
 
-    ``seconds``, ``time``, ``wall``, ``cpu``, ``elapsed``, a ``_s``/``_ms`` unit and the machine's measured rate or
-    load: ``seconds``, ``certificate_seconds``, ``time_budget``, ``wall_s``, ``cpu_s``, ``elapsed``,
-    ``measured_rate``. Counts such as ``n_starts`` or ``max_steps`` are compared (``_s`` means a unit, so it must
-    end the key or a ``_``-separated part of it)."""
-    k = str(key).lower()
-    return any(p in k for p in TIMING_PARTS) or bool(_UNIT_KEY.search(k))
+
+def is_timing_value(v) -> bool:
+    """A number, null, or a list/dict of only those (booleans and strings are never timings)."""
+    if isinstance(v, bool) or isinstance(v, str):
+        return False
+    if v is None or isinstance(v, (int, float)):
+        return True
+    if isinstance(v, list):
+        return all(is_timing_value(x) for x in v)
+    if isinstance(v, dict):
+        return all(is_timing_value(x) for x in v.values())
+    return False
 
 
 def mask_text(s: str, dirs: tuple[str, ...] = ()) -> str:
@@ -101,7 +115,7 @@ def _walk(a, b, path, da, db, skipped, out, limit):
         return
     if isinstance(a, dict) and isinstance(b, dict):
         for k in sorted(set(a) | set(b), key=str):
-            if is_timing_key(k):
+            if is_timing_key(k) and is_timing_value(a.get(k)) and is_timing_value(b.get(k)):
                 skipped.add(k)
                 continue
             if k not in a or k not in b:
@@ -126,6 +140,29 @@ def _walk(a, b, path, da, db, skipped, out, limit):
         out.append(f"{path}: {a!r} against {b!r}"[:300])
 
 
+def count_leaves(doc) -> dict:
+    """How many numbers and strings :func:`compare` reads in ``doc`` (timing keys excluded)."""
+    n = {"numbers": 0, "strings": 0, "other": 0}
+
+    def walk(x):
+        if isinstance(x, dict):
+            for k, v in x.items():
+                if not (is_timing_key(k) and is_timing_value(v)):
+                    walk(v)
+        elif isinstance(x, list):
+            for v in x:
+                walk(v)
+        elif isinstance(x, (int, float)) and not isinstance(x, bool):
+            n["numbers"] += 1
+        elif isinstance(x, str):
+            n["strings"] += 1
+        else:
+            n["other"] += 1
+
+    walk(doc)
+    return n
+
+
 def _text_diff(a: str, b: str) -> str:
     i = 0
     while i < min(len(a), len(b)) and a[i] == b[i]:
@@ -136,9 +173,9 @@ def _text_diff(a: str, b: str) -> str:
 
 # ----------------------------------------------------------------------------------------------- the hog
 
-def _spin(stop):
+def _spin(stop, parent):
     x = 0
-    while not stop.is_set():
+    while not stop.is_set() and os.getppid() == parent:  # ends with its parent, however that ends
         for _ in range(200000):
             x += 1
 
@@ -152,7 +189,7 @@ class Hog:
     def __enter__(self):
         ctx = mp.get_context("fork")
         self.stop = ctx.Event()
-        self.procs = [ctx.Process(target=_spin, args=(self.stop,), daemon=True) for _ in range(self.n)]
+        self.procs = [ctx.Process(target=_spin, args=(self.stop, os.getpid()), daemon=True) for _ in range(self.n)]
         for p in self.procs:
             p.start()
         time.sleep(0.2)  # let them reach the loop
@@ -177,6 +214,7 @@ class Case:
     output: str = "stdout"  # "stdout" (JSON on stdout of the last command) or a file name in the run's directory
     slow: bool = False
     files: dict = field(default_factory=dict)  # name -> text written into the run's directory first
+    setup: object = None    # setup(directory) writes input files (outside the timing)
     note: str = ""
 
 
@@ -196,6 +234,18 @@ def _longtail(k: int, majority: int, ratio: float) -> str:
     from theory.scl import longtail_counts
 
     return ",".join(map(str, longtail_counts(k, majority, ratio)))
+
+
+def _features(d: str, n: int = 200_000, dim: int = 64, k: int = 10) -> None:
+    """float32 features (n x dim, class means on a simplex plus noise, seed 0) and int64 labels, as .npy."""
+    import numpy as np
+
+    rng = np.random.default_rng(0)
+    y = rng.integers(0, k, n)
+    means = rng.standard_normal((k, dim))
+    x = (means[y] + 0.3 * rng.standard_normal((n, dim))).astype(np.float32)
+    np.save(os.path.join(d, "f.npy"), x)
+    np.save(os.path.join(d, "y.npy"), y)
 
 
 SWEEP_TOML = """[sweep]
@@ -251,13 +301,17 @@ def cases() -> list[Case]:
              [["solve", "feature-collapse", "--concepts", "3", "--length", "2", "--words-per-concept", "2",
                "--dim", "4", "--lambda", "0.05", "--layernorm", "--starts", "6", "--json"]]),
     ]
+    for passes, workers in (("1", "2"), ("2", "2")):
+        out.append(Case(f"measure 200 000 x 64 float32, K = 10, --passes {passes} --workers {workers}",
+                        [["measure", "f.npy", "--labels", "y.npy", "--passes", passes, "--workers", workers,
+                          "--batch-size", "8192", "--json"]], setup=_features))
     for fam in FAMILIES:
         out.append(Case(f"run --only {fam} (quick profile)",
                         [["run", "--only", fam, "--json", "{dir}/run.json", "--report", "", "--quiet"]],
                         output="run.json"))
     out.append(Case("run (quick profile, every claim)",
                     [["run", "--json", "{dir}/run.json", "--report", "", "--quiet"]], output="run.json"))
-    out.append(Case("sweep ufm grid (16 instances x 2 seeds, 2 workers) exported as JSON",
+    out.append(Case("sweep ufm grid (8 parameter points x 2 seeds, 2 workers) exported as JSON",
                     [["sweep", "{dir}/s.toml", "--quiet"],
                      ["sweep", "{dir}/s.toml", "--summary", "--export", "{dir}/s.json"]],
                     output="s.json", files={"s.toml": SWEEP_TOML.format(d=6)}))
@@ -277,6 +331,8 @@ def run_case(case: Case, root: str, env: dict, timeout: float) -> dict:
     for name, text in case.files.items():
         with open(os.path.join(d, name), "w") as f:
             f.write(text)
+    if case.setup is not None:
+        case.setup(d)
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     load0 = os.getloadavg()[0]
     w0 = time.perf_counter()
@@ -345,6 +401,8 @@ def _print_row(row: dict) -> None:
     q, h = row["quiet"], row.get("hog")
     hs = f" | hog {h['wall_s']:.1f} s wall ({h['cpu_s']:.1f} CPU), load {h['load_average_after']:.1f}" if h else ""
     tag = "" if h is None else ("  SAME" if row["identical"] else "  DIFFERENT")
+    if h is not None and row.get("compared"):
+        tag += f" ({row['compared']['numbers']} numbers, {row['compared']['strings']} strings compared)"
     print(f"{row['case']}: rc {q['rc']}, quiet {q['wall_s']:.1f} s wall ({q['cpu_s']:.1f} CPU), load "
           f"{q['load_average_after']:.1f}{hs}{tag}  {json.dumps(row['summary'])[:300]}", flush=True)
     for d in (row.get("differences") or []) + (row.get("notes") or []):
@@ -353,6 +411,28 @@ def _print_row(row: dict) -> None:
         if r and r["json_error"]:
             what = "refused (exit 2)" if r["rc"] == [2] else r["json_error"]
             print(f"    {tag}: {what}: {r['stderr_tail'].strip()[-300:]}", flush=True)
+
+
+PACKAGES = ("proofs_check", "solvers", "theory")
+
+
+def snapshot(root: str) -> tuple[str, dict]:
+    """Copy the packages of the working tree into ``root``/src (both runs of every case then execute the same
+    code, whatever is edited meanwhile); return the folder and what was copied (git HEAD, files modified)."""
+    src = os.path.join(root, "src")
+    for pkg in PACKAGES:
+        shutil.copytree(os.path.join(ROOT, pkg), os.path.join(src, pkg),
+                        ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+    info = {"snapshot": True, "taken": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+    try:
+        info["git_head"] = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True,
+                                          text=True).stdout.strip()
+        st = subprocess.run(["git", "status", "--porcelain", "--", *PACKAGES], cwd=ROOT, capture_output=True,
+                            text=True).stdout
+        info["modified"] = [ln[3:] for ln in st.splitlines()]
+    except OSError:
+        pass
+    return src, info
 
 
 def main(argv=None) -> int:
@@ -364,6 +444,9 @@ def main(argv=None) -> int:
     ap.add_argument("--hog", type=int, default=None, help="busy processes (default: the CPUs this process may use)")
     ap.add_argument("--timeout", type=float, default=3600.0, help="per command, seconds")
     ap.add_argument("--keep", action="store_true", help="keep the runs' directories")
+    ap.add_argument("--no-snapshot", action="store_true",
+                    help="run the working tree itself (default: a copy taken at the start, so that edits made "
+                         "while the benchmark runs cannot differ between the two runs of a case)")
     ap.add_argument("--out", default=None)
     args = ap.parse_args(argv)
     todo = [c for c in cases() if (args.slow or not c.slow)
@@ -373,8 +456,10 @@ def main(argv=None) -> int:
             print(c.name)
         return 0
     root = tempfile.mkdtemp(prefix="under_load-")
+    src, code = snapshot(root) if not args.no_snapshot else (ROOT, {"snapshot": False})
+    print(f"code: {json.dumps(code)}", flush=True)
     env = dict(os.environ)
-    env["PYTHONPATH"] = ROOT + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+    env["PYTHONPATH"] = src + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
     rows = []
     try:
         for c in todo:
@@ -391,7 +476,7 @@ def main(argv=None) -> int:
             if r.get(tag):
                 r[tag].pop("doc", None)
     same = all(r.get("identical", True) for r in rows)
-    write_out = {"benchmark": "under_load", "nproc": os.cpu_count(), "hog_processes": args.hog or len(
+    write_out = {"benchmark": "under_load", "code": code, "nproc": os.cpu_count(), "hog_processes": args.hog or len(
         os.sched_getaffinity(0)), "all_identical": same, "rows": rows}
     from benchmarks.results_io import write_results
 
@@ -432,6 +517,7 @@ def pair(case: Case, root: str, env_quiet: dict, cache_hog: str, args) -> dict:
         row["identical"] = not diffs
         row["differences"] = diffs
         row["skipped_timing_keys"] = sorted(skipped)
+        row["compared"] = count_leaves(quiet["doc"])
     row["summary"] = summary_of(quiet["doc"])
     return row
 

@@ -18,8 +18,9 @@ QUIET = {
     "seconds": 1.52,
     "solution": {"value": 0.22339592217878498, "evaluations": 1371, "start_values": [0.5, 0.25]},
     "routes": {"factored": {"wall_s": 0.8, "cpu_seconds": 0.7, "n_starts": 3, "max_steps": 400,
-                            "time_budget": 1800, "elapsed": 0.1,
-                            "message": "work budget not reached"}},
+                            "time_budget": 1800, "elapsed": 0.1, "passes_s": [0.2, None],
+                            "stopped_by_wall_safety": False, "message": "work budget not reached"}},
+    "instance": {"s": 1.0, "s_c": 3, "S_eigenvalues": [1.0, 0.5], "smallest_eigenvalue_of_S": 0.5},
     "claims": [{"id": "optimal-value", "verdict": "VERIFIED", "evidence": {"gap": 1.8e-13}},
                {"id": "geometry", "verdict": "INCONCLUSIVE", "evidence": {"gap": None}}],
     "diagnostics": ["estimated work 4.02e+08 flop-equivalents (limit 4e+08; this machine's measured single-thread "
@@ -74,11 +75,33 @@ def test_timings_alone_do_not_differ():
     b["seconds"] = 17.9
     f = b["routes"]["factored"]
     f["wall_s"], f["cpu_seconds"], f["time_budget"], f["elapsed"] = 9.1, 3.3, 600, 4.4
+    f["passes_s"] = [0.7, 0.1]
     b["reason"] = "all 5 applicable statements hold; solved in 17.9 s"
     b["diagnostics"][0] = b["diagnostics"][0].replace("52.3 Gflop/s: about 0.576 s", "11.7 Gflop/s: about 2.58 s")
     skipped = set()
     assert UL.compare(QUIET, b, skipped=skipped) == []
-    assert skipped == {"seconds", "wall_s", "cpu_seconds", "time_budget", "elapsed"}
+    assert skipped == {"seconds", "wall_s", "cpu_seconds", "time_budget", "elapsed", "passes_s"}
+
+
+def test_a_flag_under_a_timing_key_is_compared():
+    b = _loaded()
+    b["routes"]["factored"]["stopped_by_wall_safety"] = True
+    assert [d.split(":")[0] for d in UL.compare(QUIET, b)] == ["$.routes.factored.stopped_by_wall_safety"]
+
+
+def test_parameters_named_like_units_are_compared():
+    b = _loaded()
+    b["instance"] = {"s": 2.0, "s_c": 2, "S_eigenvalues": [1.0, 0.25], "smallest_eigenvalue_of_S": 0.25}
+    assert sorted(d.split(":")[0] for d in UL.compare(QUIET, b)) == [
+        "$.instance.S_eigenvalues[1]", "$.instance.s", "$.instance.s_c", "$.instance.smallest_eigenvalue_of_S"]
+
+
+def test_count_leaves_skips_the_timings_only():
+    n = UL.count_leaves(QUIET)
+    # numbers: value, evaluations, 2 start values, n_starts, max_steps, gap, s, s_c, 2 S_eigenvalues, smallest
+    assert n["numbers"] == 12
+    # strings: verdict, reason, message, 2 ids, 2 verdicts, 1 diagnostic
+    assert n["strings"] == 8
 
 
 def test_a_number_in_text_that_is_not_a_duration_is_compared():
@@ -89,8 +112,10 @@ def test_a_number_in_text_that_is_not_a_duration_is_compared():
 
 @pytest.mark.parametrize("key, timing", [("seconds", True), ("certificate_seconds", True), ("wall_s", True),
                                          ("solve_ms", True), ("cpu", True), ("load_average", True),
-                                         ("measured_rate", True), ("n_starts", False), ("max_steps", False),
-                                         ("class_sizes", False), ("value", False), ("steps", False)])
+                                         ("measured_rate", True), ("pass1_s", True), ("Time", True),
+                                         ("n_starts", False), ("max_steps", False), ("class_sizes", False),
+                                         ("value", False), ("steps", False), ("s", False), ("s_c", False),
+                                         ("S_eigenvalues", False), ("s_plus", False)])
 def test_timing_keys(key, timing):
     assert UL.is_timing_key(key) is timing
 
