@@ -283,9 +283,10 @@ def estimate_steps(model: GeneralModel, st: GState, T: float) -> dict:
     return {"stiffness": stiff, "steps": steps, "flops": steps * 12 * flops_per_rhs(model, n)}
 
 
-def flops_text(flops: float, limit: float = MAX_FLOPS) -> str:
-    """The work statement of a refusal: counted flops, the limit in flops, and the seconds here (informative)."""
-    return budgets.work_text(flops, limit, "flops", seconds_per_unit=SECONDS_PER_FLOP)
+def flops_text(flops: float, limit: float | None = None) -> str:
+    """The work statement of a refusal: counted flops, the limit in flops (default MAX_FLOPS), and the seconds here
+    (informative)."""
+    return budgets.work_text(flops, MAX_FLOPS if limit is None else limit, "flops", seconds_per_unit=SECONDS_PER_FLOP)
 
 
 def check_budget(what: str, est: dict, max_steps: int = MAX_STEPS) -> None:
