@@ -414,8 +414,14 @@ def _run_general(args: argparse.Namespace):
             raise UsageError("--lambda-b: the nonnegative-feature model has no bias term")
         return check_nonneg(general_problem(args), starts=max(args.starts, 3), seed=args.seed,
                             claimed_value=args.claim_value)
-    return check_general(general_problem(args), starts=args.starts, seed=args.seed,
-                         claimed_value=args.claim_value)
+    try:
+        return check_general(general_problem(args), starts=args.starts, seed=args.seed,
+                             claimed_value=args.claim_value)
+    except InputError as exc:  # the engine's budget refusal named no option (--starts 1000 at k = 3)
+        if not str(exc).startswith("instance too large"):
+            raise
+        raise UsageError(f"{exc}; reduce --starts ({args.starts}) or the sizes (--counts, --classes, --per-class, "
+                         "--dim)") from None
 
 
 def _regression_args(p: argparse.ArgumentParser) -> None:
