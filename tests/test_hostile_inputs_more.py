@@ -269,6 +269,44 @@ def test_label_smoothing_is_accepted_only_where_q_is_a_normal_float(eps):
     assert loss is not None and math.isfinite(eps)
 
 
+# ---- sweeps: values of a TOML config ------------------------------------------------------------------------
+
+@pytest.mark.parametrize("value", ["0", "-5", '"x"', "2.5", "true", "100000000"])
+def test_sweep_ufm_starts_is_validated_with_the_config(tmp_path, value):
+    """`starts` of family "ufm": 'x' was an ERROR row (ValueError, a defect's verdict for bad input), 2.5 and true
+    ran as 2 and 1 (VERIFIED), 0 / -5 / 10^8 were INCONCLUSIVE rows; now the config is refused, naming it."""
+    cfg = tmp_path / "s.toml"
+    cfg.write_text('[sweep]\nfamily = "ufm"\n[parameters]\nk = 3\nn = 2\nd = 3\nlw = 0.01\nlh = 0.01\n'
+                   f"starts = {value}\n")
+    line = _refused(["sweep", str(cfg), "--store", str(tmp_path / "s.sqlite"), "--workers", "1", "--quiet"],
+                    tmp_path, "starts must be an integer in [1, 1000]")
+    assert line.count("\n") == 0
+
+
+# ---- theory.geometry: large Grams ---------------------------------------------------------------------------
+
+@settings(max_examples=30, deadline=None, derandomize=True, database=None)
+@given(log_r=st.floats(min_value=-2.0, max_value=150.0), k=st.integers(2, 6))
+def test_classify_gram_of_a_scaled_etf_is_an_etf_at_any_finite_scale(log_r, k):
+    """||G||_F overflowed for entries ~1e200 (G / inf = 0): a simplex ETF of radius 1e100 was classified "other",
+    with numpy's overflow warning. Expected values from the definition: J / ||J|| is the normalised ETF Gram."""
+    import warnings
+
+    import numpy as np
+
+    from theory.geometry import classify_gram
+
+    r = 10.0 ** log_r
+    J = np.eye(k) - np.ones((k, k)) / k
+    G = (r * r * k / (k - 1)) * J
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        g = classify_gram(G, 1e-6)
+    assert g.classification == "simplex-etf", (r, g)
+    assert g.distance_etf < 1e-12 and math.isfinite(g.scale)
+    assert math.isclose(g.scale, r * r * k / (k - 1) * math.sqrt(k - 1), rel_tol=1e-12)
+
+
 # ---- defects in modules owned by others: reproductions, expected to fail until fixed there ----------------------
 
 @pytest.mark.xfail(strict=True, reason="solvers/ufm.py estimate(): the factored route's work counts 6 k d N flops "

@@ -161,8 +161,19 @@ def etf_gram(k: int, r: float = 1.0) -> np.ndarray:
     return r * r * k / (k - 1) * centering_matrix(k)
 
 
+def _fro(G: np.ndarray) -> float:
+    """||G||_F without overflow: entries ~1e200 overflowed the squares to inf (G / inf = 0 was then classified
+    "other", with numpy's overflow warning)."""
+    with np.errstate(over="ignore"):
+        nrm = float(np.linalg.norm(G))
+    if np.isfinite(nrm):  # the plain norm wherever it is finite (the same digits as before)
+        return nrm
+    big = float(np.max(np.abs(G)))
+    return big * float(np.linalg.norm(G / big))
+
+
 def _normalised(G: np.ndarray, zero_tol: float = ZERO_TOL) -> np.ndarray | None:
-    nrm = np.linalg.norm(G)
+    nrm = _fro(G)
     if not nrm > zero_tol:
         return None
     return G / nrm
@@ -266,7 +277,7 @@ def classify_gram(G, tol: float = GEOMETRY_TOL, *, zero_tol: float = ZERO_TOL) -
     tol = _as_tol("tol", tol)
     zero_tol = _as_tol("zero_tol", zero_tol)
     G = _as_gram(G)
-    scale = float(np.linalg.norm(G))
+    scale = _fro(G)
     trace = float(np.trace(G))
     if not scale > zero_tol:
         return GeometryClass("zero", None, None, tol, scale, trace, zero_tol)

@@ -538,6 +538,9 @@ def _sweep_validate(params: dict) -> None:
                   params.get("lb", 0.0))
     if params.get("method", "auto") not in ("auto", "closed-form", "convex", "factored"):
         raise InputError(f"method must be auto, closed-form, convex or factored, got {params['method']!r}")
+    starts = params.get("starts", 2)  # 'x' was an ERROR per instance, 2.5 and true ran as 2 and 1, 0 INCONCLUSIVE
+    if isinstance(starts, bool) or not isinstance(starts, int) or not 1 <= starts <= MAX_STARTS:
+        raise InputError(f"starts must be an integer in [1, {MAX_STARTS}] (as solve's --starts), got {starts!r}")
 
 
 try:
