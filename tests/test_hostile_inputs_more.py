@@ -89,7 +89,7 @@ BASES: dict[tuple[str, ...], list[str]] = {
     ("solve", "ufm"): ["--loss", "ls", "--smoothing", "0.1", "-k", "3", "-n", "2", "-d", "3", "--lambda-w", "1e-2",
                        "--lambda-h", "1e-2", "--starts", "1"],
     ("solve", "scl"): ["--counts", "2,2,2", "--tau", "0.5", "--dim", "3", "--starts", "1"],
-    ("solve", "ntk"): ["--classes", "2", "--per-class", "2"],
+    ("solve", "ntk"): ["--classes", "2", "--per-class", "2", "--max-seconds", "2"],
     ("solve", "deep-ufm"): ["-L", "1", "-k", "2", "-n", "1", "-D", "2", "--lambda", "0.01", "--starts", "1",
                             "--max-evals", "50", "--loss", "ce"],
     ("table", "ufm"): ["--loss", "ce", "--classes", "3", "--lambda", "1e-2"],
@@ -318,3 +318,27 @@ def test_classic_ufm_starts_are_budgeted_with_their_overhead(zoo):
     o = F.call(["solve", "ufm-mse", "-k", "3", "-n", "2", "-d", "3", "--lambda-w", "1e-2", "--lambda-h", "1e-2",
                 "--starts", "1000"], cwd, alarm_s=8)  # the alarm only stops the run; the assertion is the refusal
     assert o.rc == 2 and "--starts" in o.err, (o.rc, o.problem, o.err[-300:])
+
+
+@pytest.mark.xfail(strict=True, reason="solvers/ufm_general_core.py GeneralUFM: classification(make_loss('ce', 3), "
+                   "[2], 3, 0.01, 0.01) is accepted (K = 1 group of counts against a 3-class loss); solve() then "
+                   "raises IndexError: boolean index did not match indexed array (a defect, not a refusal)")
+def test_general_ufm_refuses_counts_that_do_not_match_the_loss():
+    from solvers import losses as L
+    from solvers import ufm_general as SG
+    from theory._validate import InputError
+
+    with pytest.raises(InputError, match="counts|classes"):
+        SG.classification(L.make_loss("ce", 3), [2], 3, 0.01, 0.01)
+
+
+@pytest.mark.xfail(strict=True, reason="solvers/ufm_general_core.py GeneralUFM: counts [2, 2, 10**30] raise "
+                   "TypeError('loop of ufunc does not support argument 0 of type int which has no callable rint "
+                   "method'), which names no parameter; counts [True, 2, 2] are accepted as [1, 2, 2]")
+@pytest.mark.parametrize("counts", [[2, 2, 10 ** 30], [True, 2, 2]])
+def test_general_ufm_counts_are_integers_naming_counts(counts):
+    from solvers import losses as L
+    from solvers import ufm_general as SG
+
+    with pytest.raises((TypeError, ValueError), match="counts"):
+        SG.classification(L.make_loss("ce", 3), counts, 3, 0.01, 0.01)
