@@ -123,17 +123,30 @@ def measure(features, labels=None, weights=None, bias=None, *, layout: str = "au
         counts = scan_labels(inp, max(step, 1 << 16))
         K = int(counts.size)
         MT.check_state_budget(K, d, weights=inp.weights is not None, what="FEATURES")
-        est = MT.estimate_seconds(N, d, K, weights=inp.weights is not None)
-        work = MT.estimate_work(N, d, K, weights=inp.weights is not None)
+        nworkers = _workers(workers)
+        # the projected route keeps no d x d matrix, so it also serves a d whose one-pass scatter does not fit
+        projected = dev is None and dtype == "float64" and passes == "auto" and MT.projected_route_cheaper(d, K)
+        while not projected and nworkers > 1 and not MT.one_pass_fits(d, copies=nworkers + 1, K=K):
+            nworkers -= 1  # fewer live accumulators before giving up the one-pass route
+        one = projected or (dev is None and dtype == "float64" and passes != 2
+                            and MT.one_pass_fits(d, copies=nworkers + 1, K=K))
+        if passes == 1 and not one:
+            raise InputError("--passes 1 needs the CPU (numpy), float64 accumulation and a d x d scatter that fits "
+                             f"in memory (d = {d}); use --passes auto")
+        route = "projected" if projected else ("one" if one else "two")
+        est = MT.estimate_seconds(N, d, K, weights=inp.weights is not None, route=route)
+        work = MT.estimate_work(N, d, K, weights=inp.weights is not None, route=route)
         if time_limit is not None and work["total_work"] > time_limit * MT.GEMM_FLOPS_PER_S:
             rate = MT.GEMM_FLOPS_PER_S
             raise InputError(
                 f"FEATURES: N = {N}, d = {d}, K = {K}: "
                 + _work.work_text(work["total_work"], time_limit * rate, seconds_per_unit=1.0 / rate,
                                   limit_note=f"= --time-limit {time_limit:g} x {rate:.3g} per second of the cost model")
-                + f"; the two passes {work['passes_work']:.3g}, the K x K class pairs {work['pairs_work']:.3g}; "
+                + f"; the passes ({route} route) {work['passes_work']:.3g}, the K x K class pairs {work['pairs_work']:.3g}; "
                 "raise it with --time-limit")
         axis = 0 if inp.layout == "nd" else 1
+        t1 = time.perf_counter()
+        where = f"{_named('FEATURES', inp.features)}: "
 
         def chunks():
             for s, e in _label_chunks(inp, step):
@@ -147,21 +160,11 @@ def measure(features, labels=None, weights=None, bias=None, *, layout: str = "au
                     X = torch.from_numpy(np.ascontiguousarray(X)).to(dev)
                 yield X, y
 
-        t1 = time.perf_counter()
-        where = f"{_named('FEATURES', inp.features)}: "
-        nworkers = _workers(workers)
-        # the projected route keeps no d x d matrix, so it also serves a d whose one-pass scatter does not fit
-        projected = dev is None and dtype == "float64" and passes == "auto" and MT.projected_route_cheaper(d, K)
-        while not projected and nworkers > 1 and not MT.one_pass_fits(d, copies=nworkers + 1, K=K):
-            nworkers -= 1  # fewer live accumulators before giving up the one-pass route
-        one = projected or (dev is None and dtype == "float64" and passes != 2
-                            and MT.one_pass_fits(d, copies=nworkers + 1, K=K))
-        if passes == 1 and not one:
-            raise InputError("--passes 1 needs the CPU (numpy), float64 accumulation and a d x d scatter that fits "
-                             f"in memory (d = {d}); use --passes auto")
         c0 = time.process_time()
         if one:
-            step = max(1, min(int(batch_size) if batch_size is not None else one_pass_chunk_rows(d), N))
+            # the projected route also serves a large d: its chunks stay near 8 MiB of float64 rows there too
+            rows = max(16, int(ONE_PASS_CHUNK_BYTES // (8 * d))) if projected else one_pass_chunk_rows(d)
+            step = max(1, min(int(batch_size) if batch_size is not None else rows, N))
             loss = model.split("-")[1] if (model or "").startswith("ufm") else None
             acc, sc, route, t2 = _cpu_passes(inp, axis, N, K, d, step, nworkers, where, projected, loss, progress)
         else:

@@ -191,7 +191,8 @@ def test_time_limit_refusal_is_stated_in_work_and_does_not_depend_on_the_machine
     H, y, _, _ = synthetic(seed=3, N=400, d=30, K=3)
     np.save(tmp_path / "f.npy", H)
     np.save(tmp_path / "y.npy", y)
-    work = MT.estimate_work(400, 30, 3)["total_work"]
+    assert MT.projected_route_cheaper(30, 3)
+    work = MT.estimate_work(400, 30, 3, route="projected")["total_work"]
     limit_ok = 1.01 * work / MT.GEMM_FLOPS_PER_S  # just above the estimate: accepted
     limit_bad = 0.99 * work / MT.GEMM_FLOPS_PER_S  # just below: refused
     for rate in (1e8, 5e10, 1e13):  # a machine 500x slower, the calibration machine, 200x faster
@@ -204,3 +205,14 @@ def test_time_limit_refusal_is_stated_in_work_and_does_not_depend_on_the_machine
         assert len(err.splitlines()) == 1 and err.count("flop-equivalents") >= 2, err
         assert f"estimated work {work:.3g} flop-equivalents" in err and "--time-limit" in err
         assert f"measured single-thread rate {rate / 1e9:.3g} Gflop/s" in err
+
+
+def test_work_estimate_follows_the_route():
+    # the projected route's products are d K + K^2 / 2 multiply-adds per sample, not the d^2 / 2 of the syrk
+    one = MT.estimate_work(3000, 20000, 5, route="one")["passes_work"]
+    proj = MT.estimate_work(3000, 20000, 5, route="projected")["passes_work"]
+    elem = 20.0 * 3000 * 20000 * MT.GEMM_FLOPS_PER_S / MT.ELEMENTWISE_PER_S
+    assert proj - elem == pytest.approx(3000 * (20000 * 5 + 12.5))
+    assert one - elem == pytest.approx(3000 * 20000 * 10000.0)
+    with pytest.raises(MT.InputError, match="route must be one of"):
+        MT.estimate_work(10, 4, 2, route="fast")

@@ -107,19 +107,34 @@ GEMM_FLOPS_PER_S = 5e9
 ELEMENTWISE_PER_S = 5e8
 
 
-def estimate_work(N: int, d: int, K: int, *, weights: bool = False) -> dict:
+#: The routes :func:`estimate_seconds` models: "two" (the general two-pass route, the default), "one" (one pass
+#: with the d x d scatter) and "projected" (the K x K projection in a second pass, d > K).
+ESTIMATE_ROUTES = ("two", "one", "projected")
+
+
+def estimate_work(N: int, d: int, K: int, *, weights: bool = False, route: str = "two") -> dict:
     """The cost model of :func:`estimate_seconds` in work: flop-equivalents (a GEMM flop is one, an elementwise
     operation GEMM_FLOPS_PER_S / ELEMENTWISE_PER_S). It depends only on the sizes, never on this machine."""
-    est = estimate_seconds(N, d, K, weights=weights)
+    est = estimate_seconds(N, d, K, weights=weights, route=route)
     return {k.replace("_s", "_work"): v * GEMM_FLOPS_PER_S for k, v in est.items()}
 
 
-def estimate_seconds(N: int, d: int, K: int, *, weights: bool = False) -> dict:
-    """Estimated seconds of both passes and of the K x K pairs (docs/measure.md, "Budgets")."""
+def estimate_seconds(N: int, d: int, K: int, *, weights: bool = False, route: str = "two") -> dict:
+    """Estimated seconds of the passes and of the K x K pairs (docs/measure.md, "Budgets") on the route taken:
+    the products per sample are d^2 / 2 multiply-adds for the d x d syrk (routes "two" and "one"; "two" adds the
+    K x K projection when d > K), d K + K^2 / 2 for the projected route, and 2 d K for NC4's logits."""
     for name, v, lo in (("N", N, 1), ("d", d, 1), ("K", K, 1)):
         if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < lo:
             raise InputError(f"{name} must be an integer >= {lo}, got {v!r}")
-    gemm_pass = N * d * (d / 2.0 + (min(d, K) if d > K else 0) + (2.0 * K if weights else 0.0))
+    if route not in ESTIMATE_ROUTES:
+        raise InputError(f"route must be one of {', '.join(ESTIMATE_ROUTES)}, got {route!r}")
+    nc4 = 2.0 * K if weights else 0.0
+    if route == "projected":
+        gemm_pass = N * (d * K + K * K / 2.0 + d * nc4)
+    elif route == "one":
+        gemm_pass = N * d * (d / 2.0 + nc4)
+    else:
+        gemm_pass = N * d * (d / 2.0 + (min(d, K) if d > K else 0) + nc4)
     elem_pass = 20.0 * N * d
     gemm_pairs = K * K * d / 2.0
     elem_pairs = 40.0 * K * K / 2.0
