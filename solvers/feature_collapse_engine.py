@@ -32,6 +32,7 @@ from solvers import feature_collapse as S
 from solvers.common import Certificate, Solution
 from theory import feature_collapse as T
 from theory.feature_collapse import FCInstance, Prediction
+from theory._validate import as_int
 from theory._validate import finite as _finite
 
 
@@ -156,7 +157,8 @@ def solve_instance(inst: FCInstance, *, predict: Callable[[FCInstance], Predicti
 
 
 def _solve_instance(inst: FCInstance, predict, n_starts: int, seed: int, cvxpy, solve: bool) -> FCSolution:
-    S.check_budget(inst, max(1, int(n_starts)) if solve else 1)
+    n_starts = as_int("n_starts", n_starts, minimum=0)  # int(inf) was an OverflowError, int(nan) a ValueError
+    S.check_budget(inst, max(1, n_starts) if solve else 1)
     pred = (predict or T.predict)(inst)
     s = FCSolution(inst=inst, prediction=pred, hypotheses_failed=T.hypotheses(inst))
     prob = S.FCProblem(inst)

@@ -269,6 +269,33 @@ def test_label_smoothing_is_accepted_only_where_q_is_a_normal_float(eps):
     assert loss is not None and math.isfinite(eps)
 
 
+@pytest.mark.parametrize("param,value", [
+    ("starts", float("nan")), ("starts", 2.5), ("starts", None), ("starts", True), ("max_evals", "50"),
+    ("max_evals", float("inf")), ("seed", -1), ("seed", 10 ** 30), ("seed", "0"), ("tau", None), ("tau", "0.1"),
+    ("tau", 1e308), ("tau", 5e-324),
+])
+def test_deep_ufm_check_instance_checks_its_options_naming_them(param, value):
+    """claims.deep_ufm.check_instance left its options to the CLI: TypeErrors naming nothing ('<' not supported
+    between 'str' and 'int', SeedSequence's message), True ran as 1 start, seed 10**30 and tau 1e308 ran."""
+    from proofs_check.claims.deep_ufm import check_instance
+    from theory.deep_ufm import DeepUFMInstance
+
+    kw = dict(starts=1, seed=0, max_evals=50, tau=0.1)
+    kw[param] = value
+    with pytest.raises((TypeError, ValueError), match=param):
+        check_instance(DeepUFMInstance(1, "linear", "ce", (1, 1), 2, (0.01,)), **kw)
+
+
+@pytest.mark.parametrize("value", [float("inf"), float("nan"), 1e308, None, [1], -1])
+def test_feature_collapse_n_starts_is_checked_naming_it(value):
+    """inf and 1e308 were OverflowErrors (internal errors), nan a ValueError naming nothing."""
+    from proofs_check.claims.feature_collapse import check_instance
+    from theory.feature_collapse import FCInstance
+
+    with pytest.raises((TypeError, ValueError), match="n_starts"):
+        check_instance(FCInstance(n_c=2, L=2, s_c=2, d=2, lam=0.1), n_starts=value)
+
+
 # ---- sweeps: values of a TOML config ------------------------------------------------------------------------
 
 @pytest.mark.parametrize("value", ["0", "-5", '"x"', "2.5", "true", "100000000"])

@@ -41,6 +41,8 @@ VALUE_RTOL, VALUE_ATOL = 1e-10, 1e-14
 GD_RTOL = 1e-9
 #: CE singular-value threshold (absolute, on the N-sample output) of the quick instances
 CE_TAU = 0.1
+#: accepted tau (1e-320 made the bound divide by 0; the float64 solver resolves no singular values outside)
+CE_TAU_RANGE = (1e-12, 1e6)
 #: the full model (one column per sample) is used for the multi-start check up to this many samples
 FULL_MODEL_SAMPLES = 200
 
@@ -130,10 +132,14 @@ def check_instance(inst: T.DeepUFMInstance, *, starts: int = 3, seed: int = 0, m
 
     t0 = time.perf_counter()
     rep = SolveReport(FAMILY, inst.to_dict())
-    if starts < 1 or max_evals < 1:
-        from theory._validate import InputError
+    from theory._validate import InputError, as_float, as_int
 
-        raise InputError("starts and max_evals must be >= 1")
+    # checked here, not only by the CLI: nan / 2.5 / None raised TypeErrors naming nothing, True ran as 1
+    starts, max_evals = as_int("starts", starts, minimum=1), as_int("max_evals", max_evals, minimum=1)
+    seed = as_int("seed", seed, minimum=0)
+    tau = as_float("tau", tau, positive=True)
+    if not CE_TAU_RANGE[0] <= tau <= CE_TAU_RANGE[1]:
+        raise InputError(f"tau must be in [{CE_TAU_RANGE[0]:g}, {CE_TAU_RANGE[1]:g}], got {tau:g}")
     from solvers.common import blas_threads
 
     with blas_threads(0):  # small products: threaded BLAS was measured 10-100x slower on the loaded machine

@@ -55,10 +55,6 @@ def _counts(args) -> tuple:
     return (args.per_class,) * args.classes
 
 
-#: --tau (CE rank threshold) accepted, like --lambda's range
-TAU_RANGE = (1e-12, 1e6)
-
-
 def _common_checks(args) -> None:
     if args.starts < 1:
         raise UsageError(f"--starts must be >= 1, got {args.starts}")
@@ -70,6 +66,8 @@ def _common_checks(args) -> None:
         raise UsageError("--lambda needs at least one value")
     if not (args.tau > 0):
         raise UsageError(f"--tau must be > 0, got {args.tau}")
+    from proofs_check.claims.deep_ufm import CE_TAU_RANGE as TAU_RANGE
+
     if not TAU_RANGE[0] <= args.tau <= TAU_RANGE[1]:  # 1e-320: the rank bound divided by 0 (internal error)
         raise UsageError(f"--tau must be in [{TAU_RANGE[0]:g}, {TAU_RANGE[1]:g}] (the singular values the float64 "
                          f"solver resolves), got {args.tau:g}")
