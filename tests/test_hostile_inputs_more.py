@@ -296,6 +296,24 @@ def test_feature_collapse_n_starts_is_checked_naming_it(value):
         check_instance(FCInstance(n_c=2, L=2, s_c=2, d=2, lam=0.1), n_starts=value)
 
 
+@pytest.mark.parametrize("param,value", [
+    ("starts", 0), ("starts", -1), ("starts", True), ("starts", float("nan")), ("starts", None), ("seed", None),
+    ("seed", [1]), ("seed", 10 ** 30), ("claimed_value", "3"), ("claimed_value", float("nan")),
+    ("claimed_value", float("inf")), ("claimed_value", True), ("claimed_value", [0.15]),
+])
+def test_general_ufm_check_general_checks_its_options_naming_them(param, value):
+    """claims.ufm_general.check_general: starts 0 / -1 / True and seed None / [1] ran, claimed_value '3' was
+    compared (REFUTED), nan / inf / True / [0.15] gave INCONCLUSIVE reports instead of a refusal."""
+    from proofs_check.claims.ufm_general import check_general
+    from solvers import losses as L
+    from solvers import ufm_general as SG
+
+    kw = dict(starts=1, seed=0, claimed_value=0.15)
+    kw[param] = value
+    with pytest.raises((TypeError, ValueError), match=param):
+        check_general(SG.classification(L.make_loss("ce", 3), [2, 2, 2], 3, 0.01, 0.01), **kw)
+
+
 # ---- sweeps: values of a TOML config ------------------------------------------------------------------------
 
 @pytest.mark.parametrize("value", ["0", "-5", '"x"', "2.5", "true", "100000000"])

@@ -27,7 +27,7 @@ from proofs_check.statements import EveryMinimiser
 from solvers import ufm_general as SG
 from theory import geometry as G
 from theory import ufm as T
-from theory._validate import InputError
+from theory._validate import InputError, as_float, as_int
 
 FAMILY = "ufm_general"
 SOURCE = "docs/ufm_general.md (derived: Fenchel dual of the nuclear-norm reformulation)"
@@ -273,6 +273,9 @@ def check_general(p: "SG.GeneralUFM", *, starts: int = 2, seed: int = 0, claimed
     misses them), ``geometry-*`` (balanced: at the proven unique minimiser only); d below the rank of the
     relaxation's optimum: ``relaxation-tight`` / ``rank-d-value`` and ``claimed-value``."""
     t0 = time.perf_counter()
+    # starts 0 / True / -1 ran, nan and None were TypeErrors naming nothing; a claimed value '3' was compared
+    starts, seed = as_int("starts", starts, minimum=1), as_int("seed", seed, minimum=0)
+    claimed_value = None if claimed_value is None else as_float("claimed_value", claimed_value)
     s = SG.solve(p, starts=starts, seed=seed, time_budget=time_budget, minority=minority_threshold is not None,
                  value_rtol=GEN_VALUE_RTOL, geometry_tol=GEOMETRY_TOL, minority_dev_rtol=MINORITY_DEV_RTOL)
     if not s.tight:
@@ -720,6 +723,8 @@ def check_regression(Y: np.ndarray, d: int, lw: float, lh: float, *, claimed_val
     from solvers.rigorous.regression import INLINE_TARGETS_MAX, targets_sha256
 
     t0 = time.perf_counter()
+    seed = as_int("seed", seed, minimum=0)
+    claimed_value = None if claimed_value is None else as_float("claimed_value", claimed_value)
     Y = _validate_targets(Y)
     N, m = Y.shape
     loss = SquaredError(Y.T, "squared-error (regression)")
