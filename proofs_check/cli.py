@@ -524,6 +524,7 @@ def _dispatch(parser, args, smap, tmap, emap) -> int:
         if getattr(args, "plot", None):
             plots.check_plot_available()  # fail before an expensive solve
             plots.check_plot_path(args.plot)
+            plots.check_plot_pixels(getattr(args, "plot_size", None), getattr(args, "plot_dpi", None))
         html_report.check_html_path(args.html)
         from proofs_check.outputs import check_distinct_outputs
 

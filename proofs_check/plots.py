@@ -387,6 +387,9 @@ PANEL_SIZE = (4.0, 4.0)
 DEFAULT_DPI = 150
 MAX_DPI = 1200
 MAX_SIZE_IN = 60.0
+#: pixels of a figure at most (width x height x dpi^2; ~13 bytes each while rendering): 40 x 40 in at 1000 dpi
+#: (1.6e9 pixels) ran for minutes towards ~20 GB; 12 x 4 in at 1200 dpi (6.9e7) renders in ~7 CPU s
+MAX_PIXELS = 1e8
 
 
 def difference(measured: np.ndarray, target: np.ndarray) -> tuple[np.ndarray, float]:
@@ -511,9 +514,21 @@ def figure_bytes(out: dict, fmt: str = "png", *, dpi: int = DEFAULT_DPI,
         return _savefig_bytes(build_figure(out, size=size, rc=rc), fmt, dpi)
 
 
+def check_plot_pixels(size, dpi) -> None:
+    """UsageError when ``size`` (inches) at ``dpi`` exceeds MAX_PIXELS (before the solve for an explicit
+    ``--plot-size``; before rendering for the default size)."""
+    if size is None or dpi is None:
+        return
+    w, h = (float(x) for x in size)
+    if w * h * dpi * dpi > MAX_PIXELS:
+        raise UsageError(f"--plot-size {w:g}x{h:g} at --plot-dpi {dpi} is {w * h * dpi * dpi:.3g} pixels, more than "
+                         f"the limit {MAX_PIXELS:.3g}; give a smaller --plot-size or --plot-dpi")
+
+
 def _savefig_bytes(fig, fmt: str, dpi: int) -> bytes:
     import io
 
+    check_plot_pixels(fig.get_size_inches(), dpi)
     buf = io.BytesIO()
     fig.savefig(buf, dpi=dpi, format=fmt)
     return buf.getvalue()
@@ -651,10 +666,10 @@ def _dpi_arg(text: str) -> int:
 
     try:
         return _check_dpi(int(text))
+    except UsageError as exc:  # first: a UsageError is a ValueError (--plot-dpi 0 said "expected an integer")
+        raise argparse.ArgumentTypeError(str(exc)) from None
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
-    except UsageError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def add_plot_argument(parser) -> None:

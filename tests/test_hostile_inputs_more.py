@@ -210,10 +210,16 @@ def test_the_bases_are_valid(zoo):
     # neither --starts nor a size
     (["solve", "ufm", "--loss", "ce", "-k", "3", "-n", "2", "-d", "3", "--lambda-w", "1e-2", "--lambda-h", "1e-2",
       "--starts", "1000"], ["--starts"]),
+    # --plot-dpi 0: "expected an integer, got '0'" (the range's UsageError is a ValueError, caught first)
+    (["solve", "ufm-ce", "-k", "3", "-n", "2", "-d", "3", "--lambda-w", "1e-2", "--lambda-h", "1e-2", "--plot",
+      "{cwd}/p.png", "--plot-dpi", "0"], ["--plot-dpi must be in 10..1200"]),
+    # 40 x 40 in at 1000 dpi: 1.6e9 pixels rendered for minutes towards ~20 GB (PNG and SVG alike)
+    (["solve", "ufm-ce", "-k", "3", "-n", "2", "-d", "3", "--lambda-w", "1e-2", "--lambda-h", "1e-2", "--plot",
+      "{cwd}/p.svg", "--plot-size", "40x40", "--plot-dpi", "1000"], ["--plot-size", "--plot-dpi", "pixels"]),
 ])
 def test_reproduced_defects_are_one_line_refusals(zoo, argv, needles):
     files, cwd = zoo
-    _refused(argv, cwd, *needles)
+    _refused([a.format(cwd=cwd) for a in argv], cwd, *needles)
 
 
 @pytest.mark.parametrize("argv", [
@@ -387,3 +393,20 @@ def test_general_ufm_counts_are_integers_naming_counts(counts):
 
     with pytest.raises((TypeError, ValueError), match="counts"):
         SG.classification(L.make_loss("ce", 3), counts, 3, 0.01, 0.01)
+
+
+def test_plot_pixel_limit_is_checked_before_rendering():
+    """The late check (default sizes): a figure of 60 x 60 in at 1200 dpi is refused before savefig."""
+    pytest.importorskip("matplotlib")
+    from proofs_check import plots
+    from proofs_check.commands import UsageError
+
+    class Fig:
+        def get_size_inches(self):
+            return (60.0, 60.0)
+
+        def savefig(self, *a, **k):  # pragma: no cover - must not be reached
+            raise AssertionError("rendered")
+
+    with pytest.raises(UsageError, match="pixels"):
+        plots._savefig_bytes(Fig(), "png", 1200)
