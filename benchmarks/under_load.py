@@ -517,7 +517,8 @@ def pair(case: Case, root: str, env_quiet: dict, cache_hog: str, args) -> dict:
         row["identical"] = not diffs
         row["differences"] = diffs
         row["skipped_timing_keys"] = sorted(skipped)
-        row["compared"] = count_leaves(quiet["doc"])
+        row["compared"] = (count_leaves(quiet["doc"]) if quiet["doc"] is not None
+                           else {"numbers": 0, "strings": 1, "other": 0})  # the refusal's message
     row["summary"] = summary_of(quiet["doc"])
     return row
 
