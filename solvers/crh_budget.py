@@ -4,11 +4,15 @@ instance's sizes alone (docs/crh.md, "Budgets", "Dynamics curves"). :mod:`solver
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
 
 from theory import _work as budgets
 from theory._validate import InstanceError, as_int
-from theory.crh import CRHExperiment
+
+if TYPE_CHECKING:  # annotations only: theory.crh imports sympy, and the CLI's parser reads SAFETY_WALL_S from here
+    from theory.crh import CRHExperiment
 
 
 #: Dynamics curves of the experiment (docs/crh.md, "Dynamics curves"): the full-data training loss of

@@ -21,7 +21,7 @@ FULL_STEPS = 200_000
 
 
 def _common(p: argparse.ArgumentParser, *, table: bool) -> None:
-    from solvers.crh import SAFETY_WALL_S
+    from solvers.crh_budget import SAFETY_WALL_S  # not solvers.crh: that imports theory.crh and sympy (0.5 s)
 
     if table:
         p.add_argument("--weight-decays", type=float_list, default=[0.0, 1e-3, 1e-2],
