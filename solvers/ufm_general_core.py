@@ -65,6 +65,9 @@ SPECTRAL_TOL = 1e-6
 STRUCTURE_TOL = 1e-8
 #: Size limits (class-reduced K x G matrices; full SVDs are O(K^2 G)). Budget: 2.5 GB, ~2 minutes.
 MAX_ENTRIES = 4_000_000
+
+#: Largest count of samples in one class (N stays far inside int64 and float64's exact integers).
+MAX_COUNT = 10 ** 12
 #: With grouping (docs/ufm_general.md, "Grouping exchangeable classes") the per-class work is O(K) per
 #: evaluation; at most this many classes.
 MAX_GROUPED_CLASSES = 100_000
@@ -97,11 +100,17 @@ class GeneralUFM:
     def __post_init__(self):
         self.K = as_int("classes (K)", self.K, minimum=1)
         self.d = as_int("d (feature dimension)", self.d, minimum=1)
+        _no_booleans(self.counts)
         c = np.asarray(self.counts)
         if c.ndim != 1 or c.size < 1:
             raise InputError("counts must be a non-empty list of positive integers")
+        if c.dtype.kind not in "iuf":  # booleans, objects (integers beyond int64), strings: one at a time, named
+            c = np.array([as_int(f"counts[{i}]", v, minimum=1, maximum=MAX_COUNT) for i, v in enumerate(c.tolist())],
+                         dtype=np.int64)
         if not np.all(np.isfinite(c.astype(float))) or np.any(c != np.round(c)):
             raise InputError("counts must be integers")
+        if np.any(c > MAX_COUNT):
+            raise InputError(f"counts must all be <= {MAX_COUNT:.0e} (samples per class), got {c.max():.3g}")
         if np.any(c < 1):
             raise InputError(f"counts must all be >= 1 (a class with 0 samples has no loss term), got {c.tolist()[:20]}")
         self.counts = c.astype(np.int64)
@@ -164,8 +173,20 @@ def _cache_one_hot(loss) -> None:
         loss._one_hot = lambda: val
 
 
+def _no_booleans(counts) -> None:
+    """A list such as [True, 2, 2] becomes [1, 2, 2] in np.asarray: refuse it first, naming the entry."""
+    if isinstance(counts, (list, tuple)):
+        for i, v in enumerate(counts):
+            if isinstance(v, (bool, np.bool_)):
+                raise InputError(f"counts[{i}] must be an integer, got {v!r}")
+
+
 def classification(loss: Loss, counts, d, lw, lh, lb=0.0, meta=None) -> GeneralUFM:
+    _no_booleans(counts)
     counts = np.asarray(counts)
+    lk = getattr(loss, "K", None)
+    if lk is not None and counts.ndim == 1 and counts.size != lk:
+        raise InputError(f"counts: one count per class of the loss is needed ({lk} classes), got {counts.size}")
     return GeneralUFM(loss, int(counts.size), counts, np.arange(counts.size), d, lw, lh, lb, "classification",
                       dict(meta or {}))
 
