@@ -190,11 +190,32 @@ def _lambda_pairs(args: argparse.Namespace) -> tuple[list[tuple[float, float]], 
 TABLE_TIME_LIMIT_S = 100.0
 
 
+#: rows of `table ufm` at most (a closed-form row costs ~1-8 ms with its certificate, 5000 rows of k = 2..5001 took
+#: 30 s under load; the flop budget below counts only the rows without one): --classes 2..301 x --per-class 1..300
+#: (90000 rows) or 3000 x 3000 --lambda-w x --lambda-h pairs ran for minutes
+TABLE_MAX_ROWS = 2000
+
+
+def _table_row_count(args: argparse.Namespace) -> int:
+    """The rows the options ask for, from their lengths alone (before any instance is built)."""
+    n = lambda v, default: len(v) if v is not None else default  # noqa: E731
+    if args.counts is not None or args.profile is not None:
+        sets = n(args.counts, 0) + (n(args.classes, 0) * n(args.ratio, 0) if args.profile is not None else 0)
+    else:
+        sets = n(args.classes, 3) * n(args.per_class, 1)
+    pairs = n(args.lambda_w, 0) * n(args.lambda_h, 0) if args.lambda_w is not None else n(args.lam, 3)
+    return sets * max(pairs, 1) * n(args.smoothing, 1)
+
+
 def _table(args: argparse.Namespace) -> Table:
     from proofs_check.claims.ufm import certify_value, estimate_value
     from solvers import losses as L
     from solvers import ufm_general as SG
 
+    rows = _table_row_count(args)
+    if rows > TABLE_MAX_ROWS:
+        raise UsageError(f"--classes/--per-class/--counts/--ratio x --lambda (or --lambda-w x --lambda-h) x "
+                         f"--smoothing: the table has {rows} rows, more than the limit {TABLE_MAX_ROWS}")
     sets, balanced = _table_instances(args)
     pairs, same = _lambda_pairs(args)
     if not 1 <= args.starts <= MAX_STARTS or args.seed < 0:
