@@ -326,6 +326,18 @@ def test_general_ufm_check_general_checks_its_options_naming_them(param, value):
         check_general(SG.classification(L.make_loss("ce", 3), [2, 2, 2], 3, 0.01, 0.01), **kw)
 
 
+@pytest.mark.parametrize("scale", [1e308, 1e200, 1e31])
+def test_ntk_kernel_with_huge_entries_is_refused_naming_the_kernel(zoo, scale):
+    """--kernel 1e308 I: 'RuntimeWarning: overflow encountered in add' (K + K^T) and then an internal error
+    (LinAlgError: Eigenvalues did not converge)."""
+    import numpy as np
+
+    files, cwd = zoo
+    path = cwd / f"K_{scale:g}.npy"
+    np.save(path, scale * np.eye(4))
+    _refused(["solve", "ntk", "--kernel", str(path), "--counts", "2,2"], cwd, "--kernel", "float64-safe range")
+
+
 # ---- sweeps: values of a TOML config ------------------------------------------------------------------------
 
 @pytest.mark.parametrize("value", ["0", "-5", '"x"', "2.5", "true", "100000000"])

@@ -703,6 +703,9 @@ def validate_kernel(K, N: int, name: str = "kernel") -> np.ndarray:
     if not np.all(np.isfinite(K)):
         raise InstanceError(f"{name}: has {int(np.sum(~np.isfinite(K)))} non-finite entries (NaN or inf)")
     big = float(np.max(np.abs(K))) if K.size else 0.0
+    if not big <= EIGEN_RANGE[1]:  # |K_ij| <= max K_ii <= the largest eigenvalue of a PSD kernel; 1e308 overflowed
+        raise InstanceError(f"{name}: entries up to {big:.3g} leave the float64-safe range (|entries| <= "
+                            f"{EIGEN_RANGE[1]:g}, the eigenvalue range)")
     asym = float(np.max(np.abs(K - K.T))) if K.size else 0.0
     if not asym <= KERNEL_SYMMETRY_RTOL * max(big, 1e-300):
         raise InstanceError(f"{name}: is not symmetric: max|K - K^T| = {asym:.3g} > {KERNEL_SYMMETRY_RTOL:g} max|K|")
