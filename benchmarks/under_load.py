@@ -349,6 +349,8 @@ def run_case(case: Case, root: str, env: dict, timeout: float) -> dict:
             break
     wall = time.perf_counter() - w0
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    with open(os.path.join(d, "stdout.txt"), "w") as f:  # kept with --keep
+        f.write(stdout)
     doc, err = None, None
     try:
         if case.output == "stdout":
