@@ -222,6 +222,11 @@ def test_the_bases_are_valid(zoo):
       ",".join(str(n) for n in range(1, 301)), "--lambda", "1e-2"], ["90000 rows", "--per-class"]),
     (["table", "ufm", "--loss", "ce", "--classes", "3", "--lambda-w", ",".join(f"{1e-3 + i * 1e-5:.5g}" for i in range(
         3000)), "--lambda-h", ",".join(f"{1e-3 + i * 1e-5:.5g}" for i in range(3000))], ["rows", "--lambda-w"]),
+    # --words 0: "s_c (--words-per-concept) must be >= 1", an option the user did not give
+    (["solve", "feature-collapse", "--concepts", "2", "--length", "2", "--words", "0", "--dim", "2", "--lambda", "0.1"],
+     ["--words (n_w) must be >= 1"]),
+    (["table", "feature-collapse", "--concepts", "2", "--length", "2", "--words=-4", "--lambdas", "0.1"],
+     ["--words (n_w)"]),
 ])
 def test_reproduced_defects_are_one_line_refusals(zoo, argv, needles):
     files, cwd = zoo

@@ -35,6 +35,8 @@ def _instance(args, *, lam: float, d: int):
     kw = dict(K=args.classes, layernorm=args.layernorm, latents=args.latents, seed=args.seed)
     if args.words is not None:
         n_c = args.concepts
+        if args.words < 1:  # --words 0 was refused as "s_c (--words-per-concept) must be >= 1", an option not given
+            raise UsageError(f"--words (n_w) must be >= 1, got {args.words}")
         if n_c is not None and n_c >= 1 and args.words % n_c:
             raise UsageError(f"--words = {args.words} must be divisible by --concepts = {n_c} "
                              f"(each concept has s_c = n_w/n_c words)")
