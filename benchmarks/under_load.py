@@ -11,9 +11,9 @@ only fields skipped are timings (numbers under a key that :func:`is_timing_key` 
 CPU clocks, elapsed time, a ``_s`` unit, the machine's measured rate or load; flags and messages under such keys
 are compared) and, inside strings, durations in seconds and the measured machine rate (:func:`mask_text`).
 
-The default list takes about 10 minutes on 2 shared cores; ``--slow`` adds the Zipf K = 10 000 CE UFM instance
-(n_c = max(1, floor(20000/(c+1))), lw = lh = 2e-4: tens of minutes per run) and the reference CRH experiment
-(200 000 SGD steps). ``--only SUBSTRING`` selects cases, ``--list`` prints them, ``--no-hog`` runs the quiet
+The default list takes 10-15 minutes on 2 shared cores (load 3-8); ``--slow`` adds the Zipf K = 10 000 CE UFM
+instance (n_c = max(1, floor(20000/(c+1))), lw = lh = 2e-4: 1.5-2.5 minutes quiet, 6-7 under the hog) and the
+reference CRH experiment (200 000 SGD steps). ``--only SUBSTRING`` selects cases, ``--list`` prints them, ``--no-hog`` runs the quiet
 pass only (wall times).
 
     PYTHONPATH=. python benchmarks/under_load.py [--slow] [--only NAME] [--no-hog] [--out FILE]
@@ -438,7 +438,7 @@ def snapshot(root: str) -> tuple[str, dict]:
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(description=" ".join(__doc__.split("\n\n")[0].split()))
     ap.add_argument("--slow", action="store_true", help="add the Zipf K = 10 000 UFM and the reference CRH runs")
     ap.add_argument("--only", action="append", default=None, help="cases whose name contains this (repeatable)")
     ap.add_argument("--list", action="store_true", help="print the cases and exit")

@@ -66,7 +66,8 @@ def test_an_int_and_an_equal_float_differ():
 
 def test_a_stopped_message_differs():
     b = _loaded()
-    b["routes"]["factored"]["message"] = "stopped by the wall-clock safety limit (1800 s); the work budget was not reached"
+    b["routes"]["factored"]["message"] = ("stopped by the wall-clock safety limit (1800 s); the work budget was "
+                                          "not reached")
     assert [d.split(":")[0] for d in UL.compare(QUIET, b)] == ["$.routes.factored.message"]
 
 
