@@ -13,8 +13,8 @@ are compared) and, inside strings, durations in seconds and the measured machine
 
 The default list takes 10-15 minutes on 2 shared cores (load 3-8); ``--slow`` adds the Zipf K = 10 000 CE UFM
 instance (n_c = max(1, floor(20000/(c+1))), lw = lh = 2e-4: 1.5-2.5 minutes quiet, 6-7 under the hog) and the
-reference CRH experiment (200 000 SGD steps). ``--only SUBSTRING`` selects cases, ``--list`` prints them, ``--no-hog`` runs the quiet
-pass only (wall times).
+reference CRH experiment (200 000 SGD steps). ``--only SUBSTRING`` selects cases, ``--list`` prints them,
+``--no-hog`` runs the quiet pass only (wall times), ``--keep`` keeps each run's outputs (and ``stdout.txt``).
 
     PYTHONPATH=. python benchmarks/under_load.py [--slow] [--only NAME] [--no-hog] [--out FILE]
 
