@@ -44,6 +44,7 @@ from solvers.scl_factored import (  # noqa: F401
     _TargetReached,
     _Deadline,
     _lbfgs_numpy,
+    _torch_evaluator,
     _torch_groups,
     torch_loss,
     torch_features,

@@ -300,8 +300,12 @@ def _confirmation_check(name: str, res: E.SCLResult, inst: T.SCLInstance) -> Che
         return Check(name, Verdict.REFUTED, f"the factored solve found {fmt(value)} below the proven lower bound "
                      f"{fmt(bounds.value)}: a certificate defect", evc)
     if gapc is not None and within(-gapc, tolc):
+        # a solve stopped by its budget is a feasible value, not a second optimum: the reason says so
+        unfinished = "" if conf["converged"] else (f"; not converged (KKT residual above tolerance, at most "
+                                                   f"{conf['iterations_budget']} iterations): a feasible value above "
+                                                   "the optimum, not a second determination of it")
         return Check(name, Verdict.VERIFIED, f"an independent factored solve (random start, bounded work) found "
-                     f"{fmt(value)}, {fmt(gapc, 3)} above the certified optimum (never below it)", evc)
+                     f"{fmt(value)}, {fmt(gapc, 3)} above the certified optimum (never below it){unfinished}", evc)
     return Check(name, Verdict.INCONCLUSIVE, f"the confirmation value {fmt(value)} or the proven bound "
                  f"{fmt(bounds.value)} is not a finite number", evc)
 
