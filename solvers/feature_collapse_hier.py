@@ -86,10 +86,43 @@ class HierProblem:
         return v, np.concatenate([t.ravel() for t in g])
 
 
+#: work of one search at most: starts x 2 maxiter evaluations (L-BFGS's maxfun) x the flop-equivalents of one
+#: evaluation (eval_flops); --starts 64 --iterations 100000 ran for minutes, --dims 1000,1000 --iterations 50 26 s
+#: (1.35e11 flops: ~4e9 flop/s measured here), the default instance ~1.2 ms of Python overhead per evaluation;
+#: the limit admits solve_hier's defaults (4 starts x 3000 iterations) on the default instance (1.47e11)
+HIER_MAX_FLOPS = 1.5e11
+#: flop-equivalents of the per-evaluation overhead (numpy calls, LayerNorm, the L-BFGS step; ~1.2 ms at 4e9 flop/s)
+HIER_EVAL_OVERHEAD = 5e6
+
+
+def eval_flops(h: HierInstance) -> float:
+    """Flop-equivalents of one objective + gradient evaluation, from the sizes: the chunk products (A and U against
+    the chunk features, forward and back), the vector work on every variable, the cross-entropy over the sentences
+    and a fixed overhead."""
+    nch = len(chunk_words(h))
+    return (6.0 * (nch * h.L1 * h.d1 * h.d2 + h.K * h.L2 * h.d2 * nch)
+            + 20.0 * (h.n_w * h.d1 + h.d2 * h.L1 * h.d1 + h.K * h.L2 * h.d2) + 10.0 * h.n_sentences * h.K
+            + HIER_EVAL_OVERHEAD)
+
+
+def check_budget(h: HierInstance, n_starts: int, maxiter: int) -> None:
+    """InstanceError (before any work) when the search's nominal work exceeds HIER_MAX_FLOPS."""
+    if isinstance(n_starts, bool) or not isinstance(n_starts, (int, np.integer)) or not 0 <= n_starts <= 64:
+        raise InstanceError(f"n_starts (--starts) must be an integer in [0, 64], got {n_starts!r}")
+    if isinstance(maxiter, bool) or not isinstance(maxiter, (int, np.integer)) or not 1 <= maxiter <= 100_000:
+        raise InstanceError(f"maxiter (--iterations) must be an integer in [1, 100000], got {maxiter!r}")
+    work = n_starts * 2.0 * maxiter * eval_flops(h)
+    if work > HIER_MAX_FLOPS:
+        raise InstanceError(f"the L-BFGS search needs up to {n_starts} starts x {2 * maxiter} evaluations x "
+                            f"{eval_flops(h):.3g} flops = {work:.3g} flops, above the work budget {HIER_MAX_FLOPS:g}; "
+                            "reduce --starts, --iterations or --dims")
+
+
 def solve_hier(h: HierInstance, *, n_starts: int = 4, seed: int = 0, maxiter: int = HIER_MAXITER) -> Solution:
     """Best point of several random starts (L-BFGS, ``maxiter`` iterations per start: a work budget)."""
     if isinstance(n_starts, bool) or not isinstance(n_starts, (int, np.integer)) or not 1 <= n_starts <= 64:
         raise InstanceError(f"n_starts (--starts) must be an integer in [1, 64], got {n_starts!r}")
+    check_budget(h, n_starts, maxiter)
     P = HierProblem(h)
     rng = np.random.default_rng(seed)
     t0 = time.perf_counter()

@@ -53,8 +53,9 @@ class HierInstance:
         set_("s_c", as_int("s_c (--words-per-concept)", self.s_c, minimum=1, maximum=50))
         set_("L1", as_int("L1 (--chunk)", self.L1, minimum=1, maximum=10))
         set_("L2", as_int("L2 (--length / --chunk)", self.L2, minimum=1, maximum=10))
-        set_("d1", as_int("d1 (--dims)", self.d1, minimum=2, maximum=10_000))
-        set_("d2", as_int("d2 (--dims)", self.d2, minimum=2, maximum=10_000))
+        # at most 1000: the constructed minimiser's QR is O(d^3) (d = 10000 ran for minutes before any check)
+        set_("d1", as_int("d1 (--dims)", self.d1, minimum=2, maximum=1000))
+        set_("d2", as_int("d2 (--dims)", self.d2, minimum=2, maximum=1000))
         set_("lam", as_float("lambda (--lambda)", self.lam, positive=True))
         if not LAMBDA_MIN <= self.lam <= LAMBDA_MAX:
             raise InstanceError(f"lambda (--lambda) must be in [{LAMBDA_MIN:g}, {LAMBDA_MAX:g}], got {self.lam!r}")

@@ -50,6 +50,7 @@ def check_hier(h: HierInstance, *, n_starts: int = 3, seed: int = 0, maxiter: in
     """The report of ``solve feature-collapse-hier`` (statements ``optimal-value``, ``layer-2-collapse``,
     ``layer-1-collapse``). ``n_starts = 0`` skips the L-BFGS search (the proofs use the constructed point)."""
     t0 = time.perf_counter()
+    SH.check_budget(h, n_starts, maxiter)  # before the constructed point and its certificate
     P = SH.HierProblem(h)
     inst2 = level2_instance(h)
     pred = T.type2_prediction(inst2)
