@@ -150,7 +150,7 @@ class _Memory:
 
 def minimize(fun, x0: np.ndarray, *, gtol: float, maxiter: int, memory: int = 10, maxfun: int | None = None,
              gamma0: float | None = None, state: "_Memory | None" = None, flat_rtol: float = 0.0,
-             deadline: float | None = None) -> Result:
+             deadline: float | None = None, stall_iters: int | None = None) -> Result:
     """Minimise ``fun`` (x -> (f, g)) from x0 until max|g| <= gtol or ``maxiter`` iterations.
 
     ``gamma0``: initial inverse-Hessian scale while no pair is stored (a restart passes the last
@@ -161,6 +161,10 @@ def minimize(fun, x0: np.ndarray, *, gtol: float, maxiter: int, memory: int = 10
     module docstring, "Flat values"); 0 (the default) keeps the strong Wolfe line search unchanged.
     ``deadline``: a ``time.perf_counter()`` value; the run stops after the first iteration that ends past it
     (message "time budget reached"), so a caller's wall-clock budget holds inside one run too.
+    ``stall_iters``: stop (message "stalled: ...") after that many consecutive iterations in which neither the
+    value fell by more than 4 units in the last place of |f| nor the best max |g| fell by 1%: a gtol below the
+    rounding floor of the gradient at this point otherwise costs every remaining evaluation (opt-in; None keeps
+    the run going to maxiter / maxfun).
     """
     maxfun = 4 * maxiter + 20 if maxfun is None else maxfun
     x = np.array(x0, dtype=np.float64)
@@ -176,11 +180,22 @@ def minimize(fun, x0: np.ndarray, *, gtol: float, maxiter: int, memory: int = 10
     def result(nit, message):
         return Result(x, f, g, nit, nfev, message, mem.gamma if mem.slots else (gamma0 or 1.0), mem)
 
+    best_f, best_g, stalled = f, math.inf, 0
     for nit in range(maxiter):
         if not math.isfinite(f):
             return result(nit, "objective is not finite")
-        if max(float(g.max()), -float(g.min())) <= gtol:  # max |g| without a temporary
+        gmax = max(float(g.max()), -float(g.min()))  # max |g| without a temporary
+        if gmax <= gtol:
             return result(nit, "converged: max |gradient| <= gtol")
+        if stall_iters is not None:
+            if f < best_f - 4.0 * math.ulp(abs(best_f)) or gmax < 0.99 * best_g:
+                stalled = 0
+            else:
+                stalled += 1
+                if stalled >= stall_iters:
+                    return result(nit, f"stalled: no decrease of the value above rounding and of max |gradient| "
+                                       f"({gmax:.3g}, gtol {gtol:.3g}) in {stall_iters} iterations")
+            best_f, best_g = min(best_f, f), min(best_g, gmax)
         d = mem.direction(g)
         dg = float(d @ g)
         if not dg < 0.0:  # lost descent (rounding): restart from steepest descent
