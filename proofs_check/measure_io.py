@@ -531,7 +531,7 @@ def scan_labels(inp: Inputs, step: int) -> np.ndarray:
     K_w = None if inp.weights is None else inp.weights.shape[0]
     for s, e in _label_chunks(inp, step):
         raw = inp.labels.read(s, e, 0)
-        y = MT._labels_chunk(raw, e - s, K_w, f"{_named('--labels', name)}: ", False, None)
+        y = MT._labels_chunk(raw, e - s, None, f"{_named('--labels', name)}: ", False, None)
         if y.size:
             m = int(y.max())
             if m >= inp.N:
@@ -543,6 +543,9 @@ def scan_labels(inp: Inputs, step: int) -> np.ndarray:
                 grown[: counts.size] = counts
                 counts = grown
             counts += np.bincount(y, minlength=counts.size)
+    if K_w is not None and counts.size > K_w:  # W's row count, not the labels, is what does not match
+        raise InputError(f"--weights: W has {K_w} rows (one per class), but {_named('--labels', name)} has class "
+                         f"indices 0..{counts.size - 1} (K = {counts.size}); give one row of W per class")
     K = counts.size if K_w is None else K_w
     if counts.size < K:
         counts = np.concatenate([counts, np.zeros(K - counts.size, dtype=np.int64)])

@@ -403,10 +403,6 @@ def test_classic_ufm_many_starts_stop_when_a_start_stalls(zoo):
     assert out["solution"]["evaluations"] <= 1000 * 200, out["solution"]["evaluations"]
 
 
-@pytest.mark.xfail(strict=True, reason="proofs_check/measure*.py (owned elsewhere): `measure X.npy --labels y.npy "
-                   "--weights W.npy` with labels 0..2 and a 2 x d W is refused as '--labels ...: labels must be < K = 2 "
-                   "(class indices 0..K-1), got 2': K is taken from W and the line blames --labels, not the --weights "
-                   "whose row count does not match the classes")
 def test_measure_weights_with_too_few_rows_name_the_weights(zoo):
     import numpy as np
 

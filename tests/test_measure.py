@@ -378,7 +378,7 @@ def test_bad_files(tmp_path, capsys):
     far = y.copy()
     far[0] = 3
     np.save(tmp_path / "far.npy", far)
-    _bad(capsys, f, "--labels", tmp_path / "far.npy", "--weights", tmp_path / "w.npy", expect="< K = 3")
+    _bad(capsys, f, "--labels", tmp_path / "far.npy", "--weights", tmp_path / "w.npy", expect="--weights: W has 3 rows")
     np.save(tmp_path / "wt.npy", W.T.copy())
     _bad(capsys, f, "--labels", lab, "--weights", tmp_path / "wt.npy", expect="transpose")
     Hn = H.copy()
