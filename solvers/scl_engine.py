@@ -366,7 +366,15 @@ def solve_instance(inst: T.SCLInstance, *, starts: int = 6, seed: int = 0, hops:
         certified_first = first is not None and _finite(first[0].value) and _at_most(
             closed - first[0].value, tol(closed, first[0].allowance))
     sol, confirmation = None, None
-    if certified_first:
+    # d below the dimension the closed forms need (k - 1, or k with nonnegative features): the theorems' value and
+    # geometry statements do not apply and the class-reduced dual proves the lower bound, so no statement needs the
+    # multi-start search; a bounded confirmation supplies the best value found (--method factored runs the search)
+    small_d = method == "auto" and pre is not None and pre.ok and T.dimension_below_closed_forms(inst)
+    if certified_first or small_d:
+        if small_d:
+            diagnostics.append(f"d = {inst.d} is below the closed forms' dimension: the class-reduced dual proves "
+                               "the lower bound and the multi-start search is not needed (a bounded confirmation "
+                               "gives the best value found; --method factored runs the search)")
         sol, iters = _confirmation_solve(inst, seed, backend_opts, diagnostics)
         if sol is not None:
             confirmation = {"value": sol.value, "iterations_budget": iters, "converged": sol.converged}

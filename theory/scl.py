@@ -725,6 +725,13 @@ def certificate_first_applies(inst: "SCLInstance") -> bool:
     return inst.full_batch and inst.balanced and inst.counts[0] >= 2 and inst.d >= inst.k - 1
 
 
+def dimension_below_closed_forms(inst: "SCLInstance") -> bool:
+    """Full batch with d below the dimension the closed forms need (k - 1; k with nonnegative features): the value and
+    geometry statements do not apply, the class-reduced dual proves the lower bound, and `solve scl` runs only a
+    bounded confirmation instead of the multi-start search (docs/scl.md, "Certificate first")."""
+    return inst.full_batch and inst.d < (inst.k if inst.nonneg else inst.k - 1)
+
+
 def estimate_cost(inst: "SCLInstance", *, starts: int = 1, hops: int = 0, factored: bool = True) -> dict:
     """Memory (bytes) and time (seconds) an instance check needs at least, from its sizes only:
     ``starts`` factored starts of MIN_EVALS_PER_START loss evaluations each, plus the N x N Gram
