@@ -522,9 +522,11 @@ def _dispatch(parser, args, smap, tmap, emap) -> int:
         if getattr(args, "rigorous", False) and not _flint_available():  # before any work
             return 2
         if getattr(args, "plot", None):
-            plots.check_plot_available()  # fail before an expensive solve
+            # the options first (bad input is named whether or not the extra is installed), then the extra,
+            # all before an expensive solve
             plots.check_plot_path(args.plot)
             plots.check_plot_pixels(getattr(args, "plot_size", None), getattr(args, "plot_dpi", None))
+            plots.check_plot_available()
         html_report.check_html_path(args.html)
         from proofs_check.outputs import check_distinct_outputs
 
