@@ -204,14 +204,11 @@ def _one_pass(reader, N: int, K: int, d: int, step: int, nworkers: int, where: s
     return total
 
 
-def _nc4_pass(reader, N: int, stats, weights, bias, step: int, nworkers: int, loss: str | None = None):
-    total = MT.NC4Pass(stats, weights, bias, loss=loss)
-
+def _second_pass(reader, N: int, total, fresh, step: int, nworkers: int):
+    """A pass that needs the first pass's results: fixed segments, each into ``fresh()`` on a worker thread,
+    merged into ``total`` in segment order (the numbers do not depend on the number of workers)."""
     def work(seg):
-        acc = MT.NC4Pass.__new__(MT.NC4Pass)
-        acc.__dict__.update(total.__dict__)
-        acc.N = acc.disagree = 0
-        acc.loss_sum = 0.0
+        acc = fresh()
         for s in range(seg[0], seg[1], step):
             X, y = reader(s, min(seg[1], s + step))
             acc.update(X, y)
@@ -220,6 +217,19 @@ def _nc4_pass(reader, N: int, stats, weights, bias, step: int, nworkers: int, lo
     for acc in _in_order(work, _segments(0, N, step), nworkers):
         total.merge(acc)
     return total
+
+
+def _nc4_pass(reader, N: int, stats, weights, bias, step: int, nworkers: int, loss: str | None = None):
+    total = MT.NC4Pass(stats, weights, bias, loss=loss)
+
+    def fresh():
+        acc = MT.NC4Pass.__new__(MT.NC4Pass)
+        acc.__dict__.update(total.__dict__)
+        acc.N = acc.disagree = 0
+        acc.loss_sum = 0.0
+        return acc
+
+    return _second_pass(reader, N, total, fresh, step, nworkers)
 
 
 def _projected_pass(reader, N: int, stats, step: int, nworkers: int, weights=None, bias=None,
@@ -229,17 +239,7 @@ def _projected_pass(reader, N: int, stats, step: int, nworkers: int, weights=Non
     not depend on the number of workers)."""
     nc4 = None if weights is None else MT.NC4Pass(stats, weights, bias, loss=loss)
     total = MT.ProjectedScatter(stats, nc4=nc4)
-
-    def work(seg):
-        acc = total._fresh()
-        for s in range(seg[0], seg[1], step):
-            X, y = reader(s, min(seg[1], s + step))
-            acc.update(X, y)
-        return acc
-
-    for acc in _in_order(work, _segments(0, N, step), nworkers):
-        total.merge(acc)
-    return total
+    return _second_pass(reader, N, total, total._fresh, step, nworkers)
 
 
 def _cpu_passes(inp, axis: int, N: int, K: int, d: int, step: int, nworkers: int, where: str, projected: bool,

@@ -46,6 +46,16 @@ def _kahan_add(s: np.ndarray, c: np.ndarray, x: np.ndarray, buf: np.ndarray | No
     s[...] = t
 
 
+def _numpy_chunk(features, labels, layout: str, d: int, K: int, where: str):
+    """A validated chunk (B x d features, B labels) as numpy arrays (torch tensors are brought to the CPU)."""
+    X, y = _chunk(features, labels, layout, d, K, where)
+    if _is_torch(X):
+        X = X.detach().cpu().numpy()
+    if _is_torch(y):
+        y = y.cpu().numpy()
+    return X, y
+
+
 class ClassStats:
     """One pass over the samples: counts, the within-class scatter and the class sums about per-class shifts.
 
@@ -114,11 +124,7 @@ class ClassStats:
     # ------------------------------------------------------------------------------------------
     def update(self, features, labels, layout: str = "nd") -> "ClassStats":
         """Add a chunk (B x d, or d x B with layout "dn"; numpy or torch, any real dtype)."""
-        X, y = _chunk(features, labels, layout, self.d, self.K, self.where)
-        if _is_torch(X):
-            X = X.detach().cpu().numpy()
-        if _is_torch(y):
-            y = y.cpu().numpy()
+        X, y = _numpy_chunk(features, labels, layout, self.d, self.K, self.where)
         B = int(X.shape[0])
         if B == 0:
             return self
@@ -362,11 +368,7 @@ class ProjectedScatter:
         return acc
 
     def update(self, features, labels, layout: str = "nd") -> "ProjectedScatter":
-        X, y = _chunk(features, labels, layout, self.d, self.K, self.where)
-        if _is_torch(X):
-            X = X.detach().cpu().numpy()
-        if _is_torch(y):
-            y = y.cpu().numpy()
+        X, y = _numpy_chunk(features, labels, layout, self.d, self.K, self.where)
         B = int(X.shape[0])
         if B == 0:
             return self
