@@ -158,16 +158,25 @@ class ClassStats:
         rows = max(16, SHIFT_BLOCK_BYTES // (8 * self.d))
         # (indexing and ufuncs release the GIL, so the worker threads of measure run this in parallel; np.take
         # with out= holds it)
+        # (the conversion first, then the subtraction of the gathered shifts in place: the same float64
+        # operations as np.subtract(X, shift[y]) with its mixed-dtype casting loop, 1.2 against 1.8 ms per
+        # 2048 x 512 chunk)
         for r0 in range(0, B, rows):
             r1 = min(B, r0 + rows)
             Ab = A[r0:r1]
-            np.subtract(X[r0:r1], self.shift[y[r0:r1]], out=Ab)
+            Ab[...] = X[r0:r1]
+            Ab -= self.shift[y[r0:r1]]
             np.einsum("ij,ij->i", Ab, Ab, out=rowsq[r0:r1])
         self._qb[cls] += np.bincount(inv, weights=rowsq, minlength=cls.size)
-        P = ind @ A  # the chunk's class sums (classes of this chunk x d)
-        if cls.size == self.K:
-            self._sb += P  # every class in the chunk: one contiguous addition, no gather or scatter
+        if 2 * cls.size >= self.K:
+            # most classes in the chunk: the class sums as a K x d product added contiguously (no gather and
+            # scatter of the classes' rows of the accumulator; the same sums in the same order)
+            if cls.size < self.K:
+                ind = sparse.csc_matrix((np.ones(B), np.asarray(y, dtype=np.int64), np.arange(B + 1)),
+                                        shape=(self.K, B))
+            self._sb += ind @ A
         else:
+            P = ind @ A  # the chunk's class sums (classes of this chunk x d)
             P += self._sb[cls]  # the same sums as self._sb[cls] += P (addition is commutative), one temporary less
             self._sb[cls] = P
         self.counts[cls] += m
