@@ -402,7 +402,17 @@ def _geometry_statements(s: "SG.GeneralSolution", predicted: dict, stated: list[
     tol = tolerance(cert.upper, rtol=GEN_VALUE_RTOL, atol=GEN_VALUE_ATOL)
     out: list[Check] = []
     expected = predicted.get("geometry", "simplex-etf") if s.closed_form is not None else "simplex-etf"
-    if s.balanced and p.G == p.K and mc is None:
+    w = getattr(p.loss, "w", None)
+    unequal = w is not None and np.size(w) > 1 and not np.all(np.asarray(w) == np.asarray(w).flat[0])
+    if s.balanced and p.G == p.K and s.closed_form is None and unequal:
+        # the simplex ETF is the package's statement for a loss symmetric under permutations of the classes;
+        # unequal class weights break that symmetry (as imbalance does), so no geometry is stated
+        out.append(_every(hypothesis_fails(f"geometry-{expected}", "the simplex-ETF statement needs a loss "
+                                           "symmetric under permutations of the classes; the class weights are "
+                                           f"unequal ({', '.join(f'{float(v):g}' for v in np.ravel(w))})",
+                                           {"class_weights": [float(v) for v in np.ravel(w)]}),
+                          "geometry", expected))
+    elif s.balanced and p.G == p.K and mc is None:
         out.append(_every(Check(f"geometry-{expected}", Verdict.INCONCLUSIVE, f"no geometry certificate: the "
                                 f"class-mean Gram is not formed for K = {p.K} > {SG.EXPAND_MAX} classes",
                                 {"classes": p.K}), "geometry", expected))
