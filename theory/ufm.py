@@ -265,8 +265,10 @@ def symbolic_mse_reduction():
     """The one-scalar MSE problem q(z) = (k-1)((sqrt(n) - z)^2/(2N) + lam z) after soft thresholding.
 
     Returns expressions that must simplify to 0: ``stationarity`` (q'(z*) at z* = sqrt(n) - N lam),
-    ``value`` (q(z*) minus the closed form), and ``prox`` (the proximal step of lam||.||_* on a
-    singular value sigma = sqrt(n) with step N: z = sigma - N lam when positive).
+    ``value`` (q at its stationary point solved from q' = 0, minus the closed form written with the stated z*),
+    ``prox`` (the proximal step of lam||.||_* on a singular value sigma = sqrt(n) with step N: z = sigma - N lam
+    when positive) and ``singular_values`` (the centred labels J_k Y have k - 1 singular values sqrt(n): the
+    eigenvalues of (J Y)(J Y)^T = n J, k = 4).
     """
     import sympy as sp
 
@@ -277,10 +279,16 @@ def symbolic_mse_reduction():
     zs = sp.sqrt(n) - N * lam
     closed = (k - 1) * ((sp.sqrt(n) - zs) ** 2 / (2 * N) + lam * zs)
     per = (sp.sqrt(n) - z) ** 2 / (2 * N) + lam * z
+    z_solved = sp.solve(sp.diff(q, z), z)[0]
+    kk = 4
+    J = sp.eye(kk) - sp.ones(kk, kk) / kk
+    evs = (n * J).eigenvals()
     return {
         "stationarity": sp.simplify(sp.diff(q, z).subs(z, zs)),
-        "value": sp.simplify(q.subs(z, zs) - closed),
+        "value": sp.simplify(q.subs(z, z_solved) - closed),
         "prox": sp.simplify(sp.solve(sp.diff(per, z), z)[0] - zs),
+        "singular_values": sp.simplify(sum(sp.sqrt(ev) * mult for ev, mult in evs.items()) - (kk - 1) * sp.sqrt(n)
+                                       + sp.Abs(sum(mult for ev, mult in evs.items() if ev != 0) - (kk - 1))),
     }
 
 
