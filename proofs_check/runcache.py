@@ -7,27 +7,25 @@ cached).
 
 Never stale: the key is a SHA-256 over the claim id, profile and seed, the Python, numpy, scipy,
 sympy and mpmath versions, and the *source text* of every module the claim's module imports,
-directly or through others (read with ``ast``, imports inside functions included) among
+directly or through others (read from the source text, imports inside functions included) among
 ``theory/``, ``solvers/`` and ``proofs_check/``. Any edit of any of those files gives a new key;
 old entries are simply never read again (``ncproofs run --clear-cache`` deletes them).
 
 Where: ``$NCPROOFS_CACHE_DIR``, else ``$XDG_CACHE_HOME/ncproofs``, else ``~/.cache/ncproofs``;
 one JSON file per entry (written atomically); ``timings/<profile>.json``: each claim's CPU
 seconds in the last run, which only orders the work of parallel workers (longest first; no verdict
-reads it); ``index/imports.json``: the import lists of the modules by the SHA-256 of their source (parsing
-them all took about 1 CPU s a run; an edited source has a new hash, so it is parsed again). ``ncproofs run --no-cache`` or
-``NCPROOFS_CACHE=0`` turns it off. A cache that cannot be read or written is ignored (the claim
+reads it). ``ncproofs run --no-cache`` or ``NCPROOFS_CACHE=0`` turns it off. A cache that cannot be read or written is ignored (the claim
 simply runs).
 """
 
 from __future__ import annotations
 
-import ast
 import functools
 import hashlib
 import json
 import os
 import platform
+import re
 from pathlib import Path
 from typing import Iterable
 
@@ -83,72 +81,77 @@ def _resolve(name: str | None) -> str | None:
     return name or None
 
 
-def _raw_imports(source: bytes, filename: str, module: str, is_pkg: bool) -> list[list]:
-    """The import statements of a source (``ast``, imports inside functions included) as name pairs
-    ``[name, fallback]`` to resolve against the project's modules: ``from a import b`` is ``a.b`` (a
-    submodule) else ``a``; relative imports are made absolute."""
-    tree = ast.parse(source, filename=filename)
+#: the parts of an import statement (bytes; backslash continuations joined first): the keyword ``import``;
+#: ``from <dots and dotted name> import``; a dotted name (whitespace around the dots allowed, as Python does).
+#: No word boundary is asked for before ``import`` and ``from`` (a leading ``\b`` makes ``re`` try every
+#: position: 10x slower): ``reimport x`` counts too, which can only add a module
+_CONTINUATION = re.compile(rb"\\\r?\n")
+_IMPORT_WORD = re.compile(rb"import\b")
+_FROM_CLAUSE = re.compile(rb"from\b[ \t\f]*([.\w \t\f]*?)[ \t\f]*\bimport\b")
+_DOTTED = re.compile(rb"\*|[A-Za-z_]\w*(?:[ \t\f]*\.[ \t\f]*[A-Za-z_]\w*)*")
+_LINE_REST = re.compile(rb"[^\n;#]*")
+_BLANKS = re.compile(rb"[ \t\f]+")
+
+
+def _import_targets(text: bytes, start: int) -> list[str]:
+    """The names listed after an ``import`` keyword ending at ``text[start]``: a parenthesised list (over
+    lines, comments dropped) or the rest of the logical line (up to ``;`` or a comment); ``as`` aliases
+    dropped; ``*`` is ``*`` (``from a import *`` resolves to ``a``)."""
+    n, i = len(text), start
+    while i < n and text[i] in b" \t\f":
+        i += 1
+    if text[i:i + 1] == b"(":
+        parts, j = [], i + 1
+        while j < n:
+            close, hash_ = text.find(b")", j), text.find(b"#", j)
+            if close < 0:
+                close = n
+            if 0 <= hash_ < close:  # a comment inside the list (it may hold a ")")
+                parts.append(text[j:hash_])
+                eol = text.find(b"\n", hash_)
+                j = n if eol < 0 else eol
+                continue
+            parts.append(text[j:close])
+            break
+        body = b"".join(parts)
+    else:
+        body = _LINE_REST.match(text, i).group(0)
     out = []
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Import):
-            out.extend([a.name, None] for a in node.names)
-        elif isinstance(node, ast.ImportFrom):
-            if node.level:
-                base = module.split(".") if is_pkg else module.split(".")[:-1]
-                base = base[: len(base) - (node.level - 1)]
-                name = ".".join(base + ([node.module] if node.module else []))
-            else:
-                name = node.module
-            out.extend([f"{name}.{a.name}", name] for a in node.names)
+    for part in body.split(b","):
+        m = _DOTTED.match(part.strip())
+        if m:
+            out.append(_BLANKS.sub(b"", m.group(0)).decode("ascii"))
     return out
 
 
-#: parsed import lists by (module, SHA-256 of its source): parsing every module with ``ast`` took
-#: about 1 CPU s of each ``ncproofs run``; the lists of unchanged sources are read back from the cache
-#: directory (``index/imports.json``), so only an edited module is parsed again
-_PARSED: dict[str, list] = {}
-_PARSED_DIRTY = False
+def _raw_imports(source: bytes, filename: str, module: str, is_pkg: bool) -> list[list]:
+    """The import statements of a source, imports inside functions included, as name pairs ``[name,
+    fallback]`` to resolve against the project's modules: ``import a.b`` is ``a.b``; ``from a import b`` is
+    ``a.b`` (a submodule) else ``a``; relative imports are made absolute.
 
-
-def _load_parsed(directory: Path | None) -> None:
-    global _PARSED_DIRTY
-    if directory is None or _PARSED:
-        return
-    try:
-        doc = json.loads((directory / "index" / "imports.json").read_text(encoding="utf-8"))
-        if isinstance(doc, dict) and doc.get("format") == FORMAT and isinstance(doc.get("imports"), dict):
-            _PARSED.update(doc["imports"])
-    except (OSError, ValueError):
-        pass
-    _PARSED_DIRTY = False
-
-
-def _save_parsed(directory: Path | None) -> None:
-    global _PARSED_DIRTY
-    if directory is None or not _PARSED_DIRTY:
-        return
-    try:
-        from proofs_check.outputs import write_text_atomic
-
-        (directory / "index").mkdir(parents=True, exist_ok=True)
-        write_text_atomic(directory / "index" / "imports.json", json.dumps({"format": FORMAT, "imports": _PARSED}))
-        _PARSED_DIRTY = False
-    except (OSError, ValueError, TypeError):
-        pass
+    Read from the text, not parsed (``ast`` took 0.6-1 CPU s for the modules of a run's keys; this takes a
+    few ms): every word ``import`` and every ``from ... import`` clause counts, wherever it stands (a
+    statement after ``;`` or ``:``, continued lines, a docstring). Words in strings and comments can only
+    add modules to a key, never drop one, so a key still changes with every module a claim imports
+    (``tests/test_run_parallel.py`` compares with ``ast`` over every module of the project)."""
+    text = _CONTINUATION.sub(b" ", source)
+    out = [[name, None] for m in _IMPORT_WORD.finditer(text) for name in _import_targets(text, m.end())]
+    for m in _FROM_CLAUSE.finditer(text):
+        spec = _BLANKS.sub(b"", m.group(1)).decode("ascii", "replace")
+        dots = len(spec) - len(spec.lstrip("."))
+        name = spec[dots:]
+        if dots:
+            base = module.split(".") if is_pkg else module.split(".")[:-1]
+            base = base[: len(base) - (dots - 1)]
+            name = ".".join(base + ([name] if name else []))
+        out.extend([f"{name}.{target}", name] for target in _import_targets(text, m.end()))
+    return out
 
 
 @functools.lru_cache(maxsize=None)
 def _imports(module: str) -> frozenset[str]:
-    global _PARSED_DIRTY
     path = _modules()[module]
-    is_pkg = path.name == "__init__.py"
-    data = path.read_bytes()
-    memo = f"{module}:{hashlib.sha256(data).hexdigest()}"  # the list of exactly these bytes
-    raw = _PARSED.get(memo)
-    if not (isinstance(raw, list) and all(isinstance(r, list) and len(r) == 2 for r in raw)):
-        raw = _raw_imports(data, str(path), module, is_pkg)
-        _PARSED[memo] = raw
-        _PARSED_DIRTY = True
+    raw = _raw_imports(path.read_bytes(), str(path), module, path.name == "__init__.py")
     out = set()
     for name, fallback in raw:
         r = (_resolve(name) if isinstance(name, str) else None) or (_resolve(fallback) if isinstance(fallback, str)
@@ -179,14 +182,20 @@ def _source_hash(module: str) -> str:
     return hashlib.sha256(_modules()[module].read_bytes()).hexdigest()
 
 
+@functools.lru_cache(maxsize=1)
 def _versions() -> dict:
-    import mpmath
-    import numpy
-    import scipy
-    import sympy
+    """The versions the key holds, from the installed distributions' metadata: importing sympy and scipy to
+    read ``__version__`` cost ~1 s before the first claim when no claim module had imported them yet. A
+    library without metadata is imported and asked."""
+    from importlib import metadata
 
-    return {"python": platform.python_version(), "numpy": numpy.__version__, "scipy": scipy.__version__,
-            "sympy": sympy.__version__, "mpmath": mpmath.__version__}
+    out = {"python": platform.python_version()}
+    for name in ("numpy", "scipy", "sympy", "mpmath"):
+        try:
+            out[name] = metadata.version(name)
+        except Exception:  # noqa: BLE001 - no metadata (a source checkout on the path): the module's own
+            out[name] = str(getattr(__import__(name), "__version__", "unknown"))
+    return out
 
 
 def key(claim: Claim, ctx: RunContext) -> str | None:
@@ -208,7 +217,6 @@ class RunCache:
     def __init__(self, directory: str | os.PathLike | None = None):
         self.dir = Path(directory) if directory is not None else default_dir()
         self.hits = self.misses = self.stored = 0
-        _load_parsed(self.dir)
 
     def _path(self, k: str) -> Path:
         return self.dir / f"{k}.json"
@@ -266,9 +274,8 @@ class RunCache:
                 and not isinstance(v, bool) and v >= 0}
 
     def record_timings(self, ctx: RunContext, seconds: dict[str, float]) -> None:
-        """Merge ``seconds`` (claim id -> CPU seconds) into the stored timings, and store the import lists
-        parsed in this run (``imports.json``); write errors are ignored (called once, at the end of a run)."""
-        _save_parsed(self.dir)
+        """Merge ``seconds`` (claim id -> CPU seconds) into the stored timings; write errors are ignored
+        (called once, at the end of a run)."""
         if not seconds:
             return
         doc = self.timings(ctx)

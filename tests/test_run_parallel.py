@@ -168,28 +168,3 @@ def test_jobs_1_and_2_give_bit_identical_reports(tmp_path, capsys):
         assert a["cpu_seconds"] >= 0 and b["cpu_seconds"] >= 0
     assert _timeless(docs[0]) == _timeless(docs[1])
     capsys.readouterr()
-
-
-def test_import_lists_read_back_give_the_same_keys_and_an_edit_is_parsed_again(tmp_path, monkeypatch):
-    c = registry.get("ufm.mse.symbolic-derivation")
-    ctx = RunContext()
-    monkeypatch.setattr(runcache, "_PARSED", {})
-    runcache._imports.cache_clear()
-    cache = runcache.RunCache(tmp_path)
-    fresh = runcache.key(c, ctx)
-    cache.record_timings(ctx, {})  # the end of a run: the parsed lists are stored
-    assert (tmp_path / "index" / "imports.json").is_file()
-    # a new process: the lists come back from the file, nothing is parsed, the key is the same
-    monkeypatch.setattr(runcache, "_PARSED", {})
-    runcache._imports.cache_clear()
-    runcache.RunCache(tmp_path)
-    parsed = []
-    real = runcache._raw_imports
-    monkeypatch.setattr(runcache, "_raw_imports", lambda *a: parsed.append(a[2]) or real(*a))
-    assert runcache.key(c, ctx) == fresh and parsed == []
-    # a stored list is found by the hash of the source: other bytes (an edit) are parsed again
-    runcache._imports.cache_clear()
-    monkeypatch.setattr(runcache, "_PARSED", {k: v for k, v in runcache._PARSED.items()
-                                              if not k.startswith("theory.ufm:")})
-    assert runcache.key(c, ctx) == fresh and parsed == ["theory.ufm"]
-    runcache._imports.cache_clear()
