@@ -103,12 +103,15 @@ def make_ls_value_claim(predict: Callable[..., float] = label_smoothing_value,
                  tags=("any-loss", "certified"))
 
 
-def make_ls_geometry_claim(claim_id: str = "ufm_general.label-smoothing.collapse-etf") -> Claim:
-    """Every minimiser of the balanced LS UFM in the collapse phase has simplex-ETF class means: decided at the
-    closed form, proven the unique minimiser by a strictly complementary certificate (check_general)."""
+def make_ls_geometry_claim(claim_id: str = "ufm_general.label-smoothing.collapse-etf",
+                           geometry: str = "simplex-etf") -> Claim:
+    """Every minimiser of the balanced LS UFM in the collapse phase has ``geometry`` class means (default simplex
+    ETF): decided at the closed form, proven the unique minimiser by a strictly complementary certificate
+    (check_general); another class name is REFUTED there."""
     def check(ctx: RunContext):
         for row in _ls_instances(ctx)[:3]:
-            rep = judge_report(check_general(_ls_problem(*row), starts=1, seed=ctx.seed, minority_threshold=None), ctx)
+            rep = judge_report(check_general(_ls_problem(*row), starts=1, seed=ctx.seed, minority_threshold=None,
+                                             expected_geometry=geometry), ctx)
             for c in rep.claims:
                 if c.name in ("minimiser-unique",) or c.name.startswith("geometry-"):
                     yield Check(f"{_tag(*row)}: {c.name}", c.verdict, c.reason, c.evidence, c.independent, c.rigorous)
@@ -259,7 +262,7 @@ closed_form_hypotheses = SG.closed_form_hypotheses
 
 def check_general(p: "SG.GeneralUFM", *, starts: int = 2, seed: int = 0, claimed_value: float | None = None,
                   time_budget: float | None = None, minority_threshold: float | None = 1.0,
-                  geometry_expected: dict | None = None) -> SolveReport:
+                  geometry_expected: dict | None = None, expected_geometry: str | None = None) -> SolveReport:
     """One instance of the general UFM (any loss object, any counts; docs/ufm_general.md): the engine
     (``solvers.ufm_general.solve``, one call) finds the candidate, its certificate and the evidence about the
     minimiser; this function states the statements and judges them.
@@ -270,8 +273,9 @@ def check_general(p: "SG.GeneralUFM", *, starts: int = 2, seed: int = 0, claimed
     (``minority_threshold``; None: not stated), ``minimiser-unique`` (strictly complementary closed form,
     structural uniqueness, or the geometry certificate's proven radius with rank <= d), ``minority-geometry`` and
     ``class-mean-cosines`` (proven intervals; ``geometry_expected`` states values, REFUTED when every minimiser
-    misses them), ``geometry-*`` (balanced: at the proven unique minimiser only); d below the rank of the
-    relaxation's optimum: ``relaxation-tight`` / ``rank-d-value`` and ``claimed-value``."""
+    misses them), ``geometry-*`` (balanced: at the proven unique minimiser only; ``expected_geometry`` replaces the
+    predicted class name, e.g. "orthogonal-frame", REFUTED at a proven unique minimiser of another class); d below
+    the rank of the relaxation's optimum: ``relaxation-tight`` / ``rank-d-value`` and ``claimed-value``."""
     t0 = time.perf_counter()
     # starts 0 / True / -1 ran, nan and None were TypeErrors naming nothing; a claimed value '3' was compared
     starts, seed = as_int("starts", starts, minimum=1), as_int("seed", seed, minimum=0)
@@ -283,7 +287,7 @@ def check_general(p: "SG.GeneralUFM", *, starts: int = 2, seed: int = 0, claimed
     predicted = _general_prediction(s)
     claims = _value_statements(s, claimed_value, minority_threshold)
     claims += _uniqueness_statements(s, geometry_expected)
-    claims += _geometry_statements(s, predicted, claims)
+    claims += _geometry_statements(s, predicted, claims, expected_geometry)
     geometry = {**s.geometry, "geometry_certificate": s.geometry_how or "none (measured at the certified candidate)"}
     solution = {"value": s.certificate.upper, "method": s.run.method, "converged": s.run.converged, "rank": s.rank,
                 "seconds": s.run.seconds, "start_values": s.run.diagnostics.get("start_values")}
@@ -393,7 +397,8 @@ def _unique_at_closed_form(s: "SG.GeneralSolution") -> Check:
     return check
 
 
-def _geometry_statements(s: "SG.GeneralSolution", predicted: dict, stated: list[Check]) -> list[Check]:
+def _geometry_statements(s: "SG.GeneralSolution", predicted: dict, stated: list[Check],
+                         expected_geometry: str | None = None) -> list[Check]:
     """``geometry-*`` (balanced classes: the class-mean Gram classified, counted only at the proven unique
     minimiser) and ``minority-geometry`` measured at the certified candidate (only when the geometry certificate
     has not stated it: ``stated``, the checks so far)."""
@@ -402,6 +407,8 @@ def _geometry_statements(s: "SG.GeneralSolution", predicted: dict, stated: list[
     tol = tolerance(cert.upper, rtol=GEN_VALUE_RTOL, atol=GEN_VALUE_ATOL)
     out: list[Check] = []
     expected = predicted.get("geometry", "simplex-etf") if s.closed_form is not None else "simplex-etf"
+    if expected_geometry is not None:
+        expected = expected_geometry
     w = getattr(p.loss, "w", None)
     unequal = w is not None and np.size(w) > 1 and not np.all(np.asarray(w) == np.asarray(w).flat[0])
     if s.balanced and p.G == p.K and s.closed_form is None and unequal:
