@@ -9,17 +9,34 @@ import re
 import sys
 
 from proofs_check import html_report, plots
-from proofs_check.commands import UsageError, discover
+from proofs_check.commands import UsageError, discover, float_arg, int_arg
 from proofs_check.core import RunContext, SolveReport, clean
 from proofs_check.tables import FORMATS, add_render_arguments, render_from_args
+from theory._validate import InputError
 
 
 class _Parser(argparse.ArgumentParser):
-    """argparse that reports errors as one line with exit status 2 (argparse's convention)."""
+    """argparse that reports errors as one line with exit status 2 (argparse's convention), and reads every
+    ``type=int`` / ``type=float`` option in one strict syntax (:func:`proofs_check.commands.int_arg`,
+    :func:`~proofs_check.commands.float_arg`; docs/cli.md "Numbers"): argparse looks a type up in the parser's
+    registry before calling it, so ``int`` and ``float`` are registered to the strict parsers here (every
+    subcommand's parser is a ``_Parser``) and the families keep writing ``type=int``. Python's own int() and
+    float() accept ``3_0`` (30), other scripts' digits (``٣``), ``inf`` and ``nan``."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.register("type", int, int_arg)
+        self.register("type", float, float_arg)
 
     def error(self, message):  # pragma: no cover - exercised through the CLI tests
         self.exit(2, f"ncproofs: error: {message}\n")
 
+
+NUMBERS_HELP = ("Numbers in options: an integer is an optional sign and the digits 0-9 (3, +3, -0, 007; not 3_0, "
+                "other scripts' digits, 3.0, 1e3 or 0x10), at most 2^63 - 1 in magnitude; a real number is a finite "
+                "decimal number (0.5, -1e-3, .5, 2.; not inf, nan, 1_0 or 1e400); blanks around a value or a list "
+                "entry are ignored (' 3 ', '2, 3'); a list has no empty entry ('2,,3', '2,', ','). Bad input: one "
+                "line on stderr naming the option and the constraint, exit status 2.")
 
 ONLY_HELP = ("a family (ufm, ufm_general, scl, feature_collapse = feature-collapse, ntk, crh, deep_ufm: exactly that "
              "family), else a claim id or former id, else a glob over ids, else an id substring; repeatable")
@@ -92,7 +109,7 @@ def build_parser(run_only: bool = False) -> tuple[argparse.ArgumentParser, dict,
     commands (``ncproofs run ...`` needs none of them; importing them cost 0.05 CPU s of every run's start-up)."""
     solves, tables, extras = ([], [], []) if run_only else discover()
     p = _Parser(prog="ncproofs", description="Check theorems about optimal representations "
-                "(neural collapse and relatives), symbolically and numerically.")
+                "(neural collapse and relatives), symbolically and numerically.", epilog=NUMBERS_HELP)
     p.add_argument("--version", action=_VersionAction, nargs=0,
                    help="print the version (and the git commit of a checkout) and exit")
     sub = p.add_subparsers(dest="command", parser_class=_Parser, metavar="COMMAND")
@@ -253,8 +270,10 @@ def main(argv: list[str] | None = None) -> int:
             _skip_final_collection()
         return rc
     except InputError as exc:
-        # the message names the parameter and the constraint
-        print(f"ncproofs: error: {_one_line(exc)}", file=sys.stderr)
+        # the message names the parameter and the constraint; the option as typed is added where the message
+        # names the parameter by its API name (``lambda_w must be >= 0`` -> ``argument --lambda-w: ...``)
+        print(f"ncproofs: error: {_name_the_options(_one_line(exc), _command_parser(parser, args))}",
+              file=sys.stderr)
         return 2
     except BrokenPipeError:  # pragma: no cover - output piped into head etc.
         return 0
@@ -364,12 +383,14 @@ MAX_JOBS = 64
 
 def _jobs_option(text: str):
     """``run --jobs``: ``auto`` or an integer (its range is checked with the other options)."""
-    if text.strip().lower() == "auto":
+    from theory._validate import TEXT_BLANKS, int_from_text
+
+    if text.strip(TEXT_BLANKS).lower() == "auto":
         return "auto"
     try:
-        return int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"must be an integer in [1, {MAX_JOBS}] or 'auto', got {text!r}") from None
+        return int_from_text(text)
+    except InputError:
+        raise argparse.ArgumentTypeError(f"must be an integer in [1, {MAX_JOBS}] or 'auto', got {text!r}"[:200]) from None
 
 
 #: Largest integer any option accepts: integers are stored as int64 (seeds, counts, sizes).
@@ -390,6 +411,57 @@ def _option_names(parser: argparse.ArgumentParser) -> dict[str, str]:
             elif a.dest not in names and a.dest != "help":  # a positional: as the usage line shows it (FEATURES)
                 names[a.dest] = str(a.metavar or a.dest.upper())
     return names
+
+
+def _command_parser(parser: argparse.ArgumentParser, args: argparse.Namespace) -> argparse.ArgumentParser | None:
+    """The (sub)parser of the command that ran (``solve ufm-ce``, ``measure``), or ``None``."""
+    p = parser
+    for word in (getattr(args, "command", None), getattr(args, "family", None)):
+        if word is None:
+            break
+        subs = [a for a in p._actions if isinstance(a, argparse._SubParsersAction)]
+        if not subs or word not in subs[0].choices:
+            return None
+        p = subs[0].choices[word]
+    return None if p is parser else p
+
+
+#: the subject of a message from the validation helpers: ``k (classes) must ...``, ``lambda_w and lambda_h must
+#: ...``, ``counts[1] must ...``, ``labels: ...``
+_SUBJECT = re.compile(r"(?P<subject>[A-Za-z_][\w\[\]]*(?: \([\w ,-]+\))?(?: and [A-Za-z_][\w\[\]]*)*) "
+                      r"(?:must|has|have|is|are|needs|applies)\b"
+                      r"|(?P<single>[A-Za-z_]\w*):")
+
+
+def _name_the_options(line: str, p: argparse.ArgumentParser | None) -> str:
+    """``line`` with the options it is about, as the user types them, in front (``argument --lambda-w: lambda_w
+    must be >= 0, got -1.0``), when it names them only by the API's parameter names (the instance dataclasses
+    and the solvers validate their own arguments; their messages name the parameter, e.g. ``k (classes)``). A
+    line that already names one of the command's options, or whose subject is no option of the command (a
+    parameter of a sweep config, a file's member), is returned as it is."""
+    if p is None:
+        return line
+    acts = [a for a in p._actions if not isinstance(a, (argparse._HelpAction, argparse._SubParsersAction))]
+    if any(re.search(rf"(?<![\w-]){re.escape(s)}(?![\w-])", line) for a in acts for s in a.option_strings):
+        return line
+    m = _SUBJECT.match(line)
+    if not m:
+        return line
+    by_name: dict[str, argparse.Action] = {}
+    for a in acts:
+        names = [a.dest] + [s.lstrip("-").replace("-", "_") for s in a.option_strings]
+        for n in names:
+            by_name.setdefault(n, a)
+    found: list[argparse.Action] = []
+    for word in re.findall(r"[A-Za-z_]\w*", m.group("subject") or m.group("single")):
+        a = by_name.get(word)
+        if a is not None and a not in found:
+            found.append(a)
+    if not found:
+        return line
+    shown = " and ".join("/".join(a.option_strings) if a.option_strings else str(a.metavar or a.dest.upper())
+                         for a in found)
+    return f"argument {shown}: {line}"
 
 
 def _non_finite_option(args: argparse.Namespace, names: dict[str, str] | None = None) -> str | None:

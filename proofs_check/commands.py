@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import math
 import pkgutil
 from dataclasses import dataclass
 from typing import Any, Callable
@@ -11,7 +12,7 @@ from typing import Any, Callable
 from proofs_check.tables import Table
 
 
-from theory._validate import InputError
+from theory._validate import TEXT_BLANKS, InputError, float_from_text, int_from_text
 
 
 class UsageError(InputError):
@@ -66,28 +67,76 @@ def discover() -> tuple[list[SolveCommand], list[TableCommand], list[ExtraComman
 # ---- argument parsing helpers shared by the family modules ---------------------------------
 
 def _entries(text: str, what: str) -> list[str]:
-    """The comma-separated entries of ``text``; an empty entry ("2,,3", "2,") is an error, never dropped."""
-    parts = [x.strip() for x in text.split(",")]
+    """The comma-separated entries of ``text`` (ASCII blanks around each ignored); an empty entry ("2,,3", "2,",
+    ",") is an error, never dropped."""
+    parts = [x.strip(TEXT_BLANKS) for x in text.split(",")]
     if any(not x for x in parts):
-        raise argparse.ArgumentTypeError(f"expected comma-separated {what} with no empty entry, got {text!r}")
+        raise argparse.ArgumentTypeError(f"expected comma-separated {what} with no empty entry, got {text!r}"[:300])
     return parts
 
 
-def float_list(text: str) -> list[float]:
-    """Parse "0.1,0.5,1" (argparse type). Errors name the value."""
-    parts = _entries(text, "numbers")
+def int_arg(text: str) -> int:
+    """An integer option (argparse type): the syntax of :func:`theory._validate.int_from_text` (ASCII digits with
+    an optional sign; no ``3_0``, ``٣``, ``3.0``, ``1e3``, ``0x10``), at most 2^63 - 1 in magnitude. The CLI's
+    parser uses it for every ``type=int`` option (``cli._Parser``)."""
     try:
-        return [float(x) for x in parts]
+        return int_from_text(text)
+    except InputError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def float_arg(text: str) -> float:
+    """A real option (argparse type): the syntax of :func:`theory._validate.float_from_text` (a finite decimal
+    number, ASCII only; no ``inf``, ``nan``, ``1_0``, ``1e400``). The CLI's parser uses it for every
+    ``type=float`` option (``cli._Parser``)."""
+    try:
+        return float_from_text(text)
+    except InputError as exc:
+        nonfinite = _non_finite_text(text)
+        if nonfinite is not None:
+            return nonfinite
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def _non_finite_text(text: str) -> float | None:
+    """``inf``, ``nan``, ``1e400`` (ASCII, no underscore): the float they spell, which the CLI's check of every
+    option after parsing refuses with the option's name (``cli._non_finite_option``: ``main`` returns 2, as it
+    always did for these values); ``None`` for anything else."""
+    t = text.strip(TEXT_BLANKS)
+    if not t.isascii() or "_" in t:
+        return None
+    try:
+        v = float(t)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"expected comma-separated numbers, got {text!r}") from None
+        return None
+    return None if math.isfinite(v) else v
+
+
+def _list_of(text: str, what: str, parse) -> list:
+    parts = _entries(text, what)
+    out = []
+    for i, x in enumerate(parts):
+        try:
+            out.append(parse(x))
+        except InputError as exc:
+            if parse is float_from_text and _non_finite_text(x) is not None:
+                out.append(_non_finite_text(x))  # refused after parsing, naming the option (see float_arg)
+                continue
+            shown = repr(text) if len(text) <= 60 else f"{len(parts)} entries"
+            constraint = str(exc).rsplit(", got ", 1)[0]
+            raise argparse.ArgumentTypeError(f"expected comma-separated {what}, got {shown}: entry {i + 1} ({x!r})"
+                                             f" {constraint}"[:300]) from None
+    return out
+
+
+def float_list(text: str) -> list[float]:
+    """Parse "0.1,0.5,1" (argparse type): entries in the syntax of :func:`float_arg`. Errors name the value."""
+    return _list_of(text, "numbers", float_from_text)
 
 
 def int_list(text: str) -> list[int]:
-    parts = _entries(text, "integers")
-    try:
-        return [int(x) for x in parts]
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected comma-separated integers, got {text!r}") from None
+    """Parse "2,3,5" (argparse type): entries in the syntax of :func:`int_arg`. Errors name the value."""
+    return _list_of(text, "integers", int_from_text)
 
 
 def add_backend_arguments(p: argparse.ArgumentParser) -> None:

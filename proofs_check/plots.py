@@ -664,12 +664,16 @@ def _size_arg(text: str) -> tuple[float, float]:
 def _dpi_arg(text: str) -> int:
     import argparse
 
+    from theory._validate import int_from_text
+
     try:
-        return _check_dpi(int(text))
-    except UsageError as exc:  # first: a UsageError is a ValueError (--plot-dpi 0 said "expected an integer")
-        raise argparse.ArgumentTypeError(str(exc)) from None
+        value = int_from_text(text)  # the shared integer syntax (3_0 and other scripts' digits are refused)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
+        raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}"[:200]) from None
+    try:
+        return _check_dpi(value)
+    except UsageError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def add_plot_argument(parser) -> None:

@@ -31,7 +31,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
 
-from theory._validate import InputError
+from theory._validate import InputError, int_from_text
 
 FORMATS = ("md", "latex", "csv", "json")
 #: digits of the printed numbers: 1 .. 17 (float64 needs at most 17 significant digits)
@@ -270,7 +270,7 @@ def parse_column_digits(text, what: str = "--decimals") -> dict:
             col, num = "*", part
         col = col.strip() or "*"
         try:
-            out[col] = int(num)
+            out[col] = int_from_text(num)  # the integer syntax of every option (no 3_0, no other scripts' digits)
         except ValueError:
             raise InputError(f"{what}: {part!r} is not N or COL=N (N an integer)") from None
     return out
@@ -489,7 +489,7 @@ class Table:
             name = c.strip()
             if name in self.columns:
                 idx.append(self.columns.index(name))
-            elif name.isdigit() and 1 <= int(name) <= len(self.columns):
+            elif name.isascii() and name.isdigit() and 1 <= int(name) <= len(self.columns):
                 idx.append(int(name) - 1)
             else:
                 raise InputError(f"--columns: no column {name!r}; the columns are: " + ", ".join(self.columns))
@@ -802,9 +802,11 @@ class Table:
 def _columns_arg(text: str) -> list[str]:
     import argparse
 
-    cols = [c.strip() for c in text.split(",") if c.strip()]
-    if not cols:
-        raise argparse.ArgumentTypeError(f"expected comma-separated column names, got {text!r}")
+    cols = [c.strip() for c in text.split(",")]
+    if not any(cols):
+        raise argparse.ArgumentTypeError(f"expected comma-separated column names, got {text!r}"[:200])
+    if not all(cols):  # "a,,b", "a,": an empty entry is an error, never dropped (as in every list option)
+        raise argparse.ArgumentTypeError(f"expected comma-separated column names with no empty entry, got {text!r}"[:200])
     return cols
 
 

@@ -7,6 +7,7 @@ parameter and the constraint it violates, so that bad input never reaches numpy.
 from __future__ import annotations
 
 import math
+import re
 from numbers import Integral, Real
 from typing import Iterable, Sequence
 
@@ -76,6 +77,70 @@ def as_int(name: str, value, *, minimum: int | None = None, maximum: int | None 
     return value
 
 
+# ---- numbers typed as text (command-line options, list entries, ``--batches``) ----------------------------
+#
+# One syntax for every integer and every real option, so that a value means the same thing wherever it is typed:
+#
+# * integer: an optional sign and the ASCII digits 0-9 (``3``, ``+3``, ``-0``, ``007``); no underscore (Python's
+#   int() reads ``3_0`` as 30), no other script's digits (int() reads ``٣`` as 3), no decimal point, exponent or
+#   base prefix (``3.0``, ``1e3``, ``0x10``), at most 2^63 - 1 in magnitude;
+# * real: a decimal number with an optional fraction and exponent, ASCII only (``0.5``, ``+1e-3``, ``.5``, ``2.``);
+#   no underscore, no ``inf`` / ``nan`` (no option means "unbounded" by inf), nothing beyond the float64 range
+#   (``1e400``); a value below the smallest subnormal reads as 0 (``1e-400``), as float() reads it;
+# * blanks (space, tab, CR, LF) around a value or a list entry are ignored (``" 3 "``, ``"2, 3"``), other
+#   whitespace is not.
+
+#: the ASCII blanks ignored around a number typed as text
+TEXT_BLANKS = " \t\r\n"
+_INT_TEXT = re.compile(r"[+-]?[0-9]+")
+_REAL_TEXT = re.compile(r"[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
+#: the syntax, as the messages state it
+INT_SYNTAX = "an integer (an optional sign and the digits 0-9)"
+REAL_SYNTAX = "a finite decimal number (e.g. 0.5, 1e-3)"
+
+
+def _shown(text: str) -> str:
+    r = repr(text)
+    return r if len(r) <= 60 else r[:40] + "..." + r[-12:]
+
+
+def _subject(name: str | None, constraint: str) -> str:
+    return f"{name} {constraint}" if name else constraint
+
+
+def int_from_text(text, name: str | None = None) -> int:
+    """The integer ``text`` spells in the syntax above; :class:`InputError` ``"<name> must be an integer ...,
+    got '<text>'"`` otherwise (without ``name`` the message starts with "must": argparse prefixes the option)."""
+    if not isinstance(text, str):
+        raise InputError(_subject(name, f"must be {INT_SYNTAX} given as text, got {type(text).__name__}"))
+    t = text.strip(TEXT_BLANKS)
+    if not _INT_TEXT.fullmatch(t):
+        raise InputError(_subject(name, f"must be {INT_SYNTAX}, got {_shown(text)}"))
+    digits = t.lstrip("+-").lstrip("0")
+    if len(digits) > 19 or abs(int(t)) > INT64_MAX:  # 19 digits: never int() of 5000 digits (Python's limit 4300)
+        raise InputError(_subject(name, f"must be an integer of at most 2^63 - 1 in magnitude, got "
+                                        f"{_short_int(t.lstrip('+'))}"))
+    return int(t)
+
+
+def float_from_text(text, name: str | None = None) -> float:
+    """The real number ``text`` spells in the syntax above (finite, in the float64 range); :class:`InputError`
+    naming ``name`` and the constraint otherwise."""
+    if not isinstance(text, str):
+        raise InputError(_subject(name, f"must be {REAL_SYNTAX} given as text, got {type(text).__name__}"))
+    t = text.strip(TEXT_BLANKS)
+    if not _REAL_TEXT.fullmatch(t):
+        low = t.lower().lstrip("+-")
+        if low in ("inf", "infinity", "nan"):
+            raise InputError(_subject(name, f"must be a finite number, got {_shown(text)}"))
+        raise InputError(_subject(name, f"must be {REAL_SYNTAX}, got {_shown(text)}"))
+    value = float(t)
+    if not math.isfinite(value):
+        raise InputError(_subject(name, f"must be a finite number in the float64 range (|x| <= 1.8e308), "
+                                        f"got {_shown(text)}"))
+    return value
+
+
 def as_float(
     name: str,
     value,
@@ -99,12 +164,24 @@ def as_float(
     return value
 
 
+def _sequence(name: str, values, what: str) -> list:
+    """The entries of an ordered sequence (list, tuple, 1-D array, range, generator); a string, bytes, a
+    mapping or a set is refused (``"123"`` would be the entries '1', '2', '3'; ``b"12"`` the integers 49, 50; a
+    dict its keys; a set an arbitrary order)."""
+    from collections.abc import Mapping, Set
+
+    if isinstance(values, (str, bytes, bytearray, Mapping, Set)):
+        raise InstanceError(f"{name} must be a sequence of {what} (a list or tuple), got {type(values).__name__} "
+                            f"{_shown(values) if isinstance(values, str) else ''}".rstrip())
+    try:
+        return list(values)
+    except TypeError:
+        raise InstanceError(f"{name} must be a sequence of {what}, got {values!r}"[:300]) from None
+
+
 def as_int_tuple(name: str, values: Iterable, *, minimum: int | None = None, min_len: int = 1) -> tuple[int, ...]:
     """Return a tuple of ints, each ``>= minimum``, with at least ``min_len`` entries."""
-    try:
-        seq = list(values)
-    except TypeError:
-        raise InstanceError(f"{name} must be a sequence of integers, got {values!r}") from None
+    seq = _sequence(name, values, "integers")
     if len(seq) < min_len:
         raise InstanceError(f"{name} must have at least {min_len} entries, got {len(seq)}")
     return tuple(as_int(f"{name}[{i}]", v, minimum=minimum) for i, v in enumerate(seq))
@@ -112,10 +189,7 @@ def as_int_tuple(name: str, values: Iterable, *, minimum: int | None = None, min
 
 def as_float_tuple(name: str, values: Iterable, *, positive: bool = False, nonnegative: bool = False,
                    min_len: int = 1) -> tuple[float, ...]:
-    try:
-        seq = list(values)
-    except TypeError:
-        raise InstanceError(f"{name} must be a sequence of numbers, got {values!r}") from None
+    seq = _sequence(name, values, "numbers")
     if len(seq) < min_len:
         raise InstanceError(f"{name} must have at least {min_len} entries, got {len(seq)}")
     return tuple(as_float(f"{name}[{i}]", v, positive=positive, nonnegative=nonnegative)
@@ -123,13 +197,36 @@ def as_float_tuple(name: str, values: Iterable, *, positive: bool = False, nonne
 
 
 def as_finite_array(name: str, value, *, ndim: int | None = None, shape: Sequence[int | None] | None = None) -> np.ndarray:
-    """Return a float64 array, checking dimensionality, shape and that every entry is finite."""
+    """Return a float64 array, checking dimensionality, shape and that every entry is finite.
+
+    Real numbers only: strings (numpy would parse ``"1.5"``), booleans, complex numbers (numpy would drop the
+    imaginary part with a warning), dates and records are refused, as is an integer beyond the float64 range."""
+    if isinstance(value, (str, bytes, bytearray)):
+        raise InstanceError(f"{name} must be a numeric array, got {type(value).__name__}")
     try:
-        arr = np.asarray(value, dtype=np.float64)
+        raw = np.asarray(value)
+    except (TypeError, ValueError, OverflowError):
+        raise InstanceError(f"{name} must be a numeric array") from None
+    kind = raw.dtype.kind
+    if kind == "O":  # Python objects: ints beyond int64, Fractions, None, strings, ...
+        bad = next((x for x in raw.ravel() if x is None or isinstance(x, (str, bytes, bool, np.bool_, complex,
+                                                                          np.complexfloating))), raw)
+        if bad is not raw:
+            raise InstanceError(f"{name} must hold real numbers only, got an entry {bad!r}"[:300])
+    elif kind not in "fiu":
+        what = {"b": "booleans", "c": "complex numbers", "U": "strings", "S": "bytes", "M": "dates",
+                "m": "time spans", "V": "records"}.get(kind, f"dtype {raw.dtype}")
+        raise InstanceError(f"{name} must be an array of real numbers, got {what}")
+    try:
+        arr = raw.astype(np.float64, copy=False)
+    except OverflowError:
+        raise InstanceError(f"{name} must contain only finite numbers (an entry is beyond the float64 range)") from None
     except (TypeError, ValueError):
         raise InstanceError(f"{name} must be a numeric array") from None
     if ndim is not None and arr.ndim != ndim:
         raise InstanceError(f"{name} must be {ndim}-dimensional, got shape {arr.shape}")
+    if shape is not None and arr.ndim != len(shape):
+        raise InstanceError(f"{name} must be {len(shape)}-dimensional, got shape {arr.shape}")
     if shape is not None:
         for axis, want in enumerate(shape):
             if want is not None and arr.shape[axis] != want:
@@ -147,14 +244,19 @@ def as_labels(name: str, labels, n_samples: int | None = None) -> np.ndarray:
     if arr.size == 0:
         raise InstanceError(f"{name} must not be empty")
     if not np.issubdtype(arr.dtype, np.integer):
-        if np.issubdtype(arr.dtype, np.floating) and np.all(np.isfinite(arr)) and np.all(arr == np.round(arr)):
-            arr = arr.astype(np.int64)
-        else:
+        if not (np.issubdtype(arr.dtype, np.floating) and np.all(np.isfinite(arr)) and np.all(arr == np.round(arr))):
             raise InstanceError(f"{name} must contain integer class labels")
     if n_samples is not None and arr.size != n_samples:
         raise InstanceError(f"{name} must have {n_samples} entries (one per sample), got {arr.size}")
+    def shown(v) -> str:
+        return _short_int(int(v)) if np.issubdtype(arr.dtype, np.integer) else f"{float(v):.6g}"
+
     if arr.min() < 0:
-        raise InstanceError(f"{name} must be >= 0, got {int(arr.min())}")
+        raise InstanceError(f"{name} must be >= 0, got {shown(arr.min())}")
+    if arr.max() >= arr.size:  # before counting: np.bincount of a label 2^40 allocated 8 TiB
+        raise InstanceError(f"{name}: label {shown(arr.max())} needs more classes than the {arr.size} samples "
+                            f"(labels must use every class 0..K-1)")
+    arr = arr.astype(np.int64)
     k = int(arr.max()) + 1
     counts = np.bincount(arr, minlength=k)
     empty = np.flatnonzero(counts == 0)

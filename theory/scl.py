@@ -30,7 +30,7 @@ from typing import Iterable, Sequence
 import numpy as np
 
 from theory import _work
-from theory._validate import InstanceError, as_float, as_int, as_int_tuple
+from theory._validate import TEXT_BLANKS, InputError, InstanceError, as_float, as_int, as_int_tuple, int_from_text
 
 # --------------------------------------------------------------------------------------
 # Instance
@@ -100,13 +100,17 @@ def parse_batches_text(text: str) -> list[list[int]]:
         raise InstanceError("batches must be a non-empty string like '0,1,4,5;2,3,6,7'")
     out = []
     for b, part in enumerate(text.split(";")):
-        items = [x.strip() for x in part.split(",") if x.strip()]
-        if not items:
+        items = [x.strip(TEXT_BLANKS) for x in part.split(",")]
+        if not any(items):
             raise InstanceError(f"batches[{b}] is empty (every batch needs at least one sample)")
+        if not all(items):  # "0,,1", "0,1,": an empty entry is an error, never dropped (as in every list option)
+            raise InstanceError(f"batches[{b}] has an empty entry, got {part.strip()[:60]!r}")
         try:
-            out.append([int(x) for x in items])
-        except ValueError:
-            raise InstanceError(f"batches[{b}] must be comma-separated integers, got {part.strip()!r}") from None
+            # the integer syntax of every option: no 3_0 (30 for int()), no other scripts' digits
+            out.append([int_from_text(x) for x in items])
+        except InputError:
+            raise InstanceError(f"batches[{b}] must be comma-separated integers (an optional sign and the digits "
+                                f"0-9), got {part.strip()[:60]!r}") from None
     return out
 
 

@@ -8,7 +8,7 @@ from proofs_check.commands import (SolveCommand, TableCommand, UsageError, add_b
                                    float_list, int_list)
 from proofs_check.tables import Table, rigorous_table
 from theory import ufm as T
-from theory._validate import InputError
+from theory._validate import TEXT_BLANKS, InputError, float_from_text
 
 #: --starts of every ufm command at most (the work estimates count flops, not the Python overhead of a start:
 #: ufm-mse --starts 100000000 fitted the flop budget and ran for hours)
@@ -35,11 +35,11 @@ def _common(p: argparse.ArgumentParser, *, bias: bool) -> None:
 
 def _bytes(text: str) -> float:
     """Parse 4G, 500M, 2.5e9 (argparse type)."""
-    t = text.strip().upper().removesuffix("B")
+    t = text.strip(TEXT_BLANKS).upper().removesuffix("B")
     mult = {"K": 1e3, "M": 1e6, "G": 1e9, "T": 1e12}.get(t[-1:], 1.0)
     try:
-        v = float(t[:-1] if mult != 1.0 else t) * mult
-    except ValueError:
+        v = float_from_text(t[:-1] if mult != 1.0 else t) * mult  # the shared syntax (no 1_0G, no other digits)
+    except InputError:
         raise argparse.ArgumentTypeError(f"expected a size like 4G, 500M or 2.5e9, got {text!r}") from None
     if not (v > 0 and v < float("inf")):
         raise argparse.ArgumentTypeError(f"expected a positive finite size, got {text!r}")
@@ -335,10 +335,7 @@ def _row_report(p, r: dict):
 
 def _counts_arg(text: str) -> list[int]:
     """Parse --counts 6,6,2,1 (argparse type); values are validated by the instance (>= 1)."""
-    try:
-        vals = [int(x) for x in text.split(",") if x.strip()]
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected comma-separated integers, got {text!r}") from None
+    vals = int_list(text)  # the shared syntax: ASCII integers, no empty entry ("2,,3", "2,")
     if len(vals) < 2:
         raise argparse.ArgumentTypeError(f"--counts needs at least 2 classes, got {text!r}")
     return vals
