@@ -442,11 +442,14 @@ def load_inputs(features, labels=None, weights=None, bias=None, layout: str = "a
         single = "__single__" in main
         feat = _pick(main, kf["features"], features, "FEATURES", True)
         files = {"features": str(features) if single else f"{features}['{kf['features']}']"}
+        # where each array comes from: a container (keys mean something) or a single-array file (.npy)
+        single_file = {k: (features if single else None) for k in ("features", "labels", "weights", "bias")}
 
         def from_option(path, key, opt):
             arrs = open_arrays(path, opt, diagnostics, wanted)
             srcs.extend(v for v in arrs.values() if isinstance(v, Source))
             files[key] = str(path)
+            single_file[key] = path if "__single__" in arrs else None
             return _pick(arrs, kf[key], path, opt, True)
 
         if labels is not None:
@@ -461,6 +464,10 @@ def load_inputs(features, labels=None, weights=None, bias=None, layout: str = "a
             (None if single else main.get(kf["weights"]))
         b_src = from_option(bias, "bias", "--bias") if bias is not None else \
             (None if single else main.get(kf["bias"]))
+        for k, v in (keys or {}).items():  # --labels-key on a .npy file named nothing and was ignored
+            if v and single_file.get(k) is not None:
+                raise InputError(f"--{k}-key {v!r}: the {k} come from {single_file[k]}, a file holding one array "
+                                 f"(no keys); --{k}-key names an array in a .npz / .pt / .safetensors container")
         if (keys or {}).get("weights") and W_src is None and not single:
             raise InputError(f"--weights-key: {features} has no array '{kf['weights']}'")
         if W_src is not None and "weights" not in files:
@@ -531,6 +538,9 @@ def scan_labels(inp: Inputs, step: int) -> np.ndarray:
     K_w = None if inp.weights is None else inp.weights.shape[0]
     for s, e in _label_chunks(inp, step):
         raw = inp.labels.read(s, e, 0)
+        if raw.dtype.kind == "u" and raw.size and int(raw.max()) >= inp.N:  # before the int64 cast wraps 2^63 around
+            raise InputError(f"{_named('--labels', name)}: label {int(raw.max())} is >= N = {inp.N}: some class has "
+                             "no sample (labels must be class indices 0..K-1 with every class present)")
         y = MT._labels_chunk(raw, e - s, None, f"{_named('--labels', name)}: ", False, None)
         if y.size:
             m = int(y.max())
