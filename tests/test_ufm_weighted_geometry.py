@@ -35,3 +35,17 @@ def test_equal_weights_keep_the_statement(capsys):
     rc, out, claims = _solve(capsys, "2,2,2")
     assert claims["geometry-simplex-etf"]["verdict"] == "VERIFIED"
     assert rc == 0 and out["verdict"] == "VERIFIED"
+
+
+def test_smoothed_target_preferring_other_classes_states_no_geometry(capsys):
+    """eps = 0.6667, 'others' convention: q_true = 0.3333 < q_other = 0.33335, outside the closed form's
+    hypothesis q_true > q_other; the certified minimiser is Z = 0 (the target is almost uniform), so the
+    former default statement 'simplex-etf' was REFUTED although the package predicts nothing there."""
+    rc = main(["solve", "ufm", "--loss", "ls", "--smoothing", "0.6667", "--smoothing-convention", "others",
+               "--counts", "2,2,2", "-d", "2", "--lambda-w", "0.01", "--lambda-h", "0.01", "--json"])
+    out = json.loads(capsys.readouterr().out)
+    claims = {c["id"]: c for c in out["claims"]}
+    assert claims["geometry-simplex-etf"]["verdict"] == "NOT_APPLICABLE"
+    assert "q_true > q_other" in claims["geometry-simplex-etf"]["reason"]
+    assert claims["closed-form"]["verdict"] == "NOT_APPLICABLE"
+    assert rc == 0 and out["verdict"] == "VERIFIED"

@@ -411,14 +411,19 @@ def _geometry_statements(s: "SG.GeneralSolution", predicted: dict, stated: list[
         expected = expected_geometry
     w = getattr(p.loss, "w", None)
     unequal = w is not None and np.size(w) > 1 and not np.all(np.asarray(w) == np.asarray(w).flat[0])
-    if s.balanced and p.G == p.K and s.closed_form is None and unequal:
-        # the simplex ETF is the package's statement for a loss symmetric under permutations of the classes;
-        # unequal class weights break that symmetry (as imbalance does), so no geometry is stated
-        out.append(_every(hypothesis_fails(f"geometry-{expected}", "the simplex-ETF statement needs a loss "
-                                           "symmetric under permutations of the classes; the class weights are "
-                                           f"unequal ({', '.join(f'{float(v):g}' for v in np.ravel(w))})",
-                                           {"class_weights": [float(v) for v in np.ravel(w)]}),
-                          "geometry", expected))
+    if s.balanced and p.G == p.K and s.closed_form is None and (unequal or s.closed_form_failed):
+        # the simplex ETF (or zero, by the phase of the closed form) is the package's statement for a loss
+        # symmetric under permutations of the classes, inside the closed form's hypotheses; unequal class
+        # weights break the symmetry (as imbalance does), and outside the hypotheses (a smoothed target that
+        # prefers the other classes) the closed form decides no phase, so no geometry is stated
+        if unequal:
+            why = ("the simplex-ETF statement needs a loss symmetric under permutations of the classes; the class "
+                   f"weights are unequal ({', '.join(f'{float(v):g}' for v in np.ravel(w))})")
+            ev = {"class_weights": [float(v) for v in np.ravel(w)]}
+        else:
+            why = "the geometry is stated by the balanced closed form: " + "; ".join(s.closed_form_failed)
+            ev = {}
+        out.append(_every(hypothesis_fails(f"geometry-{expected}", why, ev), "geometry", expected))
     elif s.balanced and p.G == p.K and mc is None:
         out.append(_every(Check(f"geometry-{expected}", Verdict.INCONCLUSIVE, f"no geometry certificate: the "
                                 f"class-mean Gram is not formed for K = {p.K} > {SG.EXPAND_MAX} classes",
@@ -573,6 +578,15 @@ def _geometry_certificate_claims(p, enc: dict, gcert: dict | None, cert, expecte
                                  "majority_classes": mino["majority_classes"]}), "minority-geometry"))
     lo, hi = gcert["_intervals"]["mean_cos"]
     exp_c = expected.get("class_mean_cosines")
+    nlo, nhi = gcert["_intervals"]["mean_norm"]
+    if exp_c is None and np.min(nlo) <= 0.0:
+        # the reported cosines are the statement; a class mean not bounded away from zero at the minimiser (the
+        # zero phase: Z* = 0) has no cosine, so none is stated (a user's expected cosines are still judged)
+        out.append(hypothesis_fails("class-mean-cosines", "cosines need nonzero class means; the proven class-mean "
+                                    f"norm intervals reach 0 (smallest lower end {fmt(float(np.min(nlo)), 3)}, largest "
+                                    f"upper end {fmt(float(np.max(nhi)), 3)})",
+                                    {"mean_norm_interval": [float(np.min(nlo)), float(np.max(nhi))]}))
+        return out
     C = 0.5 * (lo + hi) if exp_c is None else np.asarray(exp_c, dtype=float)
     if C.shape != lo.shape:
         out.append(Check("class-mean-cosines", Verdict.INCONCLUSIVE, f"expected cosines of shape {C.shape}, the "
