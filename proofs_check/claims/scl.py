@@ -973,10 +973,13 @@ def make_relu_cost_claim(cost: Callable = T.relu_cost, instances=None,
                 continue
             lo, hi = bp.value - etf_val, of_val - bu.value
             ev["cost_interval"] = [lo, hi]
-            if exceeds(lo - pred, tol) or exceeds(pred - hi, tol):
+            if not is_finite(pred):  # a non-finite prediction is never inside the interval nor a witness
+                yield Check(f"cost = UFM+ optimum - UFM optimum [{lab}]", Verdict.INCONCLUSIVE,
+                            f"the predicted cost {fmt(pred)} is not a finite number", ev)
+            elif exceeds(lo - pred, tol) or exceeds(pred - hi, tol):
                 yield Check(f"cost = UFM+ optimum - UFM optimum [{lab}]", Verdict.REFUTED,
                             f"the certified cost lies in [{fmt(lo)}, {fmt(hi)}], predicted {fmt(pred)}", ev)
-            elif within(hi - lo, tol):
+            elif within(hi - lo, tol) and within(lo - pred, tol) and within(pred - hi, tol):
                 yield Check(f"cost = UFM+ optimum - UFM optimum [{lab}]", Verdict.VERIFIED,
                             f"certified cost in [{fmt(lo)}, {fmt(hi)}] contains the predicted {fmt(pred)}", ev)
             else:
@@ -1009,8 +1012,12 @@ def make_centering_claim(weighted_cosines: Callable = T.weighted_centering_cosin
         # docs/scl.md (geometry conventions), 4 decimals
         yield close("sample-weighted centring of the OF, n = (5,3,2)", [-0.7715, -0.5244, -0.1373],
                     [cos[0, 1], cos[0, 2], cos[1, 2]], rtol=0, atol=5e-5, what="pairwise cosines")
-        G = cos
-        yield geometry_is("sample-weighted centring is not an ETF, n = (5,3,2)", "other", classify_gram(G))
+        G = np.asarray(cos, dtype=float)
+        if not np.all(np.isfinite(G)):  # a non-finite Gram has no geometry class (never a witness)
+            yield Check("sample-weighted centring is not an ETF, n = (5,3,2)", Verdict.INCONCLUSIVE,
+                        "the predicted cosines are not finite numbers: no geometry to classify", {})
+        else:
+            yield geometry_is("sample-weighted centring is not an ETF, n = (5,3,2)", "other", classify_gram(G))
 
     return Claim(claim_id, FAMILY,
                  "Centring an orthogonal frame by the unweighted mean of its vectors gives a simplex ETF; centring by "
