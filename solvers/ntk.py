@@ -20,7 +20,6 @@ import time
 from dataclasses import dataclass, field
 
 import numpy as np
-from scipy.integrate import DOP853, OdeSolution
 
 from solvers.common import Solution
 from theory import _work as budgets
@@ -369,6 +368,8 @@ def integrate(fun, T: float, y0: np.ndarray, *, rtol: float, atol: float, deadli
     interpolants passing ``max_bytes`` (a step count too). The wall clock is only a safety net:
     ``safety_s`` seconds after the call, or the ``time.perf_counter()`` value ``deadline``, whichever
     comes first (each reported, never silent; a run the safety net stops says so)."""
+    from scipy.integrate import DOP853, OdeSolution  # here: scipy.integrate costs ~0.6 s to import
+
     t0 = time.perf_counter()
     limit = math.inf if deadline is None else float(deadline)
     if safety_s is not None:

@@ -26,7 +26,6 @@ import time
 from dataclasses import dataclass, field
 
 import numpy as np
-from scipy.integrate import DOP853
 
 from theory import _work as budgets
 from theory import ntk as th
@@ -319,6 +318,8 @@ class GeneralTrajectory:
 def integrate_grid(fun, T: float, y0: np.ndarray, t_grid: np.ndarray, *, rtol: float, atol, max_steps: int):
     """DOP853 step by step; the state at each grid time from the step's dense output (only those kept).
     Returns (states at the grid times reached, steps, nfev, t reached, stopped reason or None)."""
+    from scipy.integrate import DOP853  # here: scipy.integrate costs ~0.6 s to import
+
     out = [np.array(y0, dtype=float)]
     gi = 1
     stopped = None
