@@ -543,6 +543,10 @@ def reparam_claim(invariant=("a-GWA", "b-GWA"), *, layers="hidden", compensation
 
     def check(ctx):
         cfg, X, Y, Ws, Ws2, Q, Tm = _reparam_setup(ctx, comp)
+        if not np.all(np.isfinite(Tm)):  # a non-finite loss matrix states nothing: never judged, never a witness
+            yield Check("compensation", Verdict.INCONCLUSIVE, "the compensating loss matrix compensation(Q) is not "
+                        "finite", {"shape": list(Tm.shape)})
+            return
         hs1, gb1, loss1 = S.forward_backward(Ws, X, Y)
         hs2, gb2, loss2 = S.forward_backward(Ws2, X, Y, loss_matrix=Tm)
         idx = range(cfg.n_layers - 1) if layers == "hidden" else range(cfg.n_layers)

@@ -175,6 +175,9 @@ def first_moment_claim(coefficient: float = 1.0, *, layer: int = -2, cfg: T.CRHE
     first moment from gamma Z_b against the tolerance kappa rho + n tied to the measured stationarity
     residual rho (FM_MARGIN). Fails when the deviation exceeds tolerance + margin in most seeds (a wrong
     coefficient, a non-stationary run)."""
+    from theory._validate import as_float
+
+    coefficient = as_float("coefficient", coefficient)  # NaN is refused, never judged
     if cfg is not None:
         _need_seeds(cfg)
 
@@ -634,6 +637,9 @@ def noise_claim(coefficient: float = 1.0, *, cfg: T.CRHExperiment | None = None,
     seed the measured balance (relative deviation within the stationarity tolerance STATIONARY_TOL;
     contradicted beyond STATIONARY_TOL + FM_MARGIN) and the RGA alignment against its Haar null q95
     (contradicted when below it by NULL_MARGIN)."""
+    from theory._validate import as_float
+
+    coefficient = as_float("coefficient", coefficient)  # NaN is refused, never judged
     if cfg is not None:
         _need_seeds(cfg)
 

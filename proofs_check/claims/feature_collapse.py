@@ -454,7 +454,7 @@ def make_trivial_phase_claim(threshold: Callable[[dict], object] = theorem1_thre
                   "instance": inst.to_dict()}
             yield close(f"{lab}: claimed threshold = ||grad CE(0)||_2", g, tau, rtol=THRESHOLD_RTOL, atol=err,
                         what="threshold", evidence=ev)
-            if tau is None:
+            if not is_finite(tau):  # no phase is predicted by a threshold that is not a number
                 continue
             claims_zero = inst.lam >= tau
             if exceeds(inst.lam - g, err):
@@ -576,7 +576,11 @@ def make_type3_claim(instances: Callable[[RunContext], Iterable[FCInstance]] = _
         for inst in instances(ctx):
             lab = _instance_label(inst)
             pred = predict(inst)
-            if pred.geometry == "type-III":
+            if pred.geometry == "type-III" and not is_finite(*pred.r, pred.b):  # NaN is never a witness
+                yield Check(f"{lab}: type-III constants", Verdict.INCONCLUSIVE,
+                            f"the predicted r = {list(pred.r)}, b = {pred.b} are not finite numbers",
+                            {"r_beta": None, "b": None})
+            elif pred.geometry == "type-III":
                 with T.mp.workdps(T.MP_DPS):
                     e1, e2 = T.type3_system(inst, [T.mp.mpf(x) for x in pred.r], T.mp.mpf(pred.b))
                     scale = max(inst.L * m * pred.b / inst.lam for m in inst.freqs)

@@ -195,6 +195,11 @@ def _hier_instances(ctx: RunContext) -> list[HierInstance]:
 def make_hier_collapse_claim(instances: Callable[[RunContext], Iterable[HierInstance]] = _hier_instances,
                              layer2_cosine: float | None = None, layer1_forced: bool = True,
                              claim_id: str = "feature_collapse.hier.collapse") -> Claim:
+    if layer2_cosine is not None:
+        from theory._validate import as_float
+
+        layer2_cosine = as_float("layer2_cosine", layer2_cosine)  # NaN is refused, never a witness
+
     def check(ctx):
         yield from _symbolic_checks()
         for h in instances(ctx):

@@ -294,7 +294,7 @@ def _moderate_run(ctx: RunContext, inst: th.NTKInstance | None = None):
 def invariant_claim(weights=(1.0, 1.0, 1.0), claim_id: str = "invariant") -> Claim:
     """E = W^T W - w0 D D^T/l0 - wc m M M^T/lc - wg N h h^T/lg is constant along the flow; the claim is
     weights (1, 1, 1) (then E = W^T W - H K^-1 H^T)."""
-    weights = tuple(float(w) for w in weights)
+    weights = tuple(as_float(f"weights[{i}]", w) for i, w in enumerate(weights))  # NaN is refused, never judged
 
     def check(ctx: RunContext) -> Iterable[Check]:
         yield matrix_zero("dE/dt = 0 for E = W^T W - H K^-1 H^T (symbolic W, H, b, kappa, s; C=2, m=2, n=2)",
@@ -386,6 +386,7 @@ def scatter_claim(eigen_name: str = "lambda_0", claim_id: str = "scatter") -> Cl
 def nc1_bound_claim(constant: float = 1.0, claim_id: str = "nc1-bound") -> Claim:
     """At zero loss ||D||_F^2 <= rank(D) c lambda_0 max(0, -lambda_min(E)), the claim being c = 1;
     checked through its finite-time form (see :func:`solvers.ntk.nc1_finite_time_bound`)."""
+    constant = as_float("constant", constant)  # NaN is refused, never a witness
 
     def check(ctx: RunContext) -> Iterable[Check]:
         slack_tol = 1e-9

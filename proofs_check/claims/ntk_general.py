@@ -293,6 +293,7 @@ def general_nc1_claim(constant: float = 1.0, class_inverse: Callable | None = No
     and the Gram identity at the end of small-initialisation flows within the exact remainder bound with
     ``class_inverse(K, counts)`` (default S K^-1 S^T; the block closed form on a perturbed kernel is REFUTED).
     The sympy lemma K^-1 >= P (P K P)^+ P (2 x 2 case) is a consistency check."""
+    constant = as_float("constant", constant)  # NaN is refused, never a witness
     cinv = class_inverse or th.class_level_inverse
 
     def check(ctx: RunContext) -> Iterable[Check]:
@@ -790,6 +791,7 @@ def ce_collapse_claim(constant: float = 1.0, escape_rate: Callable | None = None
     right-hand side at W = H = 0; the proven NC1(T) bound on CE flows from eps = 1e-6 with the block kernel (counts
     4,4,4 and 6,3,2) against 1e4 eps^2 (INCONCLUSIVE if the means have not escaped). ``collapses=False`` (the false
     "CE flows do not collapse": NC1 keeps 0.9 of its initial value) is REFUTED by the proven bound."""
+    constant = as_float("constant", constant)  # NaN is refused, never a witness
     esc = escape_rate or th.escape_rate_general
 
     def check(ctx: RunContext) -> Iterable[Check]:

@@ -89,9 +89,12 @@ def make_ls_value_claim(predict: Callable[..., float] = label_smoothing_value,
                     atol=LS_REFERENCE_ATOL, what="optimal value")
         for row in _ls_instances(ctx):
             k, n, d, lw, lh, eps, conv = row
+            pred = predict(k, n, lw, lh, eps, conv)
+            if not is_finite(pred):
+                yield _not_a_number(f"{_tag(*row)}: optimal-value", pred)
+                continue
             rep = judge_report(check_general(_ls_problem(*row), starts=1, seed=ctx.seed,
-                                             claimed_value=predict(k, n, lw, lh, eps, conv), minority_threshold=None),
-                               ctx)
+                                             claimed_value=pred, minority_threshold=None), ctx)
             c = next(ch for ch in rep.claims if ch.name == "optimal-value")
             yield Check(f"{_tag(*row)}: optimal-value", c.verdict, c.reason, c.evidence, c.independent, c.rigorous)
 
@@ -101,6 +104,12 @@ def make_ls_value_claim(predict: Callable[..., float] = label_smoothing_value,
                  "-log(1 - a) + a log((1 - a)(k - 1)/a) with a = (1 - q_y) + (k - 1) sqrt(n lw lh) when a < (k - 1)/k, "
                  "else log k.", SOURCE, Provenance.DERIVED, check, key=("predicted", "lower_bound", "gap"),
                  tags=("any-loss", "certified"))
+
+
+def _not_a_number(name: str, predicted) -> Check:
+    """A prediction that is not a finite number is never judged (never VERIFIED, never a witness)."""
+    return Check(name, Verdict.INCONCLUSIVE, f"the predicted value {predicted!r} is not a finite number",
+                 {"predicted": None})
 
 
 def make_ls_geometry_claim(claim_id: str = "ufm_general.label-smoothing.collapse-etf",
@@ -139,7 +148,11 @@ def make_regression_value_claim(predict: Callable[[np.ndarray, float, float], fl
     def check(ctx: RunContext):
         for Y, d, lw, lh in _regression_targets(ctx):
             tag = f"N={Y.shape[0]} m={Y.shape[1]} d={d} lw={lw:g} lh={lh:g}"
-            rep = judge_report(check_regression(Y, d, lw, lh, claimed_value=predict(Y, lw, lh), seed=ctx.seed), ctx)
+            pred = predict(Y, lw, lh)
+            if not is_finite(pred):
+                yield _not_a_number(f"{tag}: optimal-value", pred)
+                continue
+            rep = judge_report(check_regression(Y, d, lw, lh, claimed_value=pred, seed=ctx.seed), ctx)
             for c in rep.claims:
                 if c.name == "optimal-value":
                     yield Check(f"{tag}: optimal-value", c.verdict, c.reason, c.evidence, c.independent, c.rigorous)
@@ -215,11 +228,14 @@ def make_imbalanced_mse_value_claim(predict: Callable = imbalanced_mse_value,
         if ctx.full:
             rows.append((tuple(max(1, 60 - c // 5) for c in range(300)), 1e-4, 1e-4))
         for counts, lw, lh in rows:
-            rep = judge_report(check_general(_imb_problem("mse", {}, counts, len(counts), lw, lh), starts=1,
-                                             seed=ctx.seed, claimed_value=predict(counts, lw, lh),
-                                             minority_threshold=None), ctx)
-            c = next(ch for ch in rep.claims if ch.name == "optimal-value")
             tag = f"K={len(counts)} counts={','.join(map(str, counts[:6]))}{'...' if len(counts) > 6 else ''}"
+            pred = predict(counts, lw, lh)
+            if not is_finite(pred):
+                yield _not_a_number(f"{tag} lw={lw:g} lh={lh:g}: optimal-value", pred)
+                continue
+            rep = judge_report(check_general(_imb_problem("mse", {}, counts, len(counts), lw, lh), starts=1,
+                                             seed=ctx.seed, claimed_value=pred, minority_threshold=None), ctx)
+            c = next(ch for ch in rep.claims if ch.name == "optimal-value")
             yield Check(f"{tag} lw={lw:g} lh={lh:g}: optimal-value", c.verdict, c.reason, c.evidence, c.independent,
                         c.rigorous)
 

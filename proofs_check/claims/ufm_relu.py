@@ -380,6 +380,9 @@ def make_classifier_sign_claim(direction=(1.0, -1.0), negative_entries: bool = T
     numeric max-margin direction (grid + golden section), w_1 + w_2 = 0 at every stationary point (softmax
     gradients sum to 0: sympy) and at the certified optimum, the proven sign of every minimiser's classifier.
     Fails: another direction (its margin is below the max-margin value), 'no negative entries' (proven)."""
+    from theory._validate import as_float_tuple
+
+    direction = as_float_tuple("direction", direction)  # NaN is refused, never a witness
 
     def check(ctx: RunContext):
         import sympy as sp
