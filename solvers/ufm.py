@@ -127,6 +127,12 @@ BLOCK_MIN_FLOPS = 2e8
 #: summation order, and with it every bit of the value and gradient, is the same on any machine and at any number
 #: of threads; the threads (min(usable cores, blocks)) only decide which block runs where.
 MAX_BLOCKS = 8
+#: The fused CE evaluation (:meth:`JointObjective._ce_exp`) takes exp of the logits themselves when every label's
+#: term exp(u_y) is at least this (label logits >= about -665): the exps of the other logits that underflow
+#: (absolute error up to 2^-1074 each) are then below 2^-114 of the label's term, under the 2^-53 rounding of the
+#: label-shifted sum 1 + rest. Below it the label-shifted evaluation is used.
+EXP_LABEL_MIN = 2.0 ** -960
+FLOAT64_MAX = float(np.finfo(np.float64).max)
 
 
 class JointObjective:
@@ -135,8 +141,8 @@ class JointObjective:
     Three matrix products (W H, G H^T, W^T G) and one pass of exp over the logits, in place. Use inside
     :func:`single_threaded_blas` (``blas_threads(0)``). Below ``BLOCK_MIN_FLOPS`` per product (``blocks=1``)
     one fused single-threaded evaluation (:meth:`_single`: no temporaries, the bias and the regularisers enter
-    the products through BLAS's beta, no max pass; docs/benchmarks.md has its speed against three
-    single-thread GEMMs of the same shapes). Above it the samples are split into column blocks that run on
+    the products through BLAS's beta and 1/N through its alpha, CE without a max or shift pass;
+    docs/benchmarks.md has its speed against three single-thread GEMMs of the same shapes). Above it the samples are split into column blocks that run on
     threads (numpy and BLAS release the GIL), each with single-threaded BLAS. The number of blocks depends on
     the sizes only (``MAX_BLOCKS``), so the result is bit-identical at any number of threads or cores.
     """
@@ -165,7 +171,7 @@ class JointObjective:
 
             self._dgemm = dgemm
             self.ones_k, self.ones_n = np.ones(k), np.ones(N)
-            self.colsum, self.label_g, self.logs = np.empty(N), np.empty(N), np.empty(N)
+            self.colsum, self.label_g, self.logs, self.rest = np.empty(N), np.empty(N), np.empty(N), np.empty(N)
 
     def __call__(self, x: np.ndarray):
         self.nfev += 1
@@ -205,53 +211,96 @@ class JointObjective:
         return f, g
 
     def _single(self, x: np.ndarray):
-        """One block, fused, no temporaries: U = b 1^T (one broadcast copy) + W H (GEMM with beta = 1); CE: each
-        sample is shifted by its label logit (the label entry becomes exactly 0, so every column sum of exp is >= 1
-        and the loss of sample i is log(sum_j exp(u_ji - u_{y_i i})), with no max pass), exp in place, column sums
-        and G 1 as matrix-vector products, lh H and lw W entering W^T G and G H^T through beta. When a logit exceeds
-        its label's by more than ~700 a column sum overflows (the loss is then not finite): the max-shifted
-        :meth:`_block` is used instead."""
+        """One block, fused, no temporaries. U = b 1^T (one broadcast copy) + W H (GEMM with beta = 1); U then
+        becomes N G in place (CE: :meth:`_ce_exp`, or :meth:`_ce_label_shifted` when a label logit is outside
+        the range of exp; MSE: U - Y), and 1/N enters the two gradient products as BLAS's alpha (one rounding of
+        each product instead of one per entry of G), lh H and lw W as their beta, G 1 as a matrix-vector
+        product. When a logit exceeds its label's by more than ~700 the max-shifted :meth:`_block` is used."""
         dgemm = self._dgemm
         inst, kd, dN = self.inst, self.kd, self.dN
         k, d, N = inst.k, inst.d, inst.N
         x = np.asarray(x, dtype=np.float64)  # the products write into float64 buffers in place
-        W = x[:kd].reshape(k, d)
-        H = x[kd: kd + dN].reshape(d, N)
-        b = x[kd + dN:]
+        xw, xh, b = x[:kd], x[kd: kd + dN], x[kd + dN:]
+        W, H = xw.reshape(k, d), xh.reshape(d, N)
         g = np.empty_like(x)
         gW, gH, gb = g[:kd].reshape(k, d), g[kd: kd + dN].reshape(d, N), g[kd + dN:]
-        U, flat, s = self.U[0], self.label_pos[0], self.colsum
-        Uf = U.reshape(-1)
+        U, flat = self.U[0], self.label_pos[0]
+        Uf, Ut, Wt, Ht = U.reshape(-1), U.T, W.T, H.T
         np.copyto(U, b[:, None])  # U = b 1^T: one pass (fill + ger were two; the same bits)
-        dgemm(1.0, H.T, W.T, beta=1.0, c=U.T, overwrite_c=1)  # U += W H
+        dgemm(1.0, Ht, Wt, 1.0, Ut, 0, 0, 1)  # U += W H (positional: f2py parses keywords slowly)
         if inst.loss == "ce":
-            np.subtract(U, Uf[flat], out=U)  # shift each sample by its label logit: U_y = 0 exactly
-            with np.errstate(over="ignore"):
-                np.exp(U, out=U)
-            np.dot(self.ones_k, U, out=s)
-            # loss_i = log(sum_j exp(u_j - u_y)); s >= 1, so the sum is finite iff every s is (add.reduce: np.sum's
-            # pairwise sum without its Python layer)
-            val = float(np.add.reduce(np.log(s, out=self.logs)))
-            if not math.isfinite(val):
-                return self._fallback(x)
-            np.multiply(s, float(N), out=s)
-            np.divide(1.0, s, out=s)
-            np.multiply(U, s, out=U)  # softmax / N; the label entries are exp(0) s = s exactly
-            Uf[flat] = np.subtract(s, 1.0 / N, out=self.label_g)  # G = (P - Y) / N
+            val = self._ce_exp(U, Uf, flat)
+            if val is None:  # U was overwritten: the logits again, shifted by their labels'
+                np.copyto(U, b[:, None])
+                dgemm(1.0, Ht, Wt, 1.0, Ut, 0, 0, 1)
+                val = self._ce_label_shifted(U, Uf, flat)
+                if val is None:
+                    return self._fallback(x)
         else:
-            Uf[flat] -= 1.0
+            Uf[flat] -= 1.0  # N G = U - Y
             val = 0.5 * float(np.dot(Uf, Uf))
-            np.multiply(U, 1.0 / N, out=U)  # G = (U - Y) / N
+        inv_n = 1.0 / N
         np.multiply(H, inst.lh, out=gH)
-        dgemm(1.0, U.T, W.T, beta=1.0, c=gH.T, trans_b=1, overwrite_c=1)  # gH = W^T G + lh H
+        dgemm(inv_n, Ut, Wt, 1.0, gH.T, 0, 1, 1)  # gH = W^T G + lh H
+        hh = float(np.dot(xh, xh))  # while H is in cache
         np.multiply(W, inst.lw, out=gW)
-        dgemm(1.0, H.T, U.T, beta=1.0, c=gW.T, trans_a=1, overwrite_c=1)  # gW = G H^T + lw W
+        dgemm(inv_n, Ht, Ut, 1.0, gW.T, 1, 0, 1)  # gW = G H^T + lw W
         np.dot(U, self.ones_n, out=gb)
+        np.multiply(gb, inv_n, out=gb)  # G 1
         if inst.lb:
             gb += inst.lb * b
-        dot, xw, xh = np.dot, x[:kd], x[kd: kd + dN]  # np.dot: the same BLAS ddot as @, with less overhead
-        f = val / N + 0.5 * (inst.lw * float(dot(xw, xw)) + inst.lh * float(dot(xh, xh)) + inst.lb * float(dot(b, b)))
+        dot = np.dot  # np.dot: the same BLAS ddot as @, with less overhead
+        f = val / N + 0.5 * (inst.lw * float(dot(xw, xw)) + inst.lh * hh + inst.lb * float(dot(b, b)))
         return f, g
+
+    def _ce_exp(self, U, Uf, flat):
+        """CE on the logits U (k x N, in place): the summed loss, U = N (softmax - Y); None (U destroyed) when a
+        label logit is outside [log EXP_LABEL_MIN, ~709.78] or a column sum of exp overflows.
+
+        exp of the logits themselves (no shift pass): e_i = exp(u_{y_i i}) is the label's term, rest_i the sum of
+        the others (the label entries are zeroed before the column sums, so rest_i is a sum of positive terms and
+        carries no cancellation); loss_i = log1p(rest_i / e_i), accurate to a few ulp at every size of the loss
+        (the label-shifted log(1 + rest) rounds 1 + rest, losing every digit of a loss below 1e-16), and the
+        label entry of N G is -rest_i / (e_i + rest_i), without the cancellation of p_y - 1. Every exp is
+        that of a float64 input (no rounded difference of logits inside it)."""
+        rest, t, r = self.rest, self.colsum, self.logs
+        with np.errstate(over="ignore", under="ignore"):
+            np.exp(U, out=U)
+            e = Uf[flat]
+            Uf[flat] = 0.0
+            np.dot(self.ones_k, U, out=rest)
+            np.add(e, rest, out=t)  # the column sums of exp
+            # t finite: no exp overflowed (t >= every term, all >= 0; a NaN fails the test too)
+            if not (np.minimum.reduce(e) >= EXP_LABEL_MIN and np.maximum.reduce(t) <= FLOAT64_MAX):
+                return None
+            np.divide(rest, e, out=r)
+            val = float(np.add.reduce(np.log1p(r, out=r)))  # add.reduce: np.sum's pairwise sum, less overhead
+        if not math.isfinite(val):  # rest / e overflowed
+            return None
+        np.divide(rest, t, out=rest)
+        np.divide(1.0, t, out=t)
+        np.multiply(U, t, out=U)  # N softmax, label entries 0
+        Uf[flat] = np.negative(rest, out=rest)  # N (p_y - 1) = -rest / t
+        return val
+
+    def _ce_label_shifted(self, U, Uf, flat):
+        """CE on the logits U (in place), each sample shifted by its label logit: the label entry becomes exactly
+        0, so every column sum s of exp is >= 1 and loss_i = log(s_i), with no max pass; U = N (softmax - Y).
+        For label logits outside the range of :meth:`_ce_exp`; None when a logit exceeds its label's by more
+        than ~700 (a column sum overflows)."""
+        s = self.colsum
+        np.subtract(U, Uf[flat], out=U)  # U_y = 0 exactly
+        with np.errstate(over="ignore"):
+            np.exp(U, out=U)
+        np.dot(self.ones_k, U, out=s)
+        # s >= 1, so the sum of the logs is finite iff every s is
+        val = float(np.add.reduce(np.log(s, out=self.logs)))
+        if not math.isfinite(val):
+            return None
+        np.divide(1.0, s, out=s)
+        np.multiply(U, s, out=U)  # N softmax; the label entries are exp(0) / s = 1 / s exactly
+        Uf[flat] = np.subtract(s, 1.0, out=self.label_g)  # N (P - Y)
+        return val
 
     def _fallback(self, x: np.ndarray):
         """The max-shifted evaluation of one block (logits far above their label's)."""
