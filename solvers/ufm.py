@@ -128,9 +128,9 @@ BLOCK_MIN_FLOPS = 2e8
 #: of threads; the threads (min(usable cores, blocks)) only decide which block runs where.
 MAX_BLOCKS = 8
 #: The fused CE evaluation (:meth:`JointObjective._ce_exp`) takes exp of the logits themselves when every label's
-#: term exp(u_y) is at least this (label logits >= about -665): the exps of the other logits that underflow
-#: (absolute error up to 2^-1074 each) are then below 2^-114 of the label's term, under the 2^-53 rounding of the
-#: label-shifted sum 1 + rest. Below it the label-shifted evaluation is used.
+#: term exp(u_y) is at least this (label logits >= about -665): an exp of another logit that underflows (absolute
+#: error up to 2^-1074) is then off by at most 2^-114 of the label's term, far under the 2^-53 rounding of the sum
+#: 1 + rest in the label-shifted evaluation, which is used below it (and above exp's range, ~709.78).
 EXP_LABEL_MIN = 2.0 ** -960
 FLOAT64_MAX = float(np.finfo(np.float64).max)
 
@@ -241,8 +241,8 @@ class JointObjective:
             val = 0.5 * float(np.dot(Uf, Uf))
         inv_n = 1.0 / N
         np.multiply(H, inst.lh, out=gH)
-        dgemm(inv_n, Ut, Wt, 1.0, gH.T, 0, 1, 1)  # gH = W^T G + lh H
         hh = float(np.dot(xh, xh))  # while H is in cache
+        dgemm(inv_n, Ut, Wt, 1.0, gH.T, 0, 1, 1)  # gH = W^T G + lh H
         np.multiply(W, inst.lw, out=gW)
         dgemm(inv_n, Ht, Ut, 1.0, gW.T, 1, 0, 1)  # gW = G H^T + lw W
         np.dot(U, self.ones_n, out=gb)
