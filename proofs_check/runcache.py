@@ -14,7 +14,8 @@ old entries are simply never read again (``ncproofs run --clear-cache`` deletes 
 Where: ``$NCPROOFS_CACHE_DIR``, else ``$XDG_CACHE_HOME/ncproofs``, else ``~/.cache/ncproofs``;
 one JSON file per entry (written atomically); ``timings/<profile>.json``: each claim's CPU
 seconds in the last run, which only orders the work of parallel workers (longest first; no verdict
-reads it). ``ncproofs run --no-cache`` or ``NCPROOFS_CACHE=0`` turns it off. A cache that cannot be read or written is ignored (the claim
+reads it), and ``timings/<profile>-imports.json``: the heavy libraries each claim imported (cvxpy,
+scipy.integrate, ...), which only tells the workers which claims to take together. ``ncproofs run --no-cache`` or ``NCPROOFS_CACHE=0`` turns it off. A cache that cannot be read or written is ignored (the claim
 simply runs).
 """
 
@@ -285,6 +286,40 @@ class RunCache:
 
             self._timings_path(ctx).parent.mkdir(parents=True, exist_ok=True)
             write_text_atomic(self._timings_path(ctx), json.dumps(doc, sort_keys=True))
+        except (OSError, ValueError, TypeError):
+            pass
+
+    # ---- the heavy libraries each claim imported (which claims a worker should take together; no verdict reads them)
+
+    def _imports_path(self, ctx: RunContext) -> Path:
+        return self.dir / "timings" / f"{ctx.profile}{'-rigorous' if ctx.rigorous else ''}-imports.json"
+
+    def imports(self, ctx: RunContext) -> dict[str, list[str]]:
+        """Claim id -> the heavy libraries (``runner.HEAVY_IMPORTS``) it imported in some earlier run under
+        ``ctx``'s profile ({} when unknown)."""
+        try:
+            doc = json.loads(self._imports_path(ctx).read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return {}
+        if not isinstance(doc, dict):
+            return {}
+        return {k: sorted({x for x in v if isinstance(x, str)}) for k, v in doc.items()
+                if isinstance(k, str) and isinstance(v, list)}
+
+    def record_imports(self, ctx: RunContext, imports: dict[str, Iterable[str]]) -> None:
+        """Add ``imports`` (claim id -> libraries it imported) to the stored lists: a library stays listed
+        once seen (a claim run after another one that imported it imports nothing); write errors are ignored."""
+        new = {k: set(v) for k, v in imports.items() if v}
+        if not new:
+            return
+        doc = self.imports(ctx)
+        for k, v in new.items():
+            doc[k] = sorted(set(doc.get(k, ())) | v)
+        try:
+            from proofs_check.outputs import write_text_atomic
+
+            self._imports_path(ctx).parent.mkdir(parents=True, exist_ok=True)
+            write_text_atomic(self._imports_path(ctx), json.dumps(doc, sort_keys=True))
         except (OSError, ValueError, TypeError):
             pass
 

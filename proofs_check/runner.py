@@ -218,7 +218,8 @@ def run_claims(claims: list[Claim], ctx: RunContext | None = None, *, progress: 
                 cached[i] = r
     todo = [i for i in range(len(claims)) if i not in cached]
     costs = cache.timings(ctx) if cache is not None else {}
-    pool = _start_pool(claims, ctx, _groups(claims, todo, costs), workers)
+    needs = cache.imports(ctx) if cache is not None else {}
+    pool = _start_pool(claims, ctx, _groups(claims, todo, costs), workers, needs)
     results = []
     try:
         for i, c in enumerate(claims):
@@ -238,6 +239,7 @@ def run_claims(claims: list[Claim], ctx: RunContext | None = None, *, progress: 
     if cache is not None:
         cache.record_timings(ctx, {r.claim.id: r.cpu_seconds for r in results
                                    if not getattr(r, "cached", False) and r.cpu_seconds is not None})
+        cache.record_imports(ctx, {r.claim.id: getattr(r, "imports", None) or () for r in results})
     return RunResult(results, ctx, time.perf_counter() - t0, workers if pool is not None else 1)
 
 
@@ -276,11 +278,21 @@ def _blas_limit():
     return _BLAS_VIEW[0].limit(limits=CLAIM_BLAS_THREADS, user_api="blas")
 
 
+#: Libraries that take a noticeable part of a second to import and that some claims need and others do not:
+#: a worker remembers which it has loaded (:class:`_Pool`), and the run cache keeps which each claim imported
+#: (``RunCache.record_imports``), so that the next run gives the claims that import one of them to one worker
+#: (cvxpy: scl.theorem1.low_dim_gap and ufm.ce.optimal-value, 1-2 CPU s each time it is imported)
+HEAVY_IMPORTS = ("cvxpy", "scipy.integrate", "scipy.optimize", "scipy.stats", "scipy.sparse", "torch",
+                 "matplotlib", "sympy", "mpmath", "flint")
+
+
 def _timed_run(claim: Claim, ctx: RunContext) -> ClaimResult:
+    before = [m for m in HEAVY_IMPORTS if m not in sys.modules]
     c0 = time.process_time()
     with _blas_limit():
         r = claim.run(ctx)
     r.cpu_seconds = time.process_time() - c0
+    r.imports = [m for m in before if m in sys.modules]
     return r
 
 
@@ -337,7 +349,7 @@ def _worker_main(conn, inherited) -> None:
         for i in group:
             r = _timed_run(claims[i], ctx)
             try:
-                out.append(pickle.dumps((r.verdict, r.reason, r.checks, r.seconds, r.cpu_seconds)))
+                out.append(pickle.dumps((r.verdict, r.reason, r.checks, r.seconds, r.cpu_seconds, r.imports)))
             except Exception:  # noqa: BLE001 - anything that does not pickle is recomputed by the parent
                 out.append(None)
         conn.send(out)
@@ -348,6 +360,7 @@ class _Worker:
         self.process, self.conn = process, conn
         self.group: list[int] | None = None  # the group it runs now
         self.families: set = set()  # the families of the groups it has run
+        self.loaded: set = set()  # the HEAVY_IMPORTS those groups imported in earlier runs
         self.dead = False
 
 
@@ -355,20 +368,25 @@ class _Pool:
     """Forked workers and the groups still to run (longest first); ``items``: claim index -> what its worker
     sent back (None: run it here).
 
-    The next group of a free worker (:meth:`_choose`): the longest pending group of a family it has run
-    (modules of one family share imports and memoised work: ``solvers.ntk`` and ``solvers.ntk_general`` import
-    scipy.integrate, the crh modules train the same networks, scl's certificates import cvxpy: measured on
-    2 cores, the families run as units took ~1 CPU s less than their modules spread over both workers),
-    else the longest group of a family no other worker has run, else the longest. A free worker never
+    The next group of a free worker (:meth:`_choose`), the first rule that finds one: the longest pending
+    group of a family it has run (modules of one family share imports and memoised work: the ntk modules
+    import scipy.integrate, the crh modules train the same networks; measured on 2 cores, the families run
+    as units took ~1 CPU s less than their modules spread over both workers); the longest that imported,
+    in an earlier run (``needs``: claim id -> :data:`HEAVY_IMPORTS`), a library this worker has loaded and
+    no other, and none that only another worker has (cvxpy: scl and ufm); the longest of a family no other
+    worker has run, without such a library; the longest without one; the longest. A free worker never
     waits while a group is pending, so the run still ends close to total CPU / workers. Which worker runs
     what decides nothing but the time."""
 
-    def __init__(self, claims, ctx, groups: list[list[int]], workers: int):
+    def __init__(self, claims, ctx, groups: list[list[int]], workers: int, needs: dict | None = None):
         import multiprocessing as mp
 
         global _FORKED
         fork = mp.get_context("fork")
         self.claims, self.pending, self.items = claims, [list(g) for g in groups], {}
+        needs = needs or {}
+        self.needs = {g[0]: frozenset(m for i in g for m in needs.get(claims[i].id, ()) if m in HEAVY_IMPORTS)
+                      for g in self.pending}
         self.workers: list[_Worker] = []
         _FORKED = (list(claims), ctx)
         try:
@@ -394,11 +412,17 @@ class _Pool:
         for k, f in enumerate(fams):
             if f in w.families:
                 return k
-        others = set().union(*(x.families for x in self.workers if x is not w))
-        for k, f in enumerate(fams):
-            if f not in others:
+        rest = [x for x in self.workers if x is not w]
+        others, theirs = set().union(*(x.families for x in rest)), set().union(*(x.loaded for x in rest))
+        needs = [self.needs.get(g[0], frozenset()) for g in self.pending]
+        dup = [bool((n & theirs) - w.loaded) for n in needs]  # would import again what another worker has
+        for k, n in enumerate(needs):
+            if not dup[k] and (n & w.loaded) - theirs:
                 return k
-        return 0
+        for k, f in enumerate(fams):
+            if f not in others and not dup[k]:
+                return k
+        return next((k for k in range(len(fams)) if not dup[k]), 0)
 
     def _lost(self, group) -> None:
         for j in group or ():
@@ -416,6 +440,7 @@ class _Pool:
             return
         w.group = g
         w.families.add(self._family(g))
+        w.loaded |= self.needs.get(g[0], frozenset())
 
     def result(self, i: int):
         """What the worker that ran claim ``i`` sent back (None: run it here), waiting for it as needed."""
@@ -466,12 +491,12 @@ class _Pool:
             w.conn.close()
 
 
-def _start_pool(claims, ctx, groups: list[list[int]], workers):
+def _start_pool(claims, ctx, groups: list[list[int]], workers, needs: dict | None = None):
     import multiprocessing as mp
 
     if workers <= 1 or len(groups) <= 1 or "fork" not in mp.get_all_start_methods():
         return None
-    return _Pool(claims, ctx, groups, workers)
+    return _Pool(claims, ctx, groups, workers, needs)
 
 
 def _collect(pool, i: int, claim: Claim, ctx: RunContext) -> ClaimResult:
@@ -480,9 +505,9 @@ def _collect(pool, i: int, claim: Claim, ctx: RunContext) -> ClaimResult:
     item = pool.result(i)
     if item is None:  # a worker that died, or a result that does not pickle
         return _timed_run(claim, ctx)
-    verdict, reason, checks, seconds, cpu = item
+    verdict, reason, checks, seconds, cpu, imports = item
     r = ClaimResult(claim, verdict, reason, checks, seconds)
-    r.cpu_seconds = cpu
+    r.cpu_seconds, r.imports = cpu, imports
     return r
 
 

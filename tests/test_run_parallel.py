@@ -168,3 +168,71 @@ def test_jobs_1_and_2_give_bit_identical_reports(tmp_path, capsys):
         assert a["cpu_seconds"] >= 0 and b["cpu_seconds"] >= 0
     assert _timeless(docs[0]) == _timeless(docs[1])
     capsys.readouterr()
+
+
+# ---- which worker takes which module (time only, never a result) ------------------------------------
+
+def _bare_pool(claims, groups, needs=None, workers=2):
+    """A :class:`runner._Pool` without processes: the scheduling state only."""
+    pool = object.__new__(runner._Pool)
+    pool.claims, pool.pending, pool.items = claims, [list(g) for g in groups], {}
+    pool.needs = {g[0]: frozenset(m for i in g for m in (needs or {}).get(claims[i].id, ())) for g in groups}
+    pool.workers = [runner._Worker(None, None) for _ in range(workers)]
+    return pool
+
+
+def _fam_claim(cid, family, module):
+    c = _claim(cid, module=module)
+    return Claim(cid, family, "s", "src", Provenance.DERIVED, c.check)
+
+
+def test_a_free_worker_takes_its_family_then_the_modules_of_the_libraries_it_has_loaded():
+    claims = [_fam_claim("ntk.t.a", "ntk", "m.ntk_a"), _fam_claim("crh.t.a", "crh", "m.crh_a"),
+              _fam_claim("scl.t.a", "scl", "m.scl"), _fam_claim("ntk.t.b", "ntk", "m.ntk_b"),
+              _fam_claim("ufm.t.a", "ufm", "m.ufm"), _fam_claim("crh.t.b", "crh", "m.crh_b")]
+    needs = {"scl.t.a": ["cvxpy"], "ufm.t.a": ["cvxpy"], "ntk.t.a": ["scipy.integrate"]}
+    pool = _bare_pool(claims, [[i] for i in range(6)], needs)
+    a, b = pool.workers
+    pick = lambda w: pool.pending[pool._choose(w)][0]  # noqa: E731
+    for w in (a, b):  # what _dispatch does, without a pipe
+        g = pool.pending.pop(pool._choose(w))
+        w.families.add(pool._family(g))
+        w.loaded |= pool.needs[g[0]]
+    assert a.families == {"ntk"} and b.families == {"crh"} and a.loaded == {"scipy.integrate"} and not b.loaded
+    assert pick(a) == 3 and pick(b) == 5  # its own family first, longest first
+    pool.pending = [[2], [4]]  # scl then ufm: both import cvxpy
+    g = pool.pending.pop(pool._choose(b))
+    b.families.add(pool._family(g))
+    b.loaded |= pool.needs[g[0]]
+    assert g == [2] and pick(b) == 4  # the worker that has cvxpy takes the other module that imports it
+    assert pick(a) == 4  # the only group left: a free worker never waits
+    pool.pending = [[4], [1]]
+    assert pick(a) == 1  # another worker has cvxpy: a takes the group that does not import it again
+
+
+def test_the_cache_keeps_the_heavy_libraries_each_claim_imported(tmp_path, monkeypatch):
+    import sys
+    import types
+
+    monkeypatch.setattr(runner, "HEAVY_IMPORTS", runner.HEAVY_IMPORTS + ("_ncproofs_test_heavy",))
+
+    def check(ctx):
+        sys.modules["_ncproofs_test_heavy"] = types.ModuleType("_ncproofs_test_heavy")
+        yield Check("c", Verdict.VERIFIED, "ok", {})
+
+    check.__module__ = "tests.fake_claims.heavy"
+    heavy = Claim("ufm.t.heavy", "ufm", "s", "src", Provenance.DERIVED, check)
+    try:
+        for workers in (1, 2):
+            sys.modules.pop("_ncproofs_test_heavy", None)
+            cache = runcache.RunCache(tmp_path / str(workers))
+            run = runner.run_claims([heavy, _claim("ufm.t.light")], RunContext(), progress=False,
+                                    workers=workers, cache=cache)
+            assert run.results[0].imports == ["_ncproofs_test_heavy"] and run.results[1].imports == []
+            assert cache.imports(RunContext()) == {"ufm.t.heavy": ["_ncproofs_test_heavy"]}
+        # a library stays listed once seen, the other profiles keep their own lists
+        cache.record_imports(RunContext(), {"ufm.t.heavy": [], "ufm.t.light": ["cvxpy"]})
+        assert cache.imports(RunContext()) == {"ufm.t.heavy": ["_ncproofs_test_heavy"], "ufm.t.light": ["cvxpy"]}
+        assert cache.imports(RunContext("full")) == {}
+    finally:
+        sys.modules.pop("_ncproofs_test_heavy", None)
