@@ -117,9 +117,9 @@ def build_parser(run_only: bool = False) -> tuple[argparse.ArgumentParser, dict,
     r = sub.add_parser("run", help="run the registered proof checks and write reports")
     r.add_argument("--only", action="append", metavar="PATTERN",
                    help=ONLY_HELP)
-    r.add_argument("--profile", choices=("quick", "full"), default="quick",
+    r.add_argument("--profile", choices=("quick", "full"), default=None,
                    help="quick (default, about 8 s on 2 cores) or full (exhaustive, slow)")
-    r.add_argument("--full", dest="profile", action="store_const", const="full", help="same as --profile full")
+    r.add_argument("--full", action="store_true", help="same as --profile full (--profile quick --full is refused)")
     r.add_argument("--seed", type=int, default=0)
     r.add_argument("--report", default="ncproofs-report.md", help="Markdown report path ('' to skip)")
     r.add_argument("--json", dest="json_path", default="ncproofs-report.json", help="JSON report path ('' to skip)")
@@ -260,6 +260,7 @@ def main(argv: list[str] | None = None) -> int:
     if bad:
         print(f"ncproofs: error: {bad}", file=sys.stderr)
         return 2
+    args._argv = tuple(argv)  # the words as typed (after the checks above, which go over every option's value)
     where = " ".join(x for x in (getattr(args, "command", None), getattr(args, "family", None)) if x) or "ncproofs"
     guard = _StdoutGuard(sys.stdout)
     sys.stdout = guard
@@ -300,6 +301,19 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         if sys.stdout is guard:
             sys.stdout = guard.stream
+
+
+def _typed(option: str, argv) -> bool:
+    """``option`` (or an abbreviation argparse accepts, or ``option=VALUE``) is among the words of ``argv`` (for
+    options whose default is a value, e.g. ``--plot-dpi``: given or not is not in the namespace)."""
+    for word in argv:
+        if word == "--":
+            return False
+        name = word.split("=", 1)[0]
+        if name.startswith("--") and len(name) > 2 and option.startswith(name) and (
+                name == option or len(name) > option.rfind("-") + 1):
+            return True
+    return False
 
 
 def _skip_final_collection() -> None:
@@ -568,13 +582,16 @@ def _dispatch(parser, args, smap, tmap, emap) -> int:
         from proofs_check import runcache
         from proofs_check.runner import default_workers
 
+        if args.full and args.profile == "quick":  # the last one silently won
+            raise UsageError("--full and --profile quick contradict each other: give one of them")
+        profile = "full" if args.full else (args.profile or "quick")
         jobs = default_workers(len(claims)) if args.jobs in (None, "auto") else args.jobs
         if not 1 <= jobs <= MAX_JOBS:  # --jobs 100000 forked one process per claim
             raise UsageError(f"--jobs must be in [1, {MAX_JOBS}], got {jobs}")
         cache = None if args.no_cache or not runcache.enabled_by_env() else runcache.RunCache()
         if args.clear_cache:
             runcache.RunCache().clear()
-        run = run_claims(claims, RunContext(args.profile, args.seed, args.rigorous), progress=not args.quiet,
+        run = run_claims(claims, RunContext(profile, args.seed, args.rigorous), progress=not args.quiet,
                          workers=jobs, cache=cache)
         print(summary_table(run))
         write_reports(run, args.report or None, args.json_path or None)
@@ -593,6 +610,11 @@ def _dispatch(parser, args, smap, tmap, emap) -> int:
             raise UsageError("solve needs a family: " + ", ".join(smap))
         if getattr(args, "rigorous", False) and not _flint_available():  # before any work
             return 2
+        if not getattr(args, "plot", None):  # --plot-size / --plot-dpi alone drew nothing and said nothing
+            given = [o for o in ("--plot-size", "--plot-dpi") if _typed(o, getattr(args, "_argv", ()))]
+            if given:
+                raise UsageError(f"{' and '.join(given)} {'need' if len(given) > 1 else 'needs'} --plot PATH "
+                                 "(the figure they size)")
         if getattr(args, "plot", None):
             # the options first (bad input is named whether or not the extra is installed), then the extra,
             # all before an expensive solve

@@ -445,3 +445,38 @@ def test_measure_uint64_label_beyond_int64_is_shown_as_it_is(zoo, tmp_path):
     y = tmp_path / "yu.npy"
     np.save(y, np.array([0] * 6 + [1] * 5 + [2 ** 63], dtype=np.uint64))
     _refused(["measure", files["X"], "--labels", str(y)], cwd, "--labels", "label 9223372036854775808")
+
+
+# ---- options that contradict each other or would do nothing -------------------------------------------------
+
+def test_run_full_and_profile_quick_contradict(zoo):
+    files, cwd = zoo
+    for argv in (["run", "--profile", "quick", "--full"], ["run", "--full", "--profile=quick"]):
+        _refused(argv + ["--only", "geometry", "--quiet", "--report", "", "--json", ""], cwd, "--full",
+                 "--profile quick")
+    ns, rc, _ = _parse(["run", "--full", "--profile", "full"])
+    assert rc == 0 and ns.full and ns.profile == "full"
+
+
+@pytest.mark.parametrize("extra,needles", [
+    (["--plot-dpi", "100"], ["--plot-dpi needs --plot"]),
+    (["--plot-size", "4x3"], ["--plot-size needs --plot"]),
+    (["--plot-size", "4x3", "--plot-dpi", "100"], ["--plot-size and --plot-dpi need --plot"]),
+])
+def test_plot_size_and_dpi_without_plot_are_refused(zoo, extra, needles):
+    files, cwd = zoo
+    _refused(["solve", "ufm-ce", "-k", "3", "-n", "2", "-d", "3", "--lambda-w", "1e-2", "--lambda-h", "1e-2", *extra],
+             cwd, *needles)
+
+
+def test_sweep_summary_refuses_options_of_a_computing_sweep(zoo, tmp_path):
+    files, cwd = zoo
+    store = tmp_path / "s.sqlite"
+    o = F.call(["sweep", files["cfg"], "--store", str(store), "--workers", "1", "--quiet"], cwd)
+    assert o.problem is None and o.rc == 0, (o.rc, o.err[-400:])
+    _refused(["sweep", files["cfg"], "--store", str(store), "--summary", "--workers", "2"], cwd,
+             "--workers", "--summary")
+    _refused(["sweep", files["cfg"], "--store", str(store), "--summary", "--scheduler", "tcp://x:1"], cwd,
+             "--scheduler", "--summary")
+    o = F.call(["sweep", files["cfg"], "--store", str(store), "--summary"], cwd)
+    assert o.problem is None and o.rc == 0, (o.rc, o.err[-400:])

@@ -161,6 +161,10 @@ def main_from_args(args) -> int:
 def _summary(args) -> int:
     """``--summary``: read the store only. The config's ``modules`` are never imported (they are
     code); instance keys come from the built-in sweepable or from what the store recorded."""
+    unused = [o for o, v in (("--workers", args.workers), ("--scheduler", args.scheduler)) if v is not None]
+    if unused:  # options of a computing sweep: with --summary nothing is computed, so they did nothing
+        raise UsageError(f"{' and '.join(unused)} {'have' if len(unused) > 1 else 'has'} no effect with --summary "
+                         "(it reads the store only, nothing is computed)")
     spec = load_config(args.config, import_modules=False) if args.config else None
     if spec is not None and getattr(args, "rigorous", False):
         spec.rigorous = True
