@@ -219,7 +219,7 @@ def run_claims(claims: list[Claim], ctx: RunContext | None = None, *, progress: 
     todo = [i for i in range(len(claims)) if i not in cached]
     costs = cache.timings(ctx) if cache is not None else {}
     needs = cache.imports(ctx) if cache is not None else {}
-    pool = _start_pool(claims, ctx, _groups(claims, todo, costs), workers, needs)
+    pool = _start_pool(claims, ctx, _groups(claims, todo, costs), workers, needs, costs)
     results = []
     try:
         for i, c in enumerate(claims):
@@ -301,17 +301,21 @@ def _timed_run(claim: Claim, ctx: RunContext) -> ClaimResult:
 _DEFAULT_COST = {"experiment": 1.0, "numeric": 0.2, "symbolic": 0.2}
 
 
+def _expected_cost(claim: Claim, costs: dict) -> float:
+    """CPU seconds a claim is expected to take: the last run's (``costs``), else a guess from its tags."""
+    known = costs.get(claim.id)
+    if isinstance(known, (int, float)) and not isinstance(known, bool) and known >= 0:
+        return float(known)
+    return max((_DEFAULT_COST.get(t, 0.05) for t in claim.tags), default=0.05)
+
+
 def _groups(claims, todo: list[int], costs: dict) -> list[list[int]]:
     """``todo`` as the tasks of the workers: the claims of one module together, in claim order (claims of
     a module share memoised work, e.g. one training run for several statements: a worker computes it once,
     as a serial run does), the groups by decreasing expected CPU time (longest first; ties: claim order).
     The grouping and the order decide which process runs what and when, never a result."""
     def cost(i):
-        c = claims[i]
-        known = costs.get(c.id)
-        if isinstance(known, (int, float)) and not isinstance(known, bool) and known >= 0:
-            return float(known)
-        return max((_DEFAULT_COST.get(t, 0.05) for t in c.tags), default=0.05)
+        return _expected_cost(claims[i], costs)
 
     by_module: dict[str, list[int]] = {}
     for i in todo:
@@ -491,11 +495,52 @@ class _Pool:
             w.conn.close()
 
 
-def _start_pool(claims, ctx, groups: list[list[int]], workers, needs: dict | None = None):
+#: Imported before the workers fork when the cache has no record of what the claims import (a first run) and
+#: the claims span several families: scipy.optimize (0.45 CPU s, 1.2 at load 5) was imported by the claims of
+#: five of the seven families, so every worker would import it again.
+DEFAULT_PRELOAD = ("scipy.optimize",)
+
+
+def _preload(claims, groups: list[list[int]], workers: int, needs: dict, costs: dict) -> list[str]:
+    """The heavy libraries to import in the parent before it forks: those the claims of some families
+    imported in an earlier run (``needs``; only the first claim of a process to import a library records
+    it, so a library counts for the claim's whole family) where those families take more than a worker's
+    share of the expected CPU time (so that every worker would import it: once in the parent, shared by the
+    fork, costs the same wall time and less CPU), or :data:`DEFAULT_PRELOAD` without any record. Returns the
+    names imported (a library that fails to import is left to the claims, which report their own error)."""
+    import importlib
+
+    todo = [i for g in groups for i in g]
+    if needs:
+        family_cost: dict = {}
+        users: dict[str, set] = {}
+        for i in todo:
+            fam = getattr(claims[i], "family", None)
+            family_cost[fam] = family_cost.get(fam, 0.0) + _expected_cost(claims[i], costs)
+            for m in needs.get(claims[i].id, ()):
+                users.setdefault(m, set()).add(fam)
+        total = sum(family_cost.values())
+        names = [m for m in HEAVY_IMPORTS if sum(family_cost[f] for f in users.get(m, ())) > total / workers]
+    else:
+        names = list(DEFAULT_PRELOAD) if len({getattr(claims[i], "family", None) for i in todo}) > 1 else []
+    done = []
+    for m in names:
+        if m not in sys.modules:
+            try:
+                importlib.import_module(m)
+            except Exception:  # noqa: BLE001 - the claims that need it import it (and fail) themselves
+                continue
+        done.append(m)
+    return done
+
+
+def _start_pool(claims, ctx, groups: list[list[int]], workers, needs: dict | None = None,
+                costs: dict | None = None):
     import multiprocessing as mp
 
     if workers <= 1 or len(groups) <= 1 or "fork" not in mp.get_all_start_methods():
         return None
+    _preload(claims, groups, min(workers, len(groups)), needs or {}, costs or {})
     return _Pool(claims, ctx, groups, workers, needs)
 
 

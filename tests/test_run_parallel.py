@@ -236,3 +236,30 @@ def test_the_cache_keeps_the_heavy_libraries_each_claim_imported(tmp_path, monke
         assert cache.imports(RunContext("full")) == {}
     finally:
         sys.modules.pop("_ncproofs_test_heavy", None)
+
+
+def test_the_parent_imports_before_the_fork_only_what_every_worker_would_import(monkeypatch):
+    imported = []
+    monkeypatch.setattr(runner, "HEAVY_IMPORTS", ("lib_everyone", "lib_one_family", "lib_missing"))
+    monkeypatch.setattr(runner.sys, "modules", dict(runner.sys.modules))
+    import importlib
+
+    monkeypatch.setattr(importlib, "import_module",
+                        lambda m: imported.append(m) if m != "lib_missing" else (_ for _ in ()).throw(ImportError(m)))
+    claims = [_fam_claim(f"{f}.t.{k}", f, f"m.{f}{k}") for f in ("crh", "ntk", "scl") for k in "ab"]
+    groups = [[i] for i in range(len(claims))]
+    costs = {c.id: 1.0 for c in claims}
+    # lib_everyone: recorded by claims of two of the three families (two thirds of the work, more than a worker's
+    # share); lib_one_family: one family, a third of the work
+    needs = {"crh.t.a": ["lib_everyone"], "ntk.t.b": ["lib_everyone", "lib_one_family"], "scl.t.a": ["lib_missing"]}
+    assert runner._preload(claims, groups, 2, needs, costs) == ["lib_everyone"] and imported == ["lib_everyone"]
+    needs["scl.t.b"] = ["lib_missing"]
+    needs["crh.t.b"] = ["lib_missing"]
+    imported.clear()
+    assert runner._preload(claims, groups, 2, needs, costs) == ["lib_everyone"]  # a failed import is left alone
+    assert imported == ["lib_everyone"]
+    # no record: the default list, when the claims span several families
+    imported.clear()
+    monkeypatch.setattr(runner, "DEFAULT_PRELOAD", ("lib_everyone",))
+    assert runner._preload(claims, groups, 2, {}, {}) == ["lib_everyone"]
+    assert runner._preload(claims[:2], groups[:2], 2, {}, {}) == []  # one family: nothing
