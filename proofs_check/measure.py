@@ -108,8 +108,19 @@ def measure(features, labels=None, weights=None, bias=None, *, layout: str = "au
         raise InputError(f"dtype must be one of {', '.join(MT.DTYPES)}, got {dtype!r}")
     if time_limit is not None:
         time_limit = as_float("--time-limit", time_limit, positive=True)
-    if passes not in ("auto", 1, 2, "1", "2"):
+    if isinstance(passes, (bool, np.bool_)) or passes not in ("auto", 1, 2, "1", "2"):  # True == 1 ran one pass
         raise InputError(f"--passes must be auto, 1 or 2, got {passes!r}")
+    for name, flag in (("progress", progress), ("keep_means", keep_means)):
+        if not isinstance(flag, (bool, np.bool_)):  # 'no' is truthy
+            raise InputError(f"{name} must be True or False, got {flag!r}"[:200])
+    if keys is not None:
+        if not isinstance(keys, dict):
+            raise InputError(f"keys must be a dict like {{'features': 'x', 'labels': 'y'}}, got {type(keys).__name__}")
+        for k, v in keys.items():
+            if k not in ("features", "labels", "weights", "bias"):
+                raise InputError(f"keys: unknown array {k!r} (features, labels, weights or bias)"[:200])
+            if v is not None and (not isinstance(v, str) or not v):
+                raise InputError(f"--{k}-key must be a non-empty array name, got {v!r}"[:200])
     passes = passes if passes == "auto" else int(passes)
     if workers is not None and (isinstance(workers, bool) or not isinstance(workers, (int, np.integer))
                                 or not 1 <= workers <= 64):

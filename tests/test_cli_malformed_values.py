@@ -480,3 +480,19 @@ def test_sweep_summary_refuses_options_of_a_computing_sweep(zoo, tmp_path):
              "--scheduler", "--summary")
     o = F.call(["sweep", files["cfg"], "--store", str(store), "--summary"], cwd)
     assert o.problem is None and o.rc == 0, (o.rc, o.err[-400:])
+
+
+@pytest.mark.parametrize("kw,needle", [
+    (dict(passes=True), "--passes must be auto, 1 or 2, got True"),  # True == 1 ran the one-pass route
+    (dict(progress="yes"), "progress must be True or False"),
+    (dict(keep_means="no"), "keep_means must be True or False"),    # 'no' is truthy
+    (dict(keys="features"), "keys must be a dict"),                 # an AttributeError before
+    (dict(keys={"features": 5}), "--features-key must be a non-empty array name"),
+    (dict(keys={"feats": "x"}), "unknown array 'feats'"),
+])
+def test_measure_api_refuses_malformed_arguments(zoo, kw, needle):
+    from proofs_check.measure import measure
+
+    files, cwd = zoo
+    with pytest.raises(InputError, match=re.escape(needle)):
+        measure(files["X"], files["y"], **kw)
