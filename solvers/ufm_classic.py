@@ -169,6 +169,51 @@ def point_geometry(inst: T.UFMInstance, W, Mu, b, *, labels=None, H=None) -> dic
             "class_mean_norm": float(np.mean(np.linalg.norm(Mu, axis=0)))}
 
 
+#: Classes up to which the exact phase decision also forms V V^T in rational arithmetic (O(k^3) Fractions); above
+#: it the identity V V^T = I - J/k (J^2 = k J) is used as derived.
+EXACT_PHASE_MATRIX_MAX_K = 24
+
+
+def exact_phase(inst: T.UFMInstance) -> dict:
+    """rho0 <= 1 decided in exact rational arithmetic (used where float64 puts rho0 within the band around 1).
+
+    The instance is its doubles (docs/rigorous.md, "Convert exactly"): lw, lh enter as the exact rationals of
+    the doubles. At Z = 0 with the optimal bias (CE: b0 = 0, softmax = 1/k; MSE: b0 = 1/k) the gradient in class
+    coordinates is Gs = (sqrt(n)/N) V with V = (1/k) 1 1^T - I (column j: p0 - e_j), so ||grad L(0)||_2^2 =
+    (n/N^2) lambda_max(V V^T) = n/N^2 (V V^T = I - J/k, the projector orthogonal to 1: eigenvalues 1 and 0),
+    and rho0^2 = n / (N^2 lw lh) exactly. Z = 0 is a minimiser iff rho0 <= 1 (KKT at 0); it is the unique one
+    also at rho0 = 1: another minimiser Z' would make L + lam ||.||_* constant on the segment [0, Z'], so both
+    convex terms affine there; CE and MSE are affine along a logit direction only if it adds a constant to each
+    column (CE) or is zero (MSE), which leaves L unchanged while lam t ||Z'||_* grows unless Z' = 0.
+
+    Returns {"rho0_squared": str (an exact rational), "zero_minimiser": bool, "at_threshold": bool,
+    "matrix_checked": bool (V V^T formed exactly, k <= EXACT_PHASE_MATRIX_MAX_K)}, or None for MSE with a decayed
+    bias (b0 is not 1/k there)."""
+    from fractions import Fraction
+
+    k, n, N = inst.k, inst.n, inst.N
+    if inst.loss != "ce" and float(getattr(inst, "lb", 0.0) or 0.0) != 0.0:
+        return None  # a decayed MSE bias moves b0 off 1/k: the gradient at 0 is another matrix
+    lw, lh = Fraction(float(inst.lw)), Fraction(float(inst.lh))
+    checked = False
+    if k <= EXACT_PHASE_MATRIX_MAX_K:
+        p0 = Fraction(1, k)  # CE: softmax(0 + b0) with b0 = 0; MSE: b0 = 1/k
+        V = [[p0 - (1 if i == j else 0) for j in range(k)] for i in range(k)]
+        for i in range(k):
+            for j in range(k):
+                vv = sum(V[i][t] * V[j][t] for t in range(k))
+                if vv != (1 if i == j else 0) - Fraction(1, k):
+                    raise AssertionError(f"exact phase: (V V^T)[{i},{j}] = {vv} is not that of I - J/k")
+        checked = True
+    from solvers.rigorous.ufm import balanced_phase  # the same rationals --rigorous decides the phase with
+
+    phase, rho0_sq = balanced_phase(k, n, inst.lw, inst.lh)
+    if rho0_sq != Fraction(n, N * N) / (lw * lh):
+        raise AssertionError(f"exact phase: rho0^2 = {rho0_sq} is not n / (N^2 lw lh)")
+    return {"rho0_squared": f"{rho0_sq.numerator}/{rho0_sq.denominator}", "zero_minimiser": rho0_sq <= 1,
+            "at_threshold": rho0_sq == 1, "matrix_checked": checked}
+
+
 def phase_name(rho0: float, phase_rtol: float = PHASE_RTOL) -> str:
     """"zero" (rho0 <= 1 - rtol: Z* = 0 is the unique minimiser), "collapse" (rho0 >= 1 + rtol), "threshold"
     (within the band, where float64 cannot tell which) or "unknown" (rho0 not finite)."""
@@ -367,6 +412,12 @@ def _minimiser_evidence(s: ClassicSolution, phase_rtol: float) -> None:
     inst, cf = s.inst, s.closed_form
     rho0 = cf["phase"]["rho0"]
     s.phase = phase_name(rho0, phase_rtol)
+    exact = None
+    if s.phase == "threshold":
+        # float64 cannot tell the side of rho0 = 1; the exact rationals can (zero also at rho0 = 1 exactly)
+        exact = exact_phase(inst)
+        if exact is not None and exact["zero_minimiser"]:
+            s.phase = "zero"
     W, Mu, b = cf["W"], cf["Mu"], cf["b"]
     ev: dict = {}
     with blas_threads(0.0):
@@ -382,7 +433,8 @@ def _minimiser_evidence(s: ClassicSolution, phase_rtol: float) -> None:
     s.geometry = {**geo_cf,
                   "source": "the certified minimiser Z* (closed form), factorised by an SVD",
                   "phase": {"rho0": rho0, "grad_norm_at_zero": cf["phase"]["grad_norm_at_zero"],
-                            "lam": inst.lam, "phase_rtol": phase_rtol, "phase": s.phase},
+                            "lam": inst.lam, "phase_rtol": phase_rtol, "phase": s.phase,
+                            **({"exact": exact} if exact is not None else {})},
                   "uniqueness": cf["uniq"]}
 
 

@@ -116,38 +116,44 @@ def test_zero_phase_statements_are_proven_with_the_exact_margin(loss, k, n, lam)
 
 
 @pytest.mark.parametrize("loss,k,n,lam", [("ce", 2, 1, 0.5), ("ce", 4, 1, 0.25), ("mse", 2, 1, 0.5)])
-def test_exact_threshold_zero_is_unique_but_the_inconclusive_geometry_is_not_upgraded(loss, k, n, lam):
+def test_exact_threshold_zero_is_unique_in_rationals_and_in_balls(loss, k, n, lam):
     assert Fraction(k * k * n) * Fraction(lam) ** 2 == 1  # s = 1/k exactly (rationals)
     out = _apply(loss, k, n, lam, lam)
     cl = _claims(out)
-    geo = cl["geometry-zero"]
-    # the float pipeline cannot tell the phase in its band: INCONCLUSIVE, and it stays so, not rigorous
-    assert geo["verdict"] == "INCONCLUSIVE" and geo["rigorous"] is False
-    assert "not upgraded" in geo["evidence"]["rigorous_geometry"]["reason"]
-    assert out["verdict"] == "INCONCLUSIVE" and out["rigorous"] is False
-    # what is provable there: Z* = 0 is the unique minimiser (face 1^perp with singular value exactly 1, M = 0)
+    # float64 puts rho0 in its band; the float pipeline decides the side in exact rationals (rho0 = 1: Z* = 0 is
+    # the unique minimiser, docs/ufm.md "Exact phase at the threshold"), and the ball layer proves the same
+    for cid in ("minimiser-unique", "geometry-zero"):
+        assert cl[cid]["verdict"] == "VERIFIED" and cl[cid]["rigorous"] is True, (cid, cl[cid]["reason"])
+    assert "exact phase" in cl["minimiser-unique"]["reason"]
+    assert out["verdict"] == "VERIFIED" and out["rigorous"] is True
+    # the ball layer's own proof: face 1^perp with singular value exactly 1, M = 0
     u = R.ufm_balanced_uniqueness(loss, k, n, lam, lam)
     assert u["phase"] == "threshold" and u["face_dimension"] == k - 1 and u["geometry"] == "zero"
     assert u["delta_lower"] == 1.0
-    # ... but the float pipeline leaves every statement about the minimiser INCONCLUSIVE inside its phase band
-    # (tests/test_phase_band.py), and the ball layer never upgrades a verdict
-    assert cl["minimiser-unique"]["verdict"] == "INCONCLUSIVE" and cl["minimiser-unique"]["rigorous"] is False
 
 
-def test_just_beyond_the_threshold_only_the_proven_statements_are_marked():
+def test_just_beyond_the_threshold_the_exact_phase_decides_and_balls_give_the_margin():
     k, n = 5, 2
     lam = (1 + 1e-12) / (k * math.sqrt(n))  # zero phase, inside the float band 1e-9
     out = _apply("ce", k, n, lam, lam)
     cl = _claims(out)
-    assert cl["geometry-zero"]["verdict"] == "INCONCLUSIVE" and cl["geometry-zero"]["rigorous"] is False
+    assert cl["geometry-zero"]["verdict"] == "VERIFIED" and cl["geometry-zero"]["rigorous"] is True
     g = cl["minimiser-unique"]["evidence"]["rigorous_geometry"]
     with mpmath.workdps(50):
         delta = 1 - 1 / (k * _s(n, lam, lam))
     assert 0 < delta < 1e-11
     assert g["phase"] == "zero" and 0.4 * delta <= g["delta_lower"] <= delta  # a tiny but proven margin
-    # inside the float band the statement is INCONCLUSIVE (tests/test_phase_band.py) and is not upgraded
-    assert cl["minimiser-unique"]["verdict"] == "INCONCLUSIVE" and cl["minimiser-unique"]["rigorous"] is False
-    assert out["rigorous"] is False
+    assert cl["minimiser-unique"]["verdict"] == "VERIFIED" and cl["minimiser-unique"]["rigorous"] is True
+    assert out["rigorous"] is True
+
+
+def test_just_before_the_threshold_inside_the_band_nothing_about_the_minimiser_is_verified():
+    k, n = 5, 2
+    lam = (1 - 1e-12) / (k * math.sqrt(n))  # collapse phase (a simplex ETF of margin ~1e-12), inside the band
+    out = _apply("ce", k, n, lam, lam)
+    cl = _claims(out)
+    point = [c for c in cl.values() if c["id"].startswith(("minimiser-unique", "geometry-", "constant-bias"))]
+    assert point and all(c["verdict"] == "INCONCLUSIVE" and c["rigorous"] is False for c in point)
 
 
 def test_float_phase_that_disagrees_with_the_exact_phase_is_not_marked():

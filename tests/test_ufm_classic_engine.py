@@ -81,10 +81,19 @@ def test_zero_phase_alone_gives_log_k_and_a_proven_radius_for_the_solver_point()
     assert any("within the proven radius" in d for d in s.diagnostics)
 
 
-def test_at_the_phase_threshold_the_phase_is_threshold():
+def test_at_the_phase_threshold_the_exact_rationals_decide_zero():
     s = CS.solve_instance(T.UFMInstance("ce", 4, 1, 4, 0.25, 0.25), method="closed-form")  # s = 1/k exactly
-    assert s.phase == "threshold" and "classification" not in s.minimiser
+    # float64 puts rho0 in the band; exact rationals give rho0 = 1: Z = 0 is the unique minimiser
+    assert s.geometry["phase"]["exact"]["at_threshold"] is True
+    assert s.phase == "zero" and s.minimiser["classification"].classification == "zero"
     assert _gap_ok(s.certificate, math.log(4))
+
+
+def test_inside_the_band_on_the_collapse_side_the_phase_stays_threshold():
+    lam = float(np.nextafter(0.25, 0.0))  # exact rho0 > 1 by one ulp: a vanishing ETF, float64 cannot tell
+    s = CS.solve_instance(T.UFMInstance("ce", 4, 1, 4, 0.25, lam), method="closed-form")
+    assert s.geometry["phase"]["exact"]["zero_minimiser"] is False
+    assert s.phase == "threshold" and "classification" not in s.minimiser
 
 
 def test_below_k_minus_1_no_closed_form_and_the_factored_point_decides_nothing():

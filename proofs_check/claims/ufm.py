@@ -153,8 +153,18 @@ def _uniqueness_statement(sol: CS.ClassicSolution, tol: float) -> tuple[Check, b
     cert, uniq, rho0 = sol.closed_form["cert"], sol.closed_form["uniq"], sol.closed_form["phase"]["rho0"]
     gap = cert.gap
     band = sol.phase in ("threshold", "unknown")
-    unique = bool(uniq["valid"]) and within(gap, tol) and not band
-    how = HOW_UNIQUE + f"; delta = {fmt(uniq['delta'], 3)}, face dimension {uniq['face_dimension']}"
+    exact = ((sol.geometry or {}).get("phase") or {}).get("exact")
+    if exact is not None and exact["zero_minimiser"]:
+        # float64 put rho0 within the band; exact rationals put it <= 1: Z = 0 is a minimiser (KKT) and the
+        # unique one, also at rho0 = 1 exactly (solvers.ufm_classic.exact_phase; docs/ufm.md, "Exact phase")
+        unique = within(gap, tol)
+        how = (f"exact phase: rho0^2 = n / (N^2 lw lh) = {exact['rho0_squared']} <= 1 in exact rational arithmetic "
+               "(the doubles of lw, lh), so Z* = 0 is a minimiser (KKT at 0) and the unique one (a second minimiser "
+               "would make the loss affine on a segment from 0, which CE and MSE allow only along directions that "
+               "leave the loss unchanged and raise the nuclear norm; docs/ufm.md, 'Exact phase at the threshold')")
+    else:
+        unique = bool(uniq["valid"]) and within(gap, tol) and not band
+        how = HOW_UNIQUE + f"; delta = {fmt(uniq['delta'], 3)}, face dimension {uniq['face_dimension']}"
     ev_u = {k: v for k, v in uniq.items()}
     ev_u.update(certificate_gap=gap, tolerance=tol)
     if band:
