@@ -194,6 +194,94 @@ def near_phase_threshold(p: GeneralUFM, rtol: float = PHASE_RTOL) -> bool:
     return lo is not None and hi is not None and bool(lo.get("trivial")) != bool(hi.get("trivial"))
 
 
+#: Classes up to which :func:`exact_phase` also forms the gradient at zero and its Gram matrix in rational arithmetic
+#: (O(K^3) Fractions); above it the identity M M^T = (w kappa)^2 (I - J/K) is used as derived.
+EXACT_PHASE_MATRIX_MAX_K = 24
+
+HOW_EXACT_PHASE = ("exact phase: rho0 <= 1 in exact rational arithmetic of the instance's doubles, so Z* = 0 is a "
+                   "minimiser (KKT at 0 with the optimal bias b0) and the unique one in (Z, centred bias), also at "
+                   "rho0 = 1 exactly: a second minimiser would make the loss affine on a segment from 0, which the "
+                   "CE-type losses allow only along directions adding a constant per column (the loss unchanged, the "
+                   "nuclear norm growing) and MSE along none (docs/ufm_general.md, 'Exact phase at the threshold')")
+
+
+def exact_phase(p: GeneralUFM) -> dict | None:
+    """The side of rho0 = 1 of a balanced instance decided in exact rational arithmetic (used where float64 puts
+    lambda within PHASE_RTOL of the closed form's phase switch; docs/ufm_general.md, "Exact phase at the
+    threshold"). The instance is its doubles (docs/rigorous.md, "Convert exactly"): lw, lh, the class weight w and
+    the smoothing eps enter as the exact rationals of the doubles, the targets as the ball form's rationals
+    (q_other = eps/K or eps/(K - 1), q_true = 1 - (K - 1) q_other: ``solvers.rigorous.ball_form``).
+
+    At Z = 0 with the optimal bias b0 (softmax losses: b0 = 0, p0 = 1/K; one-hot MSE: b0 = 1/K; both make the bias
+    gradient vanish for balanced counts) the loss gradient of class j is w (p0 1 - q_j) = w kappa (1/K 1 - e_j)
+    (kappa = q_true - q_other, since 1/K - q_other = kappa/K), so in the sample matrix ||grad L(0, b0)||_2 =
+    (w kappa sqrt(n) / N) ||M||_2 with M M^T = I - J/K (eigenvalues 1 and 0) and rho0^2 = (w kappa)^2 / (K^2 n lw
+    lh), the rational of :func:`solvers.rigorous.ufm.balanced_phase`. For K <= EXACT_PHASE_MATRIX_MAX_K the
+    gradient columns are formed in Fractions and M M^T and the bias gradient are compared with the formula.
+
+    Returns {"rho0_squared": str (an exact rational p/q), "zero_minimiser": rho0^2 <= 1, "at_threshold": rho0^2 ==
+    1, "phase": "zero" | "threshold" | "collapse", "weight", "kappa", "bias_b0": str, "matrix_checked": bool}, or
+    None outside the hypotheses: unbalanced counts, groups other than one per class, unequal weights, a bias penalty
+    (lb > 0: the engine has no closed form there), a loss without a ball form (a user loss, regression targets) or
+    targets that do not prefer the own class (kappa <= 0)."""
+    from fractions import Fraction
+
+    from solvers.rigorous import ball_form
+    from solvers.rigorous.balls import NotCertified, Unsupported
+    from solvers.rigorous.ufm import balanced_phase
+
+    if p.kind != "classification" or p.G != p.K or not bool(np.all(p.counts == p.counts[0])) or p.lb != 0.0:
+        return None
+    try:
+        bf = ball_form(p.loss)
+    except (Unsupported, NotCertified):
+        return None
+    K, n, N = p.K, int(p.counts[0]), p.N
+    if bf.softmax:
+        ws = set(bf.weights)
+        if len(ws) != 1:
+            return None
+        w, q_t, q_o = Fraction(ws.pop()), bf.q_true, bf.q_other
+        b0, p0 = Fraction(0), Fraction(1, K)  # softmax(0 + 0) = 1/K
+    else:
+        w, q_t, q_o = Fraction(1), Fraction(1), Fraction(0)
+        b0 = p0 = Fraction(1, K)  # the logits U = b0 = 1/K
+    kappa = q_t - q_o
+    if not kappa > 0 or q_t + (K - 1) * q_o != 1:
+        return None
+    checked = False
+    if K <= EXACT_PHASE_MATRIX_MAX_K:
+        # gradient at (0, b0), class j (one column per class of the class-reduced problem): w (p0 - q_j)
+        M = [[w * (p0 - (q_t if i == j else q_o)) for j in range(K)] for i in range(K)]
+        c2 = (w * kappa) ** 2
+        for i in range(K):
+            if sum(M[i]) != 0:
+                raise AssertionError(f"exact phase: the bias gradient at (0, b0) is {sum(M[i])} in row {i}, not 0")
+            for j in range(K):
+                mm = sum(M[i][t] * M[j][t] for t in range(K))
+                if mm != c2 * ((1 if i == j else 0) - Fraction(1, K)):
+                    raise AssertionError(f"exact phase: (M M^T)[{i},{j}] = {mm} is not (w kappa)^2 (I - J/K)")
+        checked = True
+    phase, r2 = balanced_phase(K, n, p.lw, p.lh, weight=w, kappa=kappa)
+    lw, lh = Fraction(float(p.lw)), Fraction(float(p.lh))
+    if r2 != (w * kappa) ** 2 * Fraction(n, N * N) / (lw * lh):
+        raise AssertionError(f"exact phase: rho0^2 = {r2} is not n (w kappa)^2 / (N^2 lw lh)")
+    return {"rho0_squared": f"{r2.numerator}/{r2.denominator}", "zero_minimiser": r2 <= 1, "at_threshold": r2 == 1,
+            "phase": phase, "weight": f"{w.numerator}/{w.denominator}",
+            "kappa": f"{kappa.numerator}/{kappa.denominator}", "bias_b0": f"{b0.numerator}/{b0.denominator}",
+            "matrix_checked": checked}
+
+
+def zero_phase_closed_form(p: GeneralUFM, rtol: float = PHASE_RTOL) -> dict:
+    """The balanced closed form in its zero phase (Z = 0: value w log K for the CE-type losses, (K - 1)/(2K) for
+    MSE, independent of lambda), taken where the loss's own formula is on the zero side: at lam (1 + rtol)
+    (:func:`near_phase_threshold` has checked that it is there)."""
+    cf = p.loss.closed_form(p.K, int(p.counts[0]), p.lam * (1.0 + rtol))
+    if cf is None or not cf.get("trivial"):
+        raise AssertionError("the closed form at lam (1 + rtol) is not in its zero phase")
+    return cf
+
+
 def von_neumann_rank_d(sv: np.ndarray, thr: float, lam: float, N: int, m: int, d: int) -> float:
     """A proven lower bound (float allowances included) of min over rank(Z) <= d of (1/(2N))||Z - Yc||_F^2 +
     lam ||Z||_*, Yc with singular values ``sv`` (sorted, descending): by von Neumann's trace inequality
@@ -417,6 +505,40 @@ def polish_for_geometry(p: GeneralUFM, layout, pt, X, b, evals: int):
             return c2, None, X2, sp.variables["b"], dual_columns(p, X2, sp.variables["b"], c2)
     except (InputError, ValueError, np.linalg.LinAlgError):
         return None
+
+
+def _at_phase_threshold(s: GeneralSolution, value_rtol: float) -> None:
+    """The "phase-threshold" uniqueness route (in place): lambda within PHASE_RTOL of the closed form's phase switch.
+    The side of rho0 = 1 is decided in exact rationals (:func:`exact_phase`). Zero side (rho0 <= 1, equality
+    included): the prediction becomes the zero-phase closed form (whatever side the float formula fell on), Z = 0
+    with b0 is certified (its own dual certificate) and reported as the unique minimiser (``geometry_how``
+    HOW_EXACT_PHASE; the claims VERIFY it when that certificate's gap is within the value tolerance). Collapse side
+    (a simplex ETF of vanishing scale) or no exact decision: the evidence only, nothing about the minimiser."""
+    p = s.problem
+    ex = exact_phase(p)
+    float_phase = "zero" if s.closed_form.get("trivial") else "collapse"
+    s.uniqueness = {"route": "phase-threshold", "phase_rtol": PHASE_RTOL, "closed_form_phase": float_phase,
+                    "exact": ex}
+    if ex is None or not ex["zero_minimiser"]:
+        if ex is not None:
+            s.diagnostics.append(f"phase threshold: exact rationals put rho0^2 = {ex['rho0_squared']} > 1 (a simplex "
+                                 "ETF of vanishing scale is the minimiser), which float64 cannot resolve")
+        return
+    if float_phase != "zero":
+        s.closed_form = zero_phase_closed_form(p)
+        s.plan.append("phase threshold: the float closed form fell on the collapse side; exact rationals put rho0 <= 1, "
+                      "so the prediction is the zero-phase closed form")
+    Xc, bc = closed_form_point(p, s.closed_form)  # X = 0, b0 = 0 (CE-type) or 1/K (MSE)
+    with blas_threads(0):
+        cc = certificate(p, Xc, bc)
+    ok = _within(cc.gap, _tolerance(s.closed_form["value"], value_rtol, VALUE_ATOL))
+    s.uniqueness.update(closed_form_certificate=cc, confirmed=ok)
+    s.diagnostics.append(f"phase threshold: exact rationals put rho0^2 = {ex['rho0_squared']} <= 1"
+                         + (" (rho0 = 1 exactly)" if ex["at_threshold"] else "") + ": Z = 0 is the unique minimiser")
+    if ok:
+        s.geometry_how = HOW_EXACT_PHASE
+        s.geometry = geometry(p, Xc, bc)
+        s.geometry["exact_phase"] = ex
 
 
 def _unique_at_closed_form(s: GeneralSolution, value_rtol: float) -> None:
@@ -668,9 +790,9 @@ def solve(p: GeneralUFM, *, starts: int = 2, seed: int = 0, time_budget: float |
         s.uniqueness = {"route": "structural", "structural": structural_uniqueness(p)}
     elif s.closed_form is not None and near_phase_threshold(p):
         # within PHASE_RTOL of the phase threshold float64 cannot tell a vanishing simplex ETF from the zero
-        # minimiser: the closed form's phase may be the wrong one, so it proves nothing about the minimiser
-        s.uniqueness = {"route": "phase-threshold", "phase_rtol": PHASE_RTOL,
-                        "closed_form_phase": "zero" if s.closed_form.get("trivial") else "collapse"}
+        # minimiser: the closed form's phase may be the wrong one, so it proves nothing about the minimiser; the
+        # exact rationals of the doubles decide the side (rho0 <= 1: Z = 0 is the unique minimiser)
+        _at_phase_threshold(s, value_rtol)
     elif s.closed_form is not None:
         _unique_at_closed_form(s, value_rtol)
     else:

@@ -380,13 +380,43 @@ def _uniqueness_statements(s: "SG.GeneralSolution", geometry_expected: dict | No
                       + (st["why"] if not st["ok"] else f"the value is not certified (gap {fmt(cert.gap, 3)})"),
                       {"classes": p.K, **st})]
     if route == "phase-threshold":
-        return [_unique_check(Verdict.INCONCLUSIVE,
-                      f"at the phase threshold: lambda within {PHASE_RTOL:g} relative of the value where the closed "
-                      f"form switches between a simplex ETF and zero; float64 cannot tell which is the minimiser",
-                      {"phase_rtol": u["phase_rtol"], "closed_form_phase": u["closed_form_phase"]})]
+        return [_unique_at_phase_threshold(s)]
     if route == "closed-form":
         return [_unique_at_closed_form(s)]
     return _geometry_certificate_claims(p, u["enclosure"], s.intervals, cert, geometry_expected, u["structural"])
+
+
+def _unique_at_phase_threshold(s: "SG.GeneralSolution") -> Check:
+    """``minimiser-unique`` where float64 puts lambda within PHASE_RTOL of the closed form's phase switch: VERIFIED
+    when the exact rationals of the doubles put rho0 <= 1 (equality included: Z = 0 is then the unique minimiser,
+    ``SG.exact_phase``; docs/ufm_general.md, "Exact phase at the threshold") and Z = 0 with b0 is certified within
+    the value tolerance; INCONCLUSIVE on the collapse side (a simplex ETF of vanishing scale) or without an exact
+    decision."""
+    u = s.uniqueness
+    ex = u.get("exact")
+    ev = {"phase_rtol": u["phase_rtol"], "closed_form_phase": u["closed_form_phase"], "exact_phase": ex}
+    band = (f"lambda is within {PHASE_RTOL:g} relative of the value where the closed form switches between a simplex "
+            "ETF and zero, where float64 cannot tell which is the minimiser")
+    if ex is not None and ex["zero_minimiser"]:
+        cc = u["closed_form_certificate"]
+        tol = tolerance(s.closed_form["value"], rtol=GEN_VALUE_RTOL, atol=GEN_VALUE_ATOL)
+        ev.update(closed_form_gap=cc.gap, tolerance=tol)
+        rho = (f"rho0^2 = (w kappa)^2 / (K^2 n lw lh) = {ex['rho0_squared']} "
+               + ("= 1 exactly" if ex["at_threshold"] else "< 1") + " in exact rational arithmetic (the doubles of "
+               f"lw, lh, w, eps; kappa = q_true - q_other = {ex['kappa']})")
+        if within(cc.gap, tol):
+            return _unique_check(Verdict.VERIFIED,
+                                 f"exact phase: {rho}, so Z* = 0 (bias b0 = {ex['bias_b0']}) is the unique minimiser "
+                                 f"in (Z, centred bias) and Z = 0 is certified (gap {fmt(cc.gap, 3)} <= "
+                                 f"{fmt(tol, 3)}); {band}, the rationals can (docs/ufm_general.md, 'Exact phase at "
+                                 "the threshold')", ev)
+        return _unique_check(Verdict.INCONCLUSIVE, f"exact phase: {rho}, but Z = 0 is not certified within the value "
+                             f"tolerance (gap {fmt(cc.gap, 3)} > {fmt(tol, 3)})", ev)
+    if ex is not None:
+        return _unique_check(Verdict.INCONCLUSIVE,
+                             f"at the phase threshold: {band}; exact rationals put rho0^2 = {ex['rho0_squared']} > 1, "
+                             "so the minimiser is a simplex ETF of vanishing scale, which float64 cannot resolve", ev)
+    return _unique_check(Verdict.INCONCLUSIVE, f"at the phase threshold: {band}", ev)
 
 
 def _unique_at_closed_form(s: "SG.GeneralSolution") -> Check:
