@@ -263,3 +263,22 @@ def test_the_parent_imports_before_the_fork_only_what_every_worker_would_import(
     monkeypatch.setattr(runner, "DEFAULT_PRELOAD", ("lib_everyone",))
     assert runner._preload(claims, groups, 2, {}, {}) == ["lib_everyone"]
     assert runner._preload(claims[:2], groups[:2], 2, {}, {}) == []  # one family: nothing
+
+
+def test_a_worker_that_dies_leaves_its_claims_to_the_parent():
+    parent = os.getpid()
+
+    def check(ctx):
+        if os.getpid() != parent:
+            os._exit(3)  # the worker process dies in the middle of its group
+        yield Check("c", Verdict.VERIFIED, "ran here", {"pid": os.getpid()})
+
+    check.__module__ = "tests.fake_claims.dies"
+    dies = Claim("ufm.t.dies", "ufm", "s", "src", Provenance.DERIVED, check)
+    claims = [dies, _claim("ufm.t.after", module="tests.fake_claims.dies"), _claim("ufm.t.other"),
+              _claim("ufm.t.more")]
+    run = runner.run_claims(claims, RunContext(), progress=False, workers=2)
+    assert [r.verdict for r in run.results] == [Verdict.VERIFIED] * 4
+    pid = {r.claim.id: r.checks[0].evidence["pid"] for r in run.results}
+    assert pid["ufm.t.dies"] == pid["ufm.t.after"] == parent  # the dead worker's group, recomputed here
+    assert pid["ufm.t.other"] != parent and pid["ufm.t.more"] != parent  # the other worker ran the rest
