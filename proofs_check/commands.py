@@ -82,7 +82,13 @@ def int_arg(text: str) -> int:
     try:
         return int_from_text(text)
     except InputError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
+        raise argparse.ArgumentTypeError(_invalid("int", text, exc)) from None
+
+
+def _invalid(kind: str, text: str, exc: InputError) -> str:
+    """argparse's own wording (``invalid int value: '3_0'``) and the constraint."""
+    shown = repr(text) if len(text) <= 60 else repr(text[:40]) + f"... ({len(text)} characters)"
+    return f"invalid {kind} value: {shown}: {str(exc).rsplit(', got ', 1)[0]}"
 
 
 def float_arg(text: str) -> float:
@@ -95,7 +101,7 @@ def float_arg(text: str) -> float:
         nonfinite = _non_finite_text(text)
         if nonfinite is not None:
             return nonfinite
-        raise argparse.ArgumentTypeError(str(exc)) from None
+        raise argparse.ArgumentTypeError(_invalid("float", text, exc)) from None
 
 
 def _non_finite_text(text: str) -> float | None:

@@ -63,7 +63,7 @@ def _main(argv) -> int:
     (["--seed", "-1"], "seed must be a non-negative integer"),  # the CLI's own check (names the option)
     (["--init", "e-zero", "--mean-weight", "1"], "mean_weight must be < 1"),
     (["--kappa", ""], "--kappa: expected comma-separated numbers"),  # the shared list parser refuses empty lists
-    (["--classes", ""], "--classes/-C: must be an integer"),
+    (["--classes", ""], "invalid int value"),
     (["--starts", "100000000"], "unrecognized arguments"),
     (["--dim", "100000000"], "unrecognized arguments"),
 ])
