@@ -1,7 +1,8 @@
 """The fused factored UFM objective and gradient (``solvers.ufm.JointObjective``, one block) against a plain
-reference written here in mpmath (200 bits): the value to a few ulp of f and every gradient entry to a few ulp of
-the largest, at ordinary scales, at a loss far below 1e-16 per sample, and with logits beyond the range of exp
-(where the evaluation changes route). The bounds are those of float64 rounding, not of the code under test."""
+reference written here in mpmath (200 bits): f and every gradient entry, each within a first-order float64 rounding
+bound computed from the inputs and the reference (:func:`_bounds`), at ordinary scales, at a loss far below 1e-16
+per sample, and with logits near and beyond the range of exp (where the evaluation changes route). The bounds are
+those of float64 arithmetic, not of the code under test."""
 
 import warnings
 
