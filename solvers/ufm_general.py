@@ -111,7 +111,8 @@ class GeneralSolution:
     "skipped" (``why``)). ``closed_form`` (balanced: the loss's closed form inside its hypotheses; regression: the
     soft-thresholded targets), ``closed_form_failed`` (its failed hypotheses), ``mse_closed_form`` (imbalanced
     MSE). ``uniqueness``: the evidence for a unique minimiser, its ``route`` "structural" | "phase-threshold" |
-    "closed-form" | "enclosure" | "strict-convexity"; ``enclosure`` / ``intervals``: the geometry certificate
+    "closed-form" | "enclosure" | "strict-convexity" ("phase-threshold": float64 within the phase band, ``exact``
+    the side decided in rationals by :func:`exact_phase`); ``enclosure`` / ``intervals``: the geometry certificate
     (proven radius, proven geometry intervals); ``geometry``: the geometry to report (at the proven unique
     minimiser when ``geometry_how`` says how, else at the candidate), ``cosines`` its class-mean and classifier
     cosine matrices; ``minority``: the restricted (collapsed) problem of the smallest-count group. ``routes``: the
@@ -219,11 +220,12 @@ def exact_phase(p: GeneralUFM) -> dict | None:
     lh), the rational of :func:`solvers.rigorous.ufm.balanced_phase`. For K <= EXACT_PHASE_MATRIX_MAX_K the
     gradient columns are formed in Fractions and M M^T and the bias gradient are compared with the formula.
 
-    Returns {"rho0_squared": str (an exact rational p/q), "zero_minimiser": rho0^2 <= 1, "at_threshold": rho0^2 ==
-    1, "phase": "zero" | "threshold" | "collapse", "weight", "kappa", "bias_b0": str, "matrix_checked": bool}, or
-    None outside the hypotheses: unbalanced counts, groups other than one per class, unequal weights, a bias penalty
-    (lb > 0: the engine has no closed form there), a loss without a ball form (a user loss, regression targets) or
-    targets that do not prefer the own class (kappa <= 0)."""
+    Returns {"rho0_squared": str (an exact rational p/q), "one_minus_rho0_squared": float (rounded, for reading),
+    "zero_minimiser": rho0^2 <= 1, "at_threshold": rho0^2 == 1, "phase": "zero" | "threshold" | "collapse",
+    "weight", "kappa", "bias_b0": str (rationals), "matrix_checked": bool}, or None outside the hypotheses:
+    unbalanced counts, groups other than one per class, unequal weights, a bias penalty (lb > 0: the engine has no
+    closed form there), a loss without a ball form (a user loss, regression targets) or targets that do not prefer
+    the own class (kappa <= 0)."""
     from fractions import Fraction
 
     from solvers.rigorous import ball_form
@@ -266,7 +268,8 @@ def exact_phase(p: GeneralUFM) -> dict | None:
     lw, lh = Fraction(float(p.lw)), Fraction(float(p.lh))
     if r2 != (w * kappa) ** 2 * Fraction(n, N * N) / (lw * lh):
         raise AssertionError(f"exact phase: rho0^2 = {r2} is not n (w kappa)^2 / (N^2 lw lh)")
-    return {"rho0_squared": f"{r2.numerator}/{r2.denominator}", "zero_minimiser": r2 <= 1, "at_threshold": r2 == 1,
+    return {"rho0_squared": f"{r2.numerator}/{r2.denominator}", "one_minus_rho0_squared": float(1 - r2),
+            "zero_minimiser": r2 <= 1, "at_threshold": r2 == 1,
             "phase": phase, "weight": f"{w.numerator}/{w.denominator}",
             "kappa": f"{kappa.numerator}/{kappa.denominator}", "bias_b0": f"{b0.numerator}/{b0.denominator}",
             "matrix_checked": checked}
@@ -526,8 +529,8 @@ def _at_phase_threshold(s: GeneralSolution, value_rtol: float) -> None:
         return
     if float_phase != "zero":
         s.closed_form = zero_phase_closed_form(p)
-        s.plan.append("phase threshold: the float closed form fell on the collapse side; exact rationals put rho0 <= 1, "
-                      "so the prediction is the zero-phase closed form")
+        s.diagnostics.append("phase threshold: the float closed form fell on the collapse side; exact rationals put "
+                             "rho0 <= 1, so the prediction is the zero-phase closed form")
     Xc, bc = closed_form_point(p, s.closed_form)  # X = 0, b0 = 0 (CE-type) or 1/K (MSE)
     with blas_threads(0):
         cc = certificate(p, Xc, bc)

@@ -402,7 +402,8 @@ def _unique_at_phase_threshold(s: "SG.GeneralSolution") -> Check:
         tol = tolerance(s.closed_form["value"], rtol=GEN_VALUE_RTOL, atol=GEN_VALUE_ATOL)
         ev.update(closed_form_gap=cc.gap, tolerance=tol)
         rho = (f"rho0^2 = (w kappa)^2 / (K^2 n lw lh) = {ex['rho0_squared']} "
-               + ("= 1 exactly" if ex["at_threshold"] else "< 1") + " in exact rational arithmetic (the doubles of "
+               + ("= 1 exactly" if ex["at_threshold"] else f"< 1 (1 - rho0^2 = {fmt(ex['one_minus_rho0_squared'], 3)})")
+               + " in exact rational arithmetic (the doubles of "
                f"lw, lh, w, eps; kappa = q_true - q_other = {ex['kappa']})")
         if within(cc.gap, tol):
             return _unique_check(Verdict.VERIFIED,
@@ -414,7 +415,8 @@ def _unique_at_phase_threshold(s: "SG.GeneralSolution") -> Check:
                              f"tolerance (gap {fmt(cc.gap, 3)} > {fmt(tol, 3)})", ev)
     if ex is not None:
         return _unique_check(Verdict.INCONCLUSIVE,
-                             f"at the phase threshold: {band}; exact rationals put rho0^2 = {ex['rho0_squared']} > 1, "
+                             f"at the phase threshold: {band}; exact rationals put rho0^2 = {ex['rho0_squared']} > 1 "
+                             f"(1 - rho0^2 = {fmt(ex['one_minus_rho0_squared'], 3)}), "
                              "so the minimiser is a simplex ETF of vanishing scale, which float64 cannot resolve", ev)
     return _unique_check(Verdict.INCONCLUSIVE, f"at the phase threshold: {band}", ev)
 
