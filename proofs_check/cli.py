@@ -273,7 +273,8 @@ def main(argv: list[str] | None = None) -> int:
     except InputError as exc:
         # the message names the parameter and the constraint; the option as typed is added where the message
         # names the parameter by its API name (``lambda_w must be >= 0`` -> ``argument --lambda-w: ...``)
-        print(f"ncproofs: error: {_name_the_options(_one_line(exc), _command_parser(parser, args))}",
+        print(f"ncproofs: error: "
+              f"{_name_the_options(_one_line(exc), _command_parser(parser, args), getattr(args, '_argv', None))}",
               file=sys.stderr)
         return 2
     except BrokenPipeError:  # pragma: no cover - output piped into head etc.
@@ -312,6 +313,20 @@ def _typed(option: str, argv) -> bool:
         name = word.split("=", 1)[0]
         if name.startswith("--") and len(name) > 2 and option.startswith(name) and (
                 name == option or len(name) > option.rfind("-") + 1):
+            return True
+    return False
+
+
+def _typed_action(a: argparse.Action, argv) -> bool:
+    """One of ``a``'s option strings is among the words of ``argv`` (``-n 5``, ``-n5``, ``--per-class=5``, an
+    abbreviation); a positional counts as typed."""
+    if not a.option_strings:
+        return True
+    for s in a.option_strings:
+        if s.startswith("--"):
+            if _typed(s, argv):
+                return True
+        elif any(w == s or (w.startswith(s) and not w.startswith("--")) for w in argv):
             return True
     return False
 
@@ -447,12 +462,14 @@ _SUBJECT = re.compile(r"(?P<subject>[A-Za-z_][\w\[\]]*(?: \([\w ,-]+\))?(?: and 
                       r"|(?P<single>[A-Za-z_]\w*):")
 
 
-def _name_the_options(line: str, p: argparse.ArgumentParser | None) -> str:
+def _name_the_options(line: str, p: argparse.ArgumentParser | None, argv=None) -> str:
     """``line`` with the options it is about, as the user types them, in front (``argument --lambda-w: lambda_w
     must be >= 0, got -1.0``), when it names them only by the API's parameter names (the instance dataclasses
-    and the solvers validate their own arguments; their messages name the parameter, e.g. ``k (classes)``). A
-    line that already names one of the command's options, or whose subject is no option of the command (a
-    parameter of a sweep config, a file's member), is returned as it is."""
+    and the solvers validate their own arguments; their messages name the parameter, e.g. ``k (classes)``). Only
+    options the user typed (``argv``, when given) are named: a parameter the command derived from other options
+    (deep-ufm's ``counts`` from ``-k`` and ``-n``) is not blamed on an option of the same name. A line that
+    already names one of the command's options, or whose subject is no option of the command (a parameter of a
+    sweep config, a file's member), is returned as it is."""
     if p is None:
         return line
     acts = [a for a in p._actions if not isinstance(a, (argparse._HelpAction, argparse._SubParsersAction))]
@@ -469,7 +486,7 @@ def _name_the_options(line: str, p: argparse.ArgumentParser | None) -> str:
     found: list[argparse.Action] = []
     for word in re.findall(r"[A-Za-z_]\w*", m.group("subject") or m.group("single")):
         a = by_name.get(word)
-        if a is not None and a not in found:
+        if a is not None and a not in found and (argv is None or _typed_action(a, argv)):
             found.append(a)
     if not found:
         return line

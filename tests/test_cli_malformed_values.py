@@ -252,12 +252,31 @@ def test_out_of_range_values_name_the_option_as_typed(zoo, argv, needles):
     _refused(argv, cwd, *needles)
 
 
+@pytest.mark.parametrize("argv,needles,absent", [
+    # deep-ufm builds its counts from -k and -n: the limit names them, never --counts (not typed)
+    (["solve", "deep-ufm", "-L", "1", "-k", "2", "-n", "100000000", "-D", "2", "--lambda", "0.01"],
+     ["--classes x --per-class", "at most 10000000 samples"], "--counts"),
+    (["table", "deep-ufm", "--layers", "1", "--classes", "2", "--lambda", "0.01", "--per-class", "100000000"],
+     ["--per-class", "at most 10000000 samples"], "counts:"),
+    (["solve", "deep-ufm", "-L", "1", "--counts", "2,100000000", "-D", "2", "--lambda", "0.01"],
+     ["--counts", "at most 10000000 samples"], "--per-class"),
+])
+def test_a_derived_parameter_is_not_blamed_on_an_option_not_typed(zoo, argv, needles, absent):
+    files, cwd = zoo
+    line = _refused(argv, cwd, *needles)
+    assert absent not in line, line
+
+
 def test_a_message_naming_no_option_of_the_command_is_left_as_it_is():
     p = cli._command_parser(cli.build_parser()[0], argparse.Namespace(command="solve", family="ufm-ce"))
     assert cli._name_the_options("k (classes) must be >= 2, got 1", p).startswith("argument --classes/-k: ")
     for line in ("parameters.k must be >= 2", "a worker process died", "--dim: d must be >= 1, got 0",
                  "the instance needs 3 GB"):
         assert cli._name_the_options(line, p) == line
+    # only options the user typed are named
+    assert cli._name_the_options("k (classes) must be >= 2, got 1", p, ["-n", "2"]) == "k (classes) must be >= 2, got 1"
+    for typed in (["-k", "1"], ["-k1"], ["--classes=1"], ["--cla", "1"]):
+        assert cli._name_the_options("k (classes) must be >= 2, got 1", p, typed).startswith("argument --classes/-k"), typed
 
 
 # ---- hypothesis: numeric option strings -----------------------------------------------------------------

@@ -41,6 +41,7 @@ def _counts(args) -> tuple:
             raise UsageError(f"--counts needs at least 2 classes, got {len(args.counts)}")
         if any(c < 1 for c in args.counts):
             raise UsageError("--counts must all be >= 1")
+        _check_samples(sum(args.counts), "--counts")
         return tuple(args.counts)
     if args.classes is None or args.per_class is None:
         raise UsageError("give --classes K with --per-class n, or --counts N1,N2,...")
@@ -52,7 +53,16 @@ def _counts(args) -> tuple:
 
     if args.classes > MAX_CLASSES:  # before the tuple of K class sizes is built (K = 2^63 - 1 filled the memory)
         raise UsageError(f"--classes must be <= {MAX_CLASSES}, got {args.classes}")
+    _check_samples(args.classes * args.per_class, "--classes x --per-class")
     return (args.per_class,) * args.classes
+
+
+def _check_samples(total: int, opts: str) -> None:
+    """The instance's limit on the samples, named by the options that set them (it names its own ``counts``)."""
+    from theory.deep_ufm import MAX_SAMPLES
+
+    if total > MAX_SAMPLES:
+        raise UsageError(f"{opts}: at most {MAX_SAMPLES} samples in total, got {total}")
 
 
 def _common_checks(args) -> None:
@@ -139,6 +149,7 @@ def _table(args: argparse.Namespace) -> Table:
         raise UsageError("--layers: every L must be in [1, 12]")
     if any(K < 2 or K > 100 for K in args.classes):
         raise UsageError("--classes: every K must be in [2, 100] for the table")
+    _check_samples(max(args.classes) * args.per_class if args.per_class >= 1 else 0, "--classes x --per-class")
     if args.per_class < 1 or args.starts < 1 or args.seed < 0 or args.max_evals < 1:
         raise UsageError("--per-class, --starts and --max-evals must be >= 1 and --seed >= 0")
     if args.width is not None and args.width < 1:
