@@ -18,7 +18,7 @@ from theory._validate import InputError
 class _Parser(argparse.ArgumentParser):
     """argparse that reports errors as one line with exit status 2 (argparse's convention), and reads every
     ``type=int`` / ``type=float`` option in one strict syntax (:func:`proofs_check.commands.int_arg`,
-    :func:`~proofs_check.commands.float_arg`; docs/cli.md "Numbers"): argparse looks a type up in the parser's
+    :func:`~proofs_check.commands.float_arg`; ``NUMBERS_HELP``, shown by ``ncproofs --help``): argparse looks a type up in the parser's
     registry before calling it, so ``int`` and ``float`` are registered to the strict parsers here (every
     subcommand's parser is a ``_Parser``) and the families keep writing ``type=int``. Python's own int() and
     float() accept ``3_0`` (30), other scripts' digits (``٣``), ``inf`` and ``nan``."""
