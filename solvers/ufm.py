@@ -636,7 +636,15 @@ def projected_objective_and_grad(w: np.ndarray, inst: UFMInstance):
     """
     k, d = inst.k, inst.d
     W = w.reshape(k, d)
-    B, u = _projection(inst, W)
+    try:
+        B, u = _projection(inst, W)
+    except FloatingPointError:
+        if not np.all(np.isfinite(W)):
+            raise
+        # a line-search trial far out (||W||^2 beyond N lh / rounding): f(W) >= (lw/2) ||W||^2 exceeds every point
+        # seen, so report it as such (the line search backtracks on a non-finite value) instead of giving up the
+        # route; at the start point L-BFGS stops on it and the caller's projected_point raises as before
+        return math.inf, np.full(w.shape, np.nan)
     scale = inst.lh * inst.n
     f = 0.5 * scale * (np.trace(B) - u.sum() / k) + 0.5 * inst.lw * float(w @ w)
     # B P B W = B (B W) - u (u^T W) / k, ordered to do the cheaper products

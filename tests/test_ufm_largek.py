@@ -2,7 +2,7 @@
 
 import numpy as np
 import pytest
-from hypothesis import given, settings, strategies as st
+from hypothesis import example, given, settings, strategies as st
 
 from solvers import backends
 from solvers import ufm as S
@@ -152,6 +152,7 @@ def test_projected_gradient_matches_finite_differences(inst, seed):
 
 @settings(max_examples=10, deadline=None)
 @given(inst=mse_instances, seed=st.integers(0, 1000))
+@example(inst=T.UFMInstance("mse", 8, 1, 6, 0.0332961800579416, 0.00010000000000000002), seed=41)  # a far trial step
 def test_variable_projection_reaches_the_joint_and_certified_optimum(inst, seed):
     vp = S.solve_factored(inst, starts=2, seed=seed)
     joint = S.solve_factored(inst, starts=2, seed=seed, variable_projection=False)
@@ -193,7 +194,10 @@ def test_variable_projection_falls_back_to_the_joint_route_when_not_positive_def
     inst = T.UFMInstance("mse", 10, 3, 3, 1e-12, 1e-12)
     w = 1e3 * np.random.default_rng(0).standard_normal(30)
     with pytest.raises(FloatingPointError, match="N lh = 3e-11"):
-        S.projected_objective_and_grad(w, inst)
+        S.projected_point(inst, w)
+    # as an objective (a line-search trial point) it is +inf, so L-BFGS backtracks instead of leaving the route
+    f, g = S.projected_objective_and_grad(w, inst)
+    assert f == np.inf and g.shape == w.shape
     # the solver falls back to the joint route (with the reason) whenever the projection fails
     def fail(inst_, W):
         raise FloatingPointError("variable projection: W W^T + N lh I is not numerically positive definite (test)")
