@@ -515,3 +515,89 @@ def test_measure_api_refuses_malformed_arguments(zoo, kw, needle):
     files, cwd = zoo
     with pytest.raises(InputError, match=re.escape(needle)):
         measure(files["X"], files["y"], **kw)
+
+
+# ---- measure: hostile files for FEATURES / --labels / --weights ---------------------------------------------
+
+@pytest.fixture(scope="module")
+def mfiles(tmp_path_factory):
+    import pickle
+
+    d = tmp_path_factory.mktemp("measure_files")
+    rng = np.random.default_rng(3)
+    X = rng.standard_normal((12, 3))
+    y = np.repeat(np.arange(3), 4)
+    f = {}
+
+    def save(name, arr, **kw):
+        np.save(d / name, arr, **kw)
+        f[name] = str(d / name)
+
+    save("X.npy", X)
+    save("y.npy", y)
+    save("obj.npy", X.astype(object), allow_pickle=True)
+    save("yobj.npy", y.astype(object), allow_pickle=True)
+    save("X3d.npy", X.reshape(2, 6, 3))
+    save("X0.npy", np.zeros((0, 3)))
+    save("y0.npy", np.zeros(0, dtype=np.int64))
+    save("Xbe.npy", X.astype(">f8"))
+    save("ybe.npy", y.astype(">i8"))
+    save("Xc.npy", X.astype(complex))
+    save("Wwide.npy", rng.standard_normal((3, 5)))
+    save("W1d.npy", np.ones(3))
+    save("yfrac.npy", y + 0.5)
+    np.savez(d / "nokey.npz", foo=X)
+    f["nokey.npz"] = str(d / "nokey.npz")
+    with open(d / "pickled.npy", "wb") as fh:  # a pickle named .npy: never unpickled
+        pickle.dump(X, fh)
+    f["pickled.npy"] = str(d / "pickled.npy")
+    (d / "data.pkl").write_bytes(pickle.dumps({"features": X, "labels": y}))
+    f["data.pkl"] = str(d / "data.pkl")
+    (d / "empty.npy").write_bytes(b"")
+    f["empty.npy"] = str(d / "empty.npy")
+    (d / "garbage.npy").write_bytes(bytes(range(256)))
+    f["garbage.npy"] = str(d / "garbage.npy")
+    (d / "folder").mkdir()
+    f["folder"] = str(d / "folder")
+    f["missing"] = str(d / "no" / "such.npy")
+    return f
+
+
+@pytest.mark.parametrize("features,labels,weights,needles", [
+    ("obj.npy", "y.npy", None, ["FEATURES", "dtype object"]),
+    ("X.npy", "yobj.npy", None, ["--labels", "dtype object"]),
+    ("X.npy", "y.npy", "obj.npy", ["--weights", "dtype object"]),
+    ("pickled.npy", "y.npy", None, ["FEATURES", "not a valid .npy"]),
+    ("data.pkl", None, None, ["FEATURES", "unknown format '.pkl'"]),
+    ("X3d.npy", "y.npy", None, ["FEATURES", "2-dimensional"]),
+    ("X0.npy", "y.npy", None, ["FEATURES", "0 x 3"]),
+    ("X.npy", "y0.npy", None, ["--labels", "empty"]),
+    ("X.npy", "yfrac.npy", None, ["--labels", "integers"]),
+    ("Xc.npy", "y.npy", None, ["FEATURES", "real numbers"]),
+    ("X.npy", "y.npy", "Wwide.npy", ["--weights", "K x d"]),
+    ("X.npy", "y.npy", "W1d.npy", ["--weights", "2-dimensional"]),
+    ("nokey.npz", None, None, ["FEATURES", "no array 'features'"]),
+    ("empty.npy", "y.npy", None, ["FEATURES", "not a valid .npy"]),
+    ("X.npy", "garbage.npy", None, ["--labels", "not a valid .npy"]),
+    ("X.npy", "folder", None, ["--labels", "is a directory"]),
+    ("X.npy", "y.npy", "folder", ["--weights", "is a directory"]),
+    ("X.npy", "missing", None, ["--labels", "no such file"]),
+    ("X.npy", "y.npy", "missing", ["--weights", "no such file"]),
+    ("X.npy", None, None, ["--labels", "needs the labels"]),
+])
+def test_measure_hostile_files_are_refused_naming_the_argument(zoo, mfiles, features, labels, weights, needles):
+    files, cwd = zoo
+    argv = ["measure", mfiles[features]]
+    argv += ["--labels", mfiles[labels]] if labels else []
+    argv += ["--weights", mfiles[weights]] if weights else []
+    _refused(argv, cwd, *needles)
+
+
+def test_measure_big_endian_files_give_the_native_numbers(mfiles):
+    from proofs_check.measure import measure
+
+    native = measure(mfiles["X.npy"], mfiles["y.npy"])["metrics"]
+    swapped = measure(mfiles["Xbe.npy"], mfiles["ybe.npy"])["metrics"]
+    assert native.keys() == swapped.keys() and native["nc1"] is not None
+    for k, v in native.items():
+        assert swapped[k] == v, (k, v, swapped[k])
