@@ -497,8 +497,9 @@ class _Pool:
 
 #: Imported before the workers fork when the cache has no record of what the claims import (a first run) and
 #: the claims span several families: scipy.optimize (0.45 CPU s, 1.2 at load 5) was imported by the claims of
-#: five of the seven families, so every worker would import it again.
-DEFAULT_PRELOAD = ("scipy.optimize",)
+#: five of the seven families, scipy.integrate (0.05-0.1 s more) by the ntk family and, through cvxpy, by scl
+#: and ufm, so every worker would import them again.
+DEFAULT_PRELOAD = ("scipy.optimize", "scipy.integrate")
 
 
 def _preload(claims, groups: list[list[int]], workers: int, needs: dict, costs: dict) -> list[str]:
