@@ -73,7 +73,10 @@ class FCSolution:
     value, certificate and uniqueness certificate). ``lbfgs``: the search's Solution; ``lbfgs_value`` its value
     when finite. ``configuration``: (W, U, E) of the predicted configuration or None (``why_no_configuration``);
     ``configuration_value``: its exact risk; ``configuration_certificate``: the proven bound at it;
-    ``uniqueness``: its uniqueness certificate (``unique``, ``why``, residuals). ``lower_bounds`` /
+    ``uniqueness``: its uniqueness certificate (``unique``, ``why``, residuals); ``exact_phase``: no LayerNorm,
+    where the float evidence leaves the phase open (the predicted zero configuration without a strictly
+    complementary certificate, or lambda within round-off of ||grad CE(0)||_2), ||grad CE(0)||_2 <= lambda decided
+    in exact rationals (``solvers.feature_collapse.exact_zero_phase``), else None. ``lower_bounds`` /
     ``feasible``: (value, where from) of every bound and feasible value; ``certificate``: the best of each
     (``lower_bound``, ``upper``, ``gap``, ``method``, ``upper_from``; the report's certificate); without the
     hypotheses the search's certificate as it is, or None. ``configuration_geometry``: the geometry measured on
@@ -95,6 +98,7 @@ class FCSolution:
     configuration_value: float | None = None
     configuration_certificate: Certificate | None = None
     uniqueness: dict | None = None
+    exact_phase: dict | None = None
     lower_bounds: list = field(default_factory=list)
     feasible: list = field(default_factory=list)
     certificate: dict | None = None
@@ -114,8 +118,17 @@ class FCSolution:
 
     @property
     def certified_unique(self) -> bool:
-        """True when the predicted configuration carries a valid uniqueness certificate."""
-        return bool((self.uniqueness or {}).get("unique"))
+        """True when the predicted configuration carries a valid uniqueness certificate, or is W = U = 0 with the
+        zero phase proven in exact rationals (:attr:`exact_zero`)."""
+        return bool((self.uniqueness or {}).get("unique")) or self.exact_zero
+
+    @property
+    def exact_zero(self) -> bool:
+        """The predicted configuration is W = U = 0 and ||grad CE(0)||_2 <= lambda holds in exact rationals: it is
+        the unique minimiser (``solvers.feature_collapse.HOW_EXACT_ZERO``), also at the threshold itself."""
+        ex, cfg = self.exact_phase, self.configuration
+        return bool(ex and ex.get("decided") and ex["zero_minimiser"] and self.prediction.geometry == "trivial"
+                    and cfg is not None and not any(np.any(a) for a in cfg))
 
     @property
     def point(self) -> tuple | None:
@@ -173,6 +186,7 @@ def _solve_instance(inst: FCInstance, predict, n_starts: int, seed: int, cvxpy, 
         s.geometry = _report_geometry(s, None)
         return s
     _configuration(s, prob)
+    _exact_phase(s)
     sol = s.lbfgs
     if sol is not None and sol.certificate is not None:
         s.lower_bounds.append((sol.certificate.lower_bound, sol.certificate.method + " at the L-BFGS point"))
@@ -233,6 +247,31 @@ def _configuration(s: FCSolution, prob: S.FCProblem) -> None:
     s.configuration_geometry = {"measured_at_claimed_configuration": S.measure(inst, W, U, b_pred=pred.b),
                                 "max_abs_U": float(np.abs(U).max(initial=0.0)),
                                 "max_abs_W": float(np.abs(W).max(initial=0.0))}
+
+
+def _exact_phase(s: FCSolution) -> None:
+    """No LayerNorm, where float64 leaves the phase open: the predicted zero configuration without a strictly
+    complementary certificate (at and just above the threshold the dual slack's eigenvalue is 0 up to round-off),
+    or lambda within the round-off of ||grad CE(0)||_2: ||grad CE(0)||_2 <= lambda decided in exact rationals (in
+    place: ``exact_phase``, a diagnostic)."""
+    zg = s.threshold
+    if zg is None:
+        return
+    trivial_open = (s.prediction.geometry == "trivial" and s.configuration is not None
+                    and not (s.uniqueness or {}).get("unique"))
+    band = _finite(zg["spectral_norm"], zg["roundoff"]) and abs(zg["spectral_norm"] - s.inst.lam) <= zg["roundoff"]
+    if not (trivial_open or band):
+        return
+    ex = S.exact_zero_phase(s.inst, zg["gradient"])
+    s.exact_phase = ex
+    if not ex["decided"]:
+        s.diagnostics.append(f"exact phase not decided: {ex['why']}")
+    elif ex["zero_minimiser"]:
+        s.diagnostics.append("exact phase: ||grad CE(0)||_2 " + ("= lambda exactly" if ex["at_threshold"] else
+                             "< lambda") + " in rationals: W = U = 0 is the unique minimiser")
+    else:
+        s.diagnostics.append("exact phase: ||grad CE(0)||_2 > lambda in rationals: W = U = 0 is not a minimiser "
+                             "(the minimiser is a nonzero configuration of vanishing scale)")
 
 
 def _report_geometry(s: FCSolution, certified_cfg) -> dict:

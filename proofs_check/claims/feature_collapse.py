@@ -14,7 +14,9 @@ Proofs used (docs/feature_collapse.md):
   complementarity + injectivity): the claimed configuration is then THE minimiser (up to rotation),
   so its exact geometry is the minimiser's. Without it: INCONCLUSIVE "no geometry certificate".
   A witness against a claimed minimiser is a feasible point with a lower value.
-- the threshold: ||grad CE(0)||_2 (Z = 0 is optimal iff it is <= lambda, uniquely if <);
+- the threshold: ||grad CE(0)||_2 (Z = 0 is optimal iff it is <= lambda, and then the unique minimiser, also at
+  equality); where float64 cannot tell lambda from it, the side is decided in exact rationals of the doubles
+  (``solvers.feature_collapse.exact_zero_phase``; docs/feature_collapse.md, "Exact phase at the threshold");
 
 Theorem 2's global optimality is a conjecture of the paper: ncproofs proves it per instance with
 the certificate and says so; it never reports it as proved in general.
@@ -207,13 +209,27 @@ def _minimiser_statement(s: FE.FCSolution, pre: str) -> Check:
                      f"{fmt(cfg_value - sol_value, 3)} > tolerance {fmt(tol, 3)})", geo_ev)
     inner = _geometry_check(gname, inst, pred, s.configuration_geometry)
     inner.evidence.update(geo_ev)
-    how = ("strictly complementary dual certificate of the SDP lifting at the claimed configuration: KKT "
-           f"residual {fmt(dc.get('kkt_residual'), 2)}, complementarity gap {fmt(dc.get('complementarity_gap'), 3)}, "
-           f"injectivity {fmt(dc.get('injectivity'), 3)}")
+    ex = s.exact_phase
+    if ex is not None:
+        inner.evidence["exact_phase"] = ex
+    if dc.get("unique"):
+        how = ("strictly complementary dual certificate of the SDP lifting at the claimed configuration: KKT "
+               f"residual {fmt(dc.get('kkt_residual'), 2)}, complementarity gap "
+               f"{fmt(dc.get('complementarity_gap'), 3)}, injectivity {fmt(dc.get('injectivity'), 3)}")
+    elif s.exact_zero:
+        # the dual slack's smallest eigenvalue is 0 up to round-off at (and just above) the threshold, so strict
+        # complementarity is not confirmed in floats; the exact rationals decide ||grad CE(0)||_2 <= lambda
+        how = (S.HOW_EXACT_ZERO + ": ||grad CE(0)||_2 " + ("= lambda exactly" if ex["at_threshold"] else "< lambda")
+               + f" (lambda^2 = {ex['lambda_squared']}, PSD test of dimension {ex['dimension']})")
+    else:
+        how = ""
     chk = at_certified_point(inner, value=cfg_value, lower_bound=s.certificate["lower_bound"], tol=tol,
-                             unique=bool(dc.get("unique")), how=how)
-    if not dc.get("unique") and chk.verdict is Verdict.INCONCLUSIVE:
-        chk.reason = f"no geometry certificate ({dc.get('why')}); " + chk.reason
+                             unique=s.certified_unique, how=how)
+    if not s.certified_unique and chk.verdict is Verdict.INCONCLUSIVE:
+        exact_no = ("; exact phase: ||grad CE(0)||_2 > lambda in rationals, so W = U = 0 is not a minimiser (the "
+                    "minimiser is a nonzero configuration of vanishing scale, which float64 cannot resolve)"
+                    if ex and ex.get("decided") and not ex["zero_minimiser"] else "")
+        chk.reason = f"no geometry certificate ({dc.get('why')}{exact_no}); " + chk.reason
     if pred.conjecture and chk.verdict is Verdict.VERIFIED:
         chk.reason += " (global optimality is a conjecture of the paper; proven here for this instance only)"
     return chk
@@ -408,11 +424,39 @@ def _trivial_cases(ctx: RunContext) -> list[FCInstance]:
     out = [FCInstance(3, 2, 2, 4, 0.05), FCInstance(3, 2, 2, 4, 0.3), FCInstance(2, 4, 3, 3, 0.05),
            FCInstance(3, 2, 2, 5, 0.19243084472090224),  # just below lambda_crit = 0.1924500897...
            FCInstance(3, 2, 2, 5, 0.19246),  # just above
+           # the doubles either side of lambda_crit = sqrt(1/27) and lambda_crit = 1/4 itself (n_c = 2, L = 2,
+           # s_c = 4): within float64's round-off of ||grad CE(0)||_2, decided in exact rationals
+           FCInstance(3, 2, 2, 4, 0.19245008972987523), FCInstance(3, 2, 2, 5, 0.19245008972987526),
+           FCInstance(2, 2, 4, 2, 0.25),
            FCInstance(2, 1, 2, 3, 0.05, K=4, latents="random", seed=6)]  # duplicated latents
     if ctx.full:
         out += [FCInstance(4, 2, 1, 3, 0.05), FCInstance(2, 2, 3, 2, 0.5), FCInstance(2, 1, 2, 2, 0.3, K=6,
                                                                                        latents="random", seed=1)]
     return out
+
+
+def _exact_phases(inst: FCInstance, zg: dict, expr, vals: dict, syms: dict):
+    """(proven, claims_zero, evidence) where float64 cannot tell lambda from ||grad CE(0)||_2: ``proven`` "zero"
+    (||grad CE(0)||_2 <= lambda in exact rationals, ``S.exact_zero_phase``) or "nonzero", ``claims_zero`` whether
+    lambda >= the claimed threshold ``expr`` (a sympy formula in the symbols ``syms``) with lambda and the squared
+    frequencies as exact rationals (the same exact instance); None where either is not decided."""
+    import sympy as sp
+
+    ex = S.exact_zero_phase(inst, zg["gradient"])
+    if ex is None or not ex["decided"]:
+        return None, None, (ex or {"why": "LayerNorm: no trivial phase"})
+    proven = "zero" if ex["zero_minimiser"] else "nonzero"
+    mu2 = sum(m * m for m in S.exact_word_masses(inst))
+    exact_vals = {**vals, syms["mu2"]: sp.Rational(mu2.numerator, mu2.denominator)}
+    try:
+        diff = sp.Rational(*float(inst.lam).as_integer_ratio()) - sp.sympify(expr).subs(exact_vals)
+        diff = sp.radsimp(sp.simplify(diff))
+        claims_zero = True if diff.is_zero or diff.is_positive else False if diff.is_negative else None
+    except (TypeError, ValueError, AttributeError):
+        claims_zero = None
+    if claims_zero is None:
+        ex = {**ex, "why": "the claimed threshold could not be compared with lambda exactly"}
+    return proven, claims_zero, ex
 
 
 def make_trivial_phase_claim(threshold: Callable[[dict], object] = theorem1_threshold,
@@ -423,7 +467,8 @@ def make_trivial_phase_claim(threshold: Callable[[dict], object] = theorem1_thre
 
     Per instance: (1) the claimed threshold's value against the certified one ||grad CE(0)||_2 at
     relative tolerance THRESHOLD_RTOL; (2) the phase the claim predicts at the instance's lambda
-    against the proven phase (zero unique iff ||grad CE(0)||_2 < lambda; not optimal iff >).
+    against the proven phase (zero, and unique, iff ||grad CE(0)||_2 <= lambda; not optimal iff >; within float64's
+    round-off both the phase and the claimed side are decided in exact rationals, :func:`_exact_phases`).
     Symbolically: phi'(0) = 0 at lambda = the claimed formula (L = 1, 2, 3)."""
     text = THEOREM1_THRESHOLD_TEXT if threshold is theorem1_threshold else threshold_text(threshold)
 
@@ -457,16 +502,31 @@ def make_trivial_phase_claim(threshold: Callable[[dict], object] = theorem1_thre
             if not is_finite(tau):  # no phase is predicted by a threshold that is not a number
                 continue
             claims_zero = inst.lam >= tau
+            exact = ""
             if exceeds(inst.lam - g, err):
                 proven = "zero"
             elif exceeds(g - inst.lam, err):
                 proven = "nonzero"
             else:
-                proven = None
+                # lambda within the round-off of ||grad CE(0)||_2: both sides decided in exact rationals of the
+                # doubles (the instance's side by solvers.feature_collapse.exact_zero_phase, the claimed side by
+                # comparing lambda with the claimed formula in sympy), else not decided
+                proven, claims_zero, exact = _exact_phases(inst, zg, threshold({**syms, "L": sp.Integer(inst.L)}),
+                                                           vals, syms)
+                ev["exact_phase"] = exact
             stmt = "the minimiser is W = U = 0" if claims_zero else "the minimiser is nonzero"
-            if proven is None:
-                yield Check(f"{lab}: phase", Verdict.INCONCLUSIVE, f"claimed: {stmt}; lambda is within round-off "
-                            f"{fmt(err, 2)} of ||grad CE(0)||_2 = {fmt(g, 12)}: not decided", ev)
+            if proven is None or claims_zero is None:
+                yield Check(f"{lab}: phase", Verdict.INCONCLUSIVE, f"claimed: {stmt if claims_zero is not None else '?'}"
+                            f"; lambda is within round-off {fmt(err, 2)} of ||grad CE(0)||_2 = {fmt(g, 12)}: not "
+                            f"decided ({(exact or {}).get('why', 'exact arithmetic did not decide')})", ev)
+            elif exact:
+                rel = "= lambda exactly" if exact["at_threshold"] else ("< lambda" if proven == "zero" else "> lambda")
+                yield Check(f"{lab}: phase", Verdict.VERIFIED if (proven == "zero") == claims_zero else Verdict.REFUTED,
+                            f"claimed: {stmt} (lambda {'>=' if claims_zero else '<'} the claimed threshold, compared "
+                            f"exactly); in exact rationals ||grad CE(0)||_2 {rel} (lambda^2 = {exact['lambda_squared']}"
+                            f"), so the minimiser is {'W = U = 0, uniquely' if proven == 'zero' else 'nonzero'} "
+                            f"(docs/feature_collapse.md, 'Exact phase at the threshold'); float64 within round-off "
+                            f"{fmt(err, 2)} could not tell", ev)
             elif (proven == "zero") == claims_zero:
                 yield Check(f"{lab}: phase", Verdict.VERIFIED, f"{stmt}: proven, ||grad CE(0)||_2 = {fmt(g, 12)} "
                             f"{'<' if proven == 'zero' else '>'} lambda = {fmt(inst.lam, 12)} (convex optimality of Z = 0"
