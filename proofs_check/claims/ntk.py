@@ -882,18 +882,16 @@ def e_zero_claim(predict_etf: bool = False, claim_id: str = "e-zero") -> Claim:
 INITS = ("random", "e-zero", "lazy")
 #: Default init scale: small for the random and E = 0 starts, LAZY_SCALE for the lazy construction.
 DEFAULT_INIT_SCALE = {"random": 1e-6, "e-zero": 1e-6, "lazy": LAZY_SCALE}
-#: Default horizons: 30 (random) and 60 (E = 0: the within-class residual decays only algebraically).
+#: Default horizons: 30 (random) and 60 (E = 0: the within-class residual decays only algebraically), in units of
+#: 1/s (s rescales time and every rate; with a fixed T = 30, s = 1e-8 never converged and s = 1e3 was too stiff).
 DEFAULT_T = {"random": 30.0, "e-zero": 60.0}
-# (in units of 1/s: s rescales time and every rate, so the default follows the loss scale; with a fixed
-# T = 30 an instance with s = 1e-8 never converged and s = 1e3 was refused as too stiff)
 #: Lazy default horizon: 12 e-folds of the slowest residual part, 12/(s lambda_0^gamma), capped at
 #: LAZY_T_MAX (for a small L the gamma rates are O(L^2) and 12/rate would be ~1e13: that run took
 #: 170 s and 4.2 GB before the cap; such an L is not "large" and the lazy statement does not apply).
 LAZY_T_EFOLDS = 12.0
 LAZY_T_MAX = 60.0
-#: Default wall-clock budget for the integrations of one instance (seconds). With the size limits of
-#: solvers.ntk the measurements after the integrations take at most ~30 s more (largest accepted
-#: instances, measured on 2 shared cores), so every input ends within 2 minutes.
+#: Default wall-clock budget for the integrations of one instance (seconds). With the size limits of solvers.ntk the
+#: measurements after them take at most ~30 s more (largest accepted instances, 2 shared cores): under 2 minutes.
 DEFAULT_MAX_SECONDS = 60.0
 MAX_SECONDS_LIMIT = 86_400.0
 
@@ -921,8 +919,7 @@ def _rate_entry(pred, fit: dict) -> dict:
 def _triple(name: str, values) -> tuple[float, float, float] | None:
     if values is None:
         return None
-    values = list(values)
-    if len(values) != 3:
+    if len(values := list(values)) != 3:
         raise InstanceError(f"{name} must have exactly 3 comma-separated entries ({name}_d,{name}_c,{name}_n), "
                             f"got {len(values)}")
     return tuple(as_float(f"{name}[{i}]", v) for i, v in enumerate(values))
@@ -943,10 +940,8 @@ def _instance_options(inst: th.NTKInstance, gamma, feature_dim, init: str, init_
         th.check_positive_definite("gamma", C, m, gamma)
         gi = th.NTKInstance(C, m, gamma, inst.s)
     eps = sv.check_init_scale(DEFAULT_INIT_SCALE[init] if init_scale is None else init_scale)
-    if T is not None:
-        T = as_float("time", T, nonnegative=True)
-        if T <= 0:
-            raise InstanceError(f"time must be > 0, got {T:g}")
+    if T is not None and (T := as_float("time", T, nonnegative=True)) <= 0:
+        raise InstanceError(f"time must be > 0, got {T:g}")
     n = feature_dim if feature_dim is not None else (N + C if init == "lazy" else C + 1)
     n = as_int("n (feature dimension)", n, minimum=1)
     sv.check_sizes(C, m, n)  # before any allocation
