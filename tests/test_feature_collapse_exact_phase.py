@@ -257,3 +257,18 @@ def test_exact_psd_against_eigenvalues(n, r, seed, shift):
         assert ok and zeros == 0
     elif ok:
         assert zeros == int(np.sum(np.abs(ev) < 1e-9))
+
+
+def test_a_zero_prediction_one_double_below_lambda_crit_is_not_verified():
+    """The trivial prediction (that of lambda_crit) fed at the double below: in rationals ||grad CE(0)||_2 >
+    lambda, so W = U = 0 is not a minimiser; float64 cannot show a better point (the gain is ~1e-33), so the
+    statement is INCONCLUSIVE with the exact side in its reason, never VERIFIED."""
+    from theory import feature_collapse as T
+
+    lam = float(np.nextafter(0.25, 0.0))
+    rep = FC.check_instance(FCInstance(2, 2, 4, 2, lam), predict=lambda i: T.predict(FCInstance(2, 2, 4, 2, 0.25)),
+                            n_starts=1, cvxpy=False)
+    z = {c.name: c for c in rep.claims}["minimiser-zero"]
+    assert z.verdict is Verdict.INCONCLUSIVE
+    assert "exact phase: ||grad CE(0)||_2 > lambda" in z.reason
+    assert z.evidence["exact_phase"]["zero_minimiser"] is False
