@@ -255,11 +255,18 @@ def test_out_of_range_values_name_the_option_as_typed(zoo, argv, needles):
 @pytest.mark.parametrize("argv,needles,absent", [
     # deep-ufm builds its counts from -k and -n: the limit names them, never --counts (not typed)
     (["solve", "deep-ufm", "-L", "1", "-k", "2", "-n", "100000000", "-D", "2", "--lambda", "0.01"],
-     ["--classes x --per-class", "at most 10000000 samples"], "--counts"),
+     ["--classes/-k x --per-class/-n", "at most 10000000 samples"], "--counts"),
     (["table", "deep-ufm", "--layers", "1", "--classes", "2", "--lambda", "0.01", "--per-class", "100000000"],
      ["--per-class", "at most 10000000 samples"], "counts:"),
     (["solve", "deep-ufm", "-L", "1", "--counts", "2,100000000", "-D", "2", "--lambda", "0.01"],
      ["--counts", "at most 10000000 samples"], "--per-class"),
+    # ntk: N = C m is refused naming the options (the solver names C, m and N; C = 2^63 - 1 named the feature
+    # dimension n = C + 1 first)
+    (["solve", "ntk", "-C", "3", "-m", "400"], ["-C", "-m", "N = C m = 3 x 400 = 1200", "limit 1000"], "n (feature"),
+    (["solve", "ntk", "--classes", "9223372036854775807", "--per-class", "2"], ["--classes", "--per-class"],
+     "n (feature"),
+    (["solve", "ntk", "--classes", "300", "--per-class", "400", "--loss", "ce"], ["--classes", "--per-class"],
+     "n (feature"),
 ])
 def test_a_derived_parameter_is_not_blamed_on_an_option_not_typed(zoo, argv, needles, absent):
     files, cwd = zoo

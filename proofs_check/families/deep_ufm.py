@@ -53,7 +53,7 @@ def _counts(args) -> tuple:
 
     if args.classes > MAX_CLASSES:  # before the tuple of K class sizes is built (K = 2^63 - 1 filled the memory)
         raise UsageError(f"--classes must be <= {MAX_CLASSES}, got {args.classes}")
-    _check_samples(args.classes * args.per_class, "--classes x --per-class")
+    _check_samples(args.classes * args.per_class, "--classes/-k x --per-class/-n")
     return (args.per_class,) * args.classes
 
 

@@ -84,6 +84,17 @@ def _check_general_options(rhos, counts_lists) -> None:
                                 "general kernel")
 
 
+def _check_samples(args, limit: int, what: str) -> None:
+    """N = C m against ``limit``, named by the options that set it (the solvers name only C, m and N; C = 2^63 - 1
+    overflowed the default feature dimension C + 1 first, a message naming n)."""
+    C, m = getattr(args, "classes", None), getattr(args, "per_class", None)
+    if getattr(args, "counts", None) or not isinstance(C, int) or not isinstance(m, int) or C < 2 or m < 1:
+        return  # --counts, or a value the instance refuses itself
+    if C * m > limit:
+        raise InstanceError(f"--classes/-C x --per-class/-m: N = C m = {C} x {m} = {C * m} samples exceeds the limit "
+                            f"{limit} ({what})")
+
+
 def _check_table_work(cg, counts, rhos, kappa, args) -> None:
     """The table's flows together within one flow's work budget, estimated before any flow runs (each flow
     was checked alone: --counts 1000,1000 ran for minutes, 200 such rows for hours)."""
@@ -118,6 +129,7 @@ def run_general_solve(args: argparse.Namespace) -> dict:
     if args.steps is not None and args.step_size is None:
         raise InstanceError("--steps needs --step-size ETA (discrete steps)")
     _check_general_options([args.kernel_perturbation], [args.counts])
+    _check_samples(args, th.MAX_GENERAL_SAMPLES, "for a general kernel")
     C = len(args.counts) if args.counts else args.classes
     if args.feature_dim is None and C is not None and C + 1 > 256:  # before the N x N kernel is built (a minute)
         raise InstanceError(f"--counts / --classes: the default feature dimension n = C + 1 = {C + 1} exceeds the "
@@ -151,6 +163,9 @@ def run_solve(args: argparse.Namespace) -> dict:
     if _general(args):
         return run_general_solve(args)
 
+    from solvers.ntk import MAX_SAMPLES
+
+    _check_samples(args, MAX_SAMPLES, "an N x N kernel")
     inst = th.NTKInstance(args.classes, args.per_class, _triple("kappa", args.kappa), args.s)
     report = cl.check_instance(inst, gamma=args.gamma, feature_dim=args.feature_dim, init=args.init,
                                init_scale=args.init_scale, T=args.time, seed=args.seed, mean_weight=args.mean_weight,
