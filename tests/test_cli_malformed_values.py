@@ -267,6 +267,14 @@ def test_out_of_range_values_name_the_option_as_typed(zoo, argv, needles):
      "n (feature"),
     (["solve", "ntk", "--classes", "300", "--per-class", "400", "--loss", "ce"], ["--classes", "--per-class"],
      "n (feature"),
+    # the solvers' feature-dimension limits, named by --feature-dim
+    (["solve", "ntk", "--feature-dim", "100000000"], ["--feature-dim", "exceeds the limit 256"], "argument --classes"),
+    (["solve", "ntk", "--feature-dim", "100000000", "--loss", "ce"], ["--feature-dim", "<= 256"], "--classes"),
+    # crh's work budget (steps=..., runs=...): named by the options that size the work
+    (["solve", "crh", "--quick", "--steps", "100000000", "--null-draws", "10"],
+     ["--steps", "--null-draws", "--weight-decay", "flop-equivalents"], "Traceback"),
+    (["table", "crh", "--quick", "--steps", "100000000", "--null-draws", "10", "--weight-decays", "0.01"],
+     ["--steps", "--weight-decays", "flop-equivalents"], "Traceback"),
 ])
 def test_a_derived_parameter_is_not_blamed_on_an_option_not_typed(zoo, argv, needles, absent):
     files, cwd = zoo

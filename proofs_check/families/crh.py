@@ -117,6 +117,24 @@ def _null_draws(args) -> int:
     return args.null_draws
 
 
+def _sized_by_options(flag: str):
+    """The budget's refusal (``instance too large (steps=..., runs=...)``) names the options that size the work."""
+    import contextlib
+
+    from theory._validate import InputError
+
+    @contextlib.contextmanager
+    def guard():
+        try:
+            yield
+        except InputError as exc:
+            if str(exc).startswith("instance too large"):
+                raise UsageError(f"--steps, --records, --null-draws and {flag} (the number of runs): {exc}") from None
+            raise
+
+    return guard()
+
+
 def solve(args) -> dict:
     from proofs_check.claims import crh as C
 
@@ -124,8 +142,9 @@ def solve(args) -> dict:
     gammas = sorted(set([0.0] + gammas))
     null_draws = _null_draws(args)
     cfg = _config(args, gammas)
-    report = C.check_instance(cfg, mode=args.mode, metric=args.metric, null_draws=null_draws,
-                              time_budget_s=args.time_budget)
+    with _sized_by_options("--weight-decay"):
+        report = C.check_instance(cfg, mode=args.mode, metric=args.metric, null_draws=null_draws,
+                                  time_budget_s=args.time_budget)
     return report.to_dict()
 
 
@@ -179,9 +198,10 @@ def table(args) -> Table:
     gammas = _gammas(args.weight_decays, "--weight-decays")
     null_draws = _null_draws(args)
     cfg = _config(args, gammas)
-    validate_solve_options(cfg, args.mode, args.metric, null_draws)
+    with _sized_by_options("--weight-decays"):
+        validate_solve_options(cfg, args.mode, args.metric, null_draws)
+        res = experiment(cfg, args.time_budget)
     rows = []
-    res = experiment(cfg, args.time_budget)
     for i, g in enumerate(cfg.weight_decays):
         if res.diverged[i] or res.n_recorded == 0:
             rows.append([g, None] + [None] * (len(RELATION_NAMES) + 4))

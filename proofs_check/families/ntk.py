@@ -95,6 +95,25 @@ def _check_samples(args, limit: int, what: str) -> None:
                             f"{limit} ({what})")
 
 
+def _feature_dim_named(args):
+    """The solvers' ``n (feature dimension) ...`` refusals, named by the option that set n: --feature-dim, or
+    --classes / --counts through the default n = C + 1."""
+    import contextlib
+
+    @contextlib.contextmanager
+    def guard():
+        try:
+            yield
+        except InstanceError as exc:
+            if not str(exc).startswith("n (feature dimension)"):
+                raise
+            opt = ("--feature-dim" if args.feature_dim is not None else
+                   "--counts / --classes (the default feature dimension n = C + 1)")
+            raise InstanceError(f"{opt}: {exc}") from None
+
+    return guard()
+
+
 def _check_table_work(cg, counts, rhos, kappa, args) -> None:
     """The table's flows together within one flow's work budget, estimated before any flow runs (each flow
     was checked alone: --counts 1000,1000 ran for minutes, 200 such rows for hours)."""
@@ -145,7 +164,7 @@ def run_general_solve(args: argparse.Namespace) -> dict:
     import numpy as np
 
     try:
-        with np.errstate(over="ignore", invalid="ignore"):  # a diverging run: one line below, not numpy warnings
+        with np.errstate(over="ignore", invalid="ignore"), _feature_dim_named(args):  # a diverging run: one line
             rep = cg.check_general_instance(model, feature_dim=args.feature_dim, init=args.init,
                                             init_scale=args.init_scale, T=args.time, seed=args.seed,
                                             sgd_batch=args.sgd_batch, step_size=args.step_size, steps=args.steps)
@@ -167,9 +186,11 @@ def run_solve(args: argparse.Namespace) -> dict:
 
     _check_samples(args, MAX_SAMPLES, "an N x N kernel")
     inst = th.NTKInstance(args.classes, args.per_class, _triple("kappa", args.kappa), args.s)
-    report = cl.check_instance(inst, gamma=args.gamma, feature_dim=args.feature_dim, init=args.init,
-                               init_scale=args.init_scale, T=args.time, seed=args.seed, mean_weight=args.mean_weight,
-                               max_seconds=cl.DEFAULT_MAX_SECONDS if args.max_seconds is None else args.max_seconds)
+    with _feature_dim_named(args):
+        report = cl.check_instance(inst, gamma=args.gamma, feature_dim=args.feature_dim, init=args.init,
+                                   init_scale=args.init_scale, T=args.time, seed=args.seed,
+                                   mean_weight=args.mean_weight,
+                                   max_seconds=cl.DEFAULT_MAX_SECONDS if args.max_seconds is None else args.max_seconds)
     return report.to_dict()
 
 
