@@ -543,43 +543,50 @@ def _flint_available() -> bool:
     return True
 
 
-def _dispatch(parser, args, smap, tmap, emap) -> int:
+def _list_command(args) -> int:
+    """``ncproofs list``: the claims (id, provenance, check counts from a report, source)."""
+    import os
+
     from proofs_check import registry
     from theory._validate import InputError
+
+    claims = registry.select(registry.all_claims(), args.only, strict=True)
+    src = args.counts_from or ("ncproofs-report.json" if os.path.isfile("ncproofs-report.json") else None)
+    counts = None
+    if src:
+        try:
+            counts = registry.counts_from_report(src)
+        except InputError as exc:
+            if args.counts_from:
+                raise InputError(f"--counts-from: {str(exc).removeprefix('report: ')}") from None
+            src = None  # an unreadable default report is ignored, an explicit one is an error
+    rows = registry.listing(claims, counts)
+    if args.json:
+        from proofs_check.envelope import envelope
+
+        print(json.dumps(envelope("list", {
+            "counts_from": src,
+            "claims": [{**{k: r[k] for k in ("id", "aliases", "family", "source", "provenance", "statement")},
+                        "independent_checks": r["independent_checks"],
+                        "consistency_checks": r["consistency_checks"]} for r in rows]}), indent=2))
+    else:
+        w = max((len(c.id) for c in claims), default=10)
+        for r in rows:
+            was = f"  (former id: {', '.join(r['aliases'])})" if r["aliases"] else ""
+            print(f"{r['id']:<{w}}  {r['provenance']:<13}  {r['checks']:<34}  {r['source']}{was}")
+        print(f"{len(claims)} claims" + (f"; check counts from {src}" if src else
+                                         "; check counts: run `ncproofs run` first (or pass --counts-from)"))
+    return 0
+
+
+def _dispatch(parser, args, smap, tmap, emap) -> int:
+    from proofs_check import registry
 
     if args.command is None:
         parser.print_help()
         return 2
     if args.command == "list":
-        import os
-
-        claims = registry.select(registry.all_claims(), args.only, strict=True)
-        src = args.counts_from or ("ncproofs-report.json" if os.path.isfile("ncproofs-report.json") else None)
-        counts = None
-        if src:
-            try:
-                counts = registry.counts_from_report(src)
-            except InputError as exc:
-                if args.counts_from:
-                    raise InputError(f"--counts-from: {str(exc).removeprefix('report: ')}") from None
-                src = None  # an unreadable default report is ignored, an explicit one is an error
-        rows = registry.listing(claims, counts)
-        if args.json:
-            from proofs_check.envelope import envelope
-
-            print(json.dumps(envelope("list", {
-                "counts_from": src,
-                "claims": [{**{k: r[k] for k in ("id", "aliases", "family", "source", "provenance", "statement")},
-                            "independent_checks": r["independent_checks"],
-                            "consistency_checks": r["consistency_checks"]} for r in rows]}), indent=2))
-        else:
-            w = max((len(c.id) for c in claims), default=10)
-            for r in rows:
-                was = f"  (former id: {', '.join(r['aliases'])})" if r["aliases"] else ""
-                print(f"{r['id']:<{w}}  {r['provenance']:<13}  {r['checks']:<34}  {r['source']}{was}")
-            print(f"{len(claims)} claims" + (f"; check counts from {src}" if src else
-                                             "; check counts: run `ncproofs run` first (or pass --counts-from)"))
-        return 0
+        return _list_command(args)
     if args.command == "run":
         from proofs_check.outputs import check_output_path
         from proofs_check.runner import run_claims, summary_table, write_reports
