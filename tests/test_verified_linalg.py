@@ -138,11 +138,13 @@ def test_indefinite_matrix_is_rejected(seed, rel):
 def test_indefinite_gram_accepted_by_plain_cholesky_is_rejected():
     """The float Gram X X^T of a rank-deficient X (12 x 10) has an exact smallest eigenvalue of either sign at
     the 1e-16 level (50 digits on the doubles). A plain float Cholesky runs to completion on some of the
-    indefinite ones (control: so the rejection is the theorem's shift at work); the verified test rejects them
-    all."""
+    indefinite ones (control: so the rejection is the theorem's shift at work; which seeds fool it depends on the
+    LAPACK build, so seeds are drawn until two have); the verified test rejects every indefinite one seen."""
     n = 12
     fooled = 0
-    for seed in range(12):
+    for seed in range(200):
+        if fooled >= 2:
+            break
         X = np.random.default_rng(seed).standard_normal((n, n - 2))
         T = X @ X.T
         T = np.tril(T) + np.tril(T, -1).T
