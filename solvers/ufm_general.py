@@ -275,6 +275,79 @@ def exact_phase(p: GeneralUFM) -> dict | None:
             "matrix_checked": checked}
 
 
+HOW_EXACT_PHASE_LB = ("exact phase (MSE, balanced, regularised bias lambda_b > 0): K^2 n lw lh >= 1 in exact rational "
+                      "arithmetic of the instance's doubles, so Z* = 0 with b0 = 1/(K (1 + lambda_b)) is a minimiser "
+                      "(KKT at 0: ||grad||_2 = 1/(K sqrt(n)) <= lam) and the unique one (the objective is strongly "
+                      "convex in (U, b)); docs/ufm_general.md, 'MSE with a regularised bias'")
+
+
+def regularised_bias_mse_phase(p: GeneralUFM) -> dict | None:
+    """The exact phase and closed form of balanced one-hot MSE with a regularised bias (lb > 0; docs/ufm_general.md,
+    "MSE with a regularised bias"). With mu = sqrt(n) lam the unique minimiser is Zc = alpha (I - J/K) + gamma J/K
+    per class, alpha = max(0, 1 - K mu), gamma = max(0, 1 - K mu (1 + lb)/lb), b = (1 - gamma)/(K (1 + lb)) 1, and
+    f* = (K - 1) [(alpha - 1)^2 / (2K) + mu alpha] + lb (1 - gamma)^2 / (2 K (1 + lb)) + mu gamma. The phases are
+    decided in exact rationals of the doubles lw, lh, lb: s2 = K^2 n lw lh (= (K mu)^2) against 1 and against
+    (lb / (1 + lb))^2. Returns None outside the hypotheses (not classification, unbalanced counts, groups other than
+    one per class, lb = 0, a loss other than one-hot MSE)."""
+    from fractions import Fraction
+
+    from solvers.losses import SquaredError
+
+    if (p.kind != "classification" or p.G != p.K or not bool(np.all(p.counts == p.counts[0])) or not p.lb > 0.0
+            or not isinstance(p.loss, SquaredError) or p.loss.name != "mse"
+            or p.loss.T.shape != (p.K, p.K) or not np.array_equal(p.loss.T, np.eye(p.K))):
+        return None
+    K, n = p.K, int(p.counts[0])
+    lw, lh, lb = Fraction(float(p.lw)), Fraction(float(p.lh)), Fraction(float(p.lb))
+    s2 = K * K * n * lw * lh
+    c2 = (lb / (1 + lb)) ** 2
+    phase = "zero" if s2 >= 1 else ("simplex-etf" if s2 >= c2 else "simplex-etf-shifted")
+    mu = math.sqrt(n) * p.lam
+    lbf = float(p.lb)
+    alpha = max(0.0, 1.0 - K * mu) if phase != "zero" else 0.0
+    gamma = max(0.0, 1.0 - K * mu * (1.0 + lbf) / lbf) if phase == "simplex-etf-shifted" else 0.0
+    value = ((K - 1) * ((alpha - 1.0) ** 2 / (2 * K) + mu * alpha) + lbf * (1.0 - gamma) ** 2 / (2 * K * (1 + lbf))
+             + mu * gamma)
+    b0 = 1 / (K * (1 + lb))
+    return {"phase": phase, "K2_n_lw_lh": f"{s2.numerator}/{s2.denominator}", "zero_minimiser": s2 >= 1,
+            "at_threshold": s2 == 1, "at_shift_threshold": s2 == c2, "alpha": alpha, "gamma": gamma,
+            "bias": (1.0 - gamma) / (K * (1 + lbf)), "bias_b0": f"{b0.numerator}/{b0.denominator}", "value": value,
+            "rank": 0 if phase == "zero" else (K - 1 if phase == "simplex-etf" else K)}
+
+
+def _regularised_bias_phase(s: GeneralSolution, value_rtol: float) -> None:
+    """MSE, balanced, lb > 0 (in place, after the geometry certificate): zero phase decided in exact rationals ->
+    Z = 0 with b0 certified by its own dual bound and reported as the unique minimiser (HOW_EXACT_PHASE_LB); other
+    phases: the geometry stays a statement about the minimiser only when the proven radius is below the centre's
+    norm (the minimiser is then nonzero; near the threshold float64 cannot tell a vanishing ETF from zero)."""
+    p = s.problem
+    ex = regularised_bias_mse_phase(p)
+    if ex is None:
+        return
+    s.uniqueness["regularised_bias_phase"] = ex
+    if ex["zero_minimiser"]:
+        X0, b0 = np.zeros((p.K, p.K)), np.full(p.K, 1.0 / (p.K * (1.0 + float(p.lb))))
+        with blas_threads(0):
+            cc = certificate(p, X0, b0)
+        ok = _within(cc.gap, _tolerance(ex["value"], value_rtol, VALUE_ATOL))
+        ex["zero_certificate_gap"] = cc.gap
+        s.diagnostics.append(f"regularised bias: exact rationals put K^2 n lw lh = {ex['K2_n_lw_lh']} >= 1: Z = 0 "
+                             f"(b0 = {ex['bias_b0']}) is the unique minimiser"
+                             + ("" if ok else f", but its certificate's gap {cc.gap:.3g} is not within tolerance"))
+        if ok:
+            s.geometry_how = HOW_EXACT_PHASE_LB
+            s.geometry = geometry(p, X0, b0)
+            s.geometry["exact_phase"] = ex
+        else:
+            s.geometry_how = None
+        return
+    enc = s.enclosure
+    if s.geometry_how is not None and not (enc and enc.get("ok") and enc["radius"] < enc["center_norm"]):
+        s.geometry_how = None
+        s.diagnostics.append("regularised bias: the proven radius does not exclude Z* = 0 (a vanishing simplex ETF), "
+                             "so the geometry is a measurement at the candidate only")
+
+
 def zero_phase_closed_form(p: GeneralUFM, rtol: float = PHASE_RTOL) -> dict:
     """The balanced closed form in its zero phase (Z = 0: value w log K for the CE-type losses, (K - 1)/(2K) for
     MSE, independent of lambda), taken where the loss's own formula is on the zero side: at lam (1 + rtol)
@@ -800,6 +873,8 @@ def solve(p: GeneralUFM, *, starts: int = 2, seed: int = 0, time_budget: float |
         _unique_at_closed_form(s, value_rtol)
     else:
         _geometry_certificate(s, geometry_tol)
+        if p.lb > 0.0:
+            _regularised_bias_phase(s, value_rtol)
     s.cosines = s.geometry.pop("_cosines_full", (None, None))
     s.candidate_geometry.pop("_cosines_full", None)
     s.routes = {"factored": s.run.to_dict()}

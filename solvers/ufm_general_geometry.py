@@ -84,8 +84,9 @@ def minimiser_enclosure(p: GeneralUFM, V: np.ndarray, lower: float, upper: float
     up = upper + ((2 * (K + G) + 16) * u + spectral_slack(max(K, G))) * abs(upper)
     gap = up - lower if is_finite_pair(up, lower) else math.inf
     out["gap"] = gap
-    if p.lb != 0.0:
-        out["why"] = "the geometry certificate is derived for a free bias (lambda_b = 0)"
+    if p.lb != 0.0 and not isinstance(p.loss, SquaredError):
+        out["why"] = ("the geometry certificate is derived for a free bias (lambda_b = 0) or the squared error with a "
+                      "regularised bias; not for the loss " + repr(p.loss.name) + " with lambda_b > 0")
         return out
     if not (math.isfinite(gap) and gap >= 0.0):
         out["why"] = f"no finite certified gap ({gap!r})"
@@ -121,6 +122,24 @@ def minimiser_enclosure(p: GeneralUFM, V: np.ndarray, lower: float, upper: float
         out["uniqueness"] = ("strictly convex in the centred logits (Hessian diag(p) - p p^T positive definite on "
                              "1-perp), so every minimiser has the same centred logits C*; 1^T X* = 0 and X* sqrt(n) = 0 "
                              "(KKT), hence X* = C* D^{1/2} P and the centred bias J b* = C* n / N are unique")
+    elif isinstance(loss, SquaredError) and p.lb > 0.0:
+        # regularised bias (docs/ufm_general.md, "MSE with a regularised bias"): F - D >= (1/(2N)) sum_c n_c
+        # ||u_c - t_c - v_c||^2 + (lb/2) ||b - bhat||^2, bhat = -V n / (N lb); X = (U - b 1^T) D^{1/2}, so
+        # ||X* - Xhat||_F <= sqrt(2 N g) + sqrt(N) sqrt(2 g / lb) <= sqrt(2 N g (1 + 1/lb)) (Cauchy-Schwarz)
+        T = loss.T[:, p.y]
+        a1 = V @ (cnt / N)
+        bhat = -a1 / p.lb
+        Uc = (T + V - bhat[:, None]) * sq
+        r2 = 2.0 * N * gap * (1.0 + 1.0 / p.lb)
+        # float: T + V - bhat and the products (4u per entry), bhat = -(V n / N) / lb (G + 4 u per entry)
+        ferr = (4 * u * float(np.linalg.norm((np.abs(T) + np.abs(V) + np.abs(bhat)[:, None]) * sq))
+                + (G + 4) * u * float(np.linalg.norm((np.abs(V) @ (cnt / N)) / p.lb)) * math.sqrt(N))
+        structural = min(K, G)
+        e_grad = math.sqrt(2.0 * N * gap) / N
+        out.update(kind="squared, regularised bias", bias_center=bhat.tolist() if K <= 100 else None)
+        out["uniqueness"] = ("strongly convex in (U, b) (squared error in the logits U, (lb/2)||b||^2 with lb > 0), "
+                             "and (X, b) -> (U, b) is a linear bijection: (X*, b*) is unique; class-constant by the "
+                             "within-class permutations, so rank X* <= min(K, G)")
     elif isinstance(loss, SquaredError):
         T = loss.T[:, p.y]
         Uc = (T + V) * sq
@@ -134,8 +153,11 @@ def minimiser_enclosure(p: GeneralUFM, V: np.ndarray, lower: float, upper: float
     else:
         out["why"] = f"no geometry certificate for the loss {loss.name!r} (its Fenchel-Young gap is not derived)"
         return out
-    v = sq / math.sqrt(N)
-    Xh = Uc - np.outer(Uc @ v, v)  # right projector P = I - sqrt(n) sqrt(n)^T / N
+    if out.get("kind") == "squared, regularised bias":
+        Xh = Uc  # no projector: with lb > 0 the row space of X* need not be orthogonal to sqrt(n)
+    else:
+        v = sq / math.sqrt(N)
+        Xh = Uc - np.outer(Uc @ v, v)  # right projector P = I - sqrt(n) sqrt(n)^T / N
     nX = float(np.linalg.norm(Xh))
     radius = math.sqrt(r2) + ferr + GEOMETRY_FLOAT_FACTOR * (K + G) * u * nX
     # rank: -grad_X L(X*) in lam d||X*||_*, so rank X* <= #{sigma_i(grad*) >= lam}; Weyl with
@@ -162,6 +184,17 @@ def structural_uniqueness(p: GeneralUFM) -> dict:
     that is <= d the factored problem's minimisers are its balanced factorizations (unique up to rotations)."""
     from solvers.losses import CrossEntropy, SquaredError
 
+    if p.lb != 0.0 and isinstance(p.loss, SquaredError):
+        # strongly convex in (U, b), hence (Z*, b*) unique, class-constant: rank <= min(K, G) (docs/ufm_general.md,
+        # "MSE with a regularised bias"); coercive through (lb/2)||b||^2 + lam ||Z||_*, so a minimiser exists
+        r = min(p.K, p.G)
+        if r > p.d:
+            return {"ok": False, "rank_bound_structural": r,
+                    "why": f"the structural rank bound {r} exceeds d = {p.d} (the dual bound needs K x K matrices)"}
+        return {"ok": True, "rank_bound_structural": r,
+                "why": f"squared error with lambda_b > 0: strongly convex in (U, b), so (Z*, b*) is unique, "
+                       f"class-constant, rank(Z*) <= {r} <= d = {p.d}: every factored minimiser is a balanced "
+                       f"factorization of Z*"}
     if p.lb != 0.0:
         return {"ok": False, "why": "derived for a free bias (lambda_b = 0)"}
     if isinstance(p.loss, CrossEntropy):
