@@ -66,11 +66,16 @@ IMBALANCED = {"optimal-value": ("VERIFIED", True), "minority-collapse-threshold"
 def test_solve_ufm_rigorous_adds_no_solver_call(capsys, solver_calls, no_saved_reader, argv, expected, plain_calls,
                                                 rigorous):
     rc, plain, _ = _solve(capsys, argv)
-    assert rc == 0 and solver_calls["n"] == plain_calls and solver_calls["entry"] == 1
+    # plain_calls is the fewest solves the route takes; the geometry certificate may polish its candidate once
+    # more (polish_for_geometry) when the solve's gap is not yet small enough, which depends on the OpenBLAS
+    # kernel's rounding (one more on Haswell for the imbalanced case). What this test guards is that
+    # --rigorous adds no call to the plain run's count.
+    n_plain = solver_calls["n"]
+    assert rc == 0 and plain_calls <= n_plain <= plain_calls + 1 and solver_calls["entry"] == 1
     solver_calls.update(n=0, entry=0)
     rc, rig, out = _solve(capsys, argv + ["--rigorous"])
     # before: one solver call more (the candidate solved again from the report's dict)
-    assert rc == 0 and solver_calls["n"] == plain_calls and solver_calls["entry"] == 1
+    assert rc == 0 and solver_calls["n"] == n_plain and solver_calls["entry"] == 1
     assert rig == expected
     assert {k: v for k, (v, _) in rig.items()} == {k: v for k, (v, _) in plain.items()}
     assert out["certificate"]["rigorous"]["lower"] is not None and out["rigorous"] is rigorous
