@@ -201,14 +201,21 @@ GRAF_BATCHINGS = [((2, 2), 3), ((2, 2, 2), 4), ((2, 2), 2)]
 GRAF_BATCHINGS_FULL = [((3, 3), 3), ((2, 2, 2), 3), ((3, 2, 2), 4)]
 
 
-def make_graf_special_case_claim(batching=T.all_combinations_batching, cases=None,
+def make_graf_special_case_claim(batching=T.all_combinations_batching, cases=None, min_batch: int = 3,
                                  claim_id: str = "scl.thread.graf-special-case") -> Claim:
     """Statement: Graf et al.'s batching (every subset of b samples) is a special case of Kini et al.'s batching
-    conditions C1, C2 (so the OF is the unique UFM+ minimiser). Conditions: batch size b >= 3 (with b = 2 every
-    batch lacks either a positive pair or a negative: the loss is identically 0, NOT_APPLICABLE). Checked: C1/C2
-    by theory.scl.analyze_batching (a restatement: consistency) and, independently, the dense dual certificate at
-    the OF with the batched loss (uniqueness radius) and the loss's vanishing at b = 2 at random features.
-    Fails: a batching that misses C2 (its second minimiser attains the proven optimum: REFUTED)."""
+    conditions C1, C2 (so the OF is the unique UFM+ minimiser) exactly for b >= ``min_batch`` = 3, and the bound is
+    sharp: at b = 2 every batch lacks either a positive pair or a negative, each anchor term is
+    LSE over one logit minus that logit = 0, so the loss is identically 0 (= the Theorem 2 bound): C2 fails and
+    every feasible H is a minimiser. Conditions: UFM+, d = k + 1, every n_c >= 2, tau = 0.5.
+    Checked: C1/C2 by theory.scl.analyze_batching (a restatement: consistency) and, independently, by
+    ``uniqueness_check`` (b >= 3: the dense dual certificate at the OF, uniqueness radius; b = 2: the merge
+    witness attaining the proven optimum) and at b = 2 a random nonnegative unit H whose batched loss
+    (solvers.scl.scl_loss) is 0 = the elementary lower bound (LSE_{l != i} >= mean over the positives, so every
+    anchor term is >= 0), with a Gram far from the OF's: a second minimiser built without the analysis.
+    Fails: a batching that misses C2 (its second minimiser attains the proven optimum: REFUTED); ``min_batch`` = 2
+    (the OF claimed unique at b = 2: REFUTED by both witnesses) or 4 (b = 3 claimed non-unique: REFUTED by the
+    certificate)."""
 
     def check(ctx: RunContext):
         C = _sc()
@@ -218,24 +225,47 @@ def make_graf_special_case_claim(batching=T.all_combinations_batching, cases=Non
             k = len(counts)
             lab = f"n={counts}, b={b}"
             batches = batching(counts, b)
-            if b == 2:
-                y = T.labels_from_counts(counts)
-                H = np.abs(rng.standard_normal((k + 1, sum(counts))))
-                H /= np.linalg.norm(H, axis=0)
-                val = S.scl_loss(H, y, batches, tau, grad=False)
-                yield hypothesis_fails(f"b >= 3 [{lab}]", f"b = 2: every batch has no positive pair or no negative, the "
-                                       f"loss is identically 0 (at random features: {fmt(val, 3)})", {"loss": val})
-                continue
+            unique = b >= min_batch
             an = T.analyze_batching(counts, batches, k + 1)
-            yield condition(f"C1 and C2 hold [{lab}]", an.C1 and an.C2, verified="C1 and C2 hold",
-                            refuted=an.reason, evidence={"batches": len(batches)}, independent=False)
-            yield from C.uniqueness_check(f"OF is the unique minimiser [{lab}]", counts, batches, tau, k + 1, True, an,
-                                          conic=False)
+            if unique:
+                yield condition(f"C1 and C2 hold [{lab}]", an.C1 and an.C2, verified="C1 and C2 hold",
+                                refuted=an.reason, evidence={"batches": len(batches)}, independent=False)
+            else:
+                yield condition(f"C1 or C2 fails [{lab}]", not (an.C1 and an.C2), verified=an.reason,
+                                refuted="C1 and C2 hold", evidence={"batches": len(batches)}, independent=False)
+            yield from C.uniqueness_check(f"OF is {'' if unique else 'not '}the unique minimiser [{lab}]", counts,
+                                          batches, tau, k + 1, unique, an, conic=False)
+            if b == 2:
+                yield _zero_loss_witness(f"a random feature is a minimiser at b = 2 [{lab}]", counts, batches, tau,
+                                         unique, rng)
 
     return Claim(claim_id, FAMILY,
                  "Graf et al.'s all-combinations batching (every subset of b >= 3 samples) satisfies the batching "
-                 "conditions C1 and C2, so it is a special case of the mini-batch analysis (unique OF minimiser).",
+                 "conditions C1 and C2, so it is a special case of the mini-batch analysis (unique OF minimiser); "
+                 "b >= 3 is sharp: at b = 2 the loss is identically 0 and the OF is not the unique minimiser.",
                  THREAD, Provenance.RECONSTRUCTED, check, tags=("thread", "batching"))
+
+
+def _zero_loss_witness(name: str, counts, batches, tau: float, predicted_unique: bool, rng) -> Check:
+    """b = 2: a random nonnegative unit H (d = k + 1) whose batched loss is 0. Every batched loss is >= 0 (per anchor,
+    LSE_{l in B, l != i} G_il/tau >= max >= the mean over the positives), so such an H is a minimiser; with a
+    Gram at least ``NONUNIQUE_MIN`` from the OF's it is a second one. ``predicted_unique`` is the statement."""
+    C = _sc()
+    k = len(counts)
+    y = T.labels_from_counts(counts)
+    H = np.abs(rng.standard_normal((k + 1, y.size)))
+    H /= np.linalg.norm(H, axis=0)
+    val = S.scl_loss(H, y, batches, tau, grad=False)
+    gdiff = float(np.max(np.abs(H.T @ H - T.of_gram(counts))))
+    ev = {"loss": val, "lower_bound": 0.0, "gram_diff_from_of": gdiff, "predicted_unique": predicted_unique}
+    if not (within(abs(val), IDENTITY_ATOL) and exceeds(gdiff, C.NONUNIQUE_MIN)):
+        return Check(name, Verdict.INCONCLUSIVE, f"the random feature is no second minimiser (loss {fmt(val)}, Gram "
+                     f"{fmt(gdiff, 3)} from the OF's)", ev)
+    witness = (f"a random nonnegative feature has loss {fmt(val)} = the lower bound 0 with a Gram {fmt(gdiff, 3)} "
+               f"from the OF's")
+    if predicted_unique:
+        return Check(name, Verdict.REFUTED, f"predicted unique, but {witness}", ev)
+    return Check(name, Verdict.VERIFIED, f"non-unique: {witness}", ev)
 
 
 # --------------------------------------------------------------------------------------
