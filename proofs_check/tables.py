@@ -564,6 +564,8 @@ class Table:
         sig_map = _check_digits_map(parse_column_digits(sig, "--sig"), t.columns, "--sig", 1, MAX_DIGITS)
         if (dec_map or sig_map or wide) and fmt != "latex":
             raise InputError(f"--decimals, --sig and --wide need --format latex, got --format {fmt}")
+        if caption is not None and fmt == "csv":
+            raise InputError("--caption needs --format md, latex or json (a csv file has no caption), got --format csv")
         if fmt == "latex":
             return t.to_latex(precision=precision, na_rep=na_rep, label=label, caption=caption, cite_keys=keys,
                               longtable=longtable, decimals=dec_map, sig=sig_map, wide=bool(wide))
