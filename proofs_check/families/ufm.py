@@ -25,7 +25,9 @@ def _common(p: argparse.ArgumentParser, *, bias: bool) -> None:
                    help="weight decay on the bias (>= 0, default 0)" if bias else argparse.SUPPRESS)
     p.add_argument("--method", choices=("auto", "closed-form", "convex", "factored"), default="auto",
                    help="auto: every route that applies at this size (default)")
-    p.add_argument("--starts", type=int, default=3, help="random starts of the factored solver (default 3)")
+    p.add_argument("--starts", type=int, default=None,
+                   help="random starts of the factored solver (default 3; refused with --method closed-form or "
+                        "convex, which run no factored solve)")
     p.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
     p.add_argument("--max-memory", type=_bytes, default=None, metavar="BYTES",
                    help="memory budget, e.g. 4G or 500M (default: min(0.8 x available memory, 2.5G)); routes whose "
@@ -53,14 +55,19 @@ def _run(loss: str):
 
         if loss == "mse" and args.lambda_b is not None:
             raise UsageError("--lambda-b is not accepted for ufm-mse: the MSE closed form assumes an unregularized bias")
-        if not 1 <= args.starts <= MAX_STARTS:  # the work estimate counts flops, not the per-start overhead
-            raise UsageError(f"--starts must be in [1, {MAX_STARTS}], got {args.starts}")
+        starts = getattr(args, "starts", None)
+        if starts is not None and args.method in ("closed-form", "convex"):
+            raise UsageError(f"--starts needs --method auto or factored (the factored solver's random starts); "
+                             f"--method {args.method} runs no factored solve")
+        starts = 3 if starts is None else starts
+        if not 1 <= starts <= MAX_STARTS:  # the work estimate counts flops, not the per-start overhead
+            raise UsageError(f"--starts must be in [1, {MAX_STARTS}], got {starts}")
         if args.seed < 0:
             raise UsageError(f"--seed must be >= 0, got {args.seed}")
         inst = T.UFMInstance(loss, args.classes, args.per_class, args.dim, args.lambda_w, args.lambda_h,
                              args.lambda_b if args.lambda_b is not None else 0.0)
         backend = backend_from_args(args)
-        return check_instance(inst, method=args.method, starts=args.starts, seed=args.seed,
+        return check_instance(inst, method=args.method, starts=starts, seed=args.seed,
                               max_memory=args.max_memory, **backend)
 
     return run
