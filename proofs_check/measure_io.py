@@ -452,6 +452,10 @@ def load_inputs(features, labels=None, weights=None, bias=None, layout: str = "a
             single_file[key] = path if "__single__" in arrs else None
             return _pick(arrs, kf[key], path, opt, True)
 
+        for key, given in (("labels", labels), ("weights", weights), ("bias", bias)):
+            if given is not None and not single and kf[key] in main:  # the option wins; say so (it was silent)
+                diagnostics.append(f"--{key} {given}: used instead of the array '{kf[key]}' that {features} also "
+                                   f"holds (that array is not read)")
         if labels is not None:
             lab = from_option(labels, "labels", "--labels")
         elif single:
