@@ -1,7 +1,8 @@
 """Deep UFM: the objective (defined once), its gradient, multi-start solves, certificates (docs/deep_ufm.md).
 
 - :func:`certify_scalar` / :func:`certify_linear_mse`: the deep linear MSE optimum, proven in ball arithmetic
-  (python-flint arb): each scalar problem min_{s >= 0} phi(s) is decided from the explicit root structure of
+  (python-flint arb when installed, else intervals with exact rational endpoints, :mod:`solvers.rational_interval`,
+  standard library only): each scalar problem min_{s >= 0} phi(s) is decided from the explicit root structure of
   its stationarity polynomial q (sign of q at its only positive critical point t*, the larger root isolated
   by sign changes proven in arb, phi enclosed on the isolating interval, compared with phi(0)).
 - :class:`DeepModel`: objective and analytic gradient of the full model, on columns with multiplicities
@@ -9,7 +10,8 @@
 - :func:`multistart`: L-BFGS (scipy) from random and structured starts; work budget (evaluations) checked
   before any work.
 - :func:`exact_mse_value`: the MSE objective of a class-collapsed point evaluated exactly in rational
-  arithmetic (python-flint fmpq): the value of a witness is a proof, not a float.
+  arithmetic (python-flint fmpq when installed, else Python integers with a power-of-two scale and a Fraction):
+  the value of a witness is a proof, not a float.
 
 Returns data (Solution, Certificate, dicts), never verdicts.
 """
@@ -19,10 +21,12 @@ from __future__ import annotations
 import math
 import time
 from dataclasses import dataclass
+from fractions import Fraction
 
 import numpy as np
 
 from solvers.common import Certificate, Solution
+from solvers.rational_interval import RInterval
 from theory import _work as budgets
 from theory import deep_ufm as T
 from theory._validate import InputError
@@ -43,9 +47,29 @@ EVAL_OVERHEAD_FLOP = 8e4
 def _flint():
     try:
         import flint
-    except ImportError:  # pragma: no cover - python-flint is a dependency of the [all] extra
-        raise InputError("the deep-ufm certificates need python-flint (pip install python-flint)") from None
+    except ImportError:  # pragma: no cover - the callers take the standard-library path without it
+        raise InputError("this path needs python-flint (pip install python-flint)") from None
     return flint
+
+
+def _flint_or_none():
+    """python-flint when it can be imported (looked up at every call, so a test can hide it), else None."""
+    try:
+        import flint
+    except ImportError:
+        return None
+    return flint
+
+
+#: the arithmetic that proves the certificates, as said in the evidence
+ARB_ARITHMETIC = "python-flint arb"
+RATIONAL_ARITHMETIC = "exact rationals (fractions)"
+
+
+def arithmetic() -> str:
+    """Which arithmetic proves the certificates here: python-flint's arb balls when python-flint is installed,
+    else intervals with exact rational endpoints (:mod:`solvers.rational_interval`, standard library only)."""
+    return ARB_ARITHMETIC if _flint_or_none() is not None else RATIONAL_ARITHMETIC
 
 
 class _prec:
@@ -61,8 +85,81 @@ class _prec:
         _flint().ctx.prec = self.old
 
 
+class _ArbBackend:
+    """python-flint arb balls at ARB_PREC bits (the numbers of every release before the rational fallback)."""
+
+    name = ARB_ARITHMETIC
+
+    def __init__(self, fl):
+        self.fl = fl
+
+    def prec(self):
+        return _prec(ARB_PREC)
+
+    def num(self, x):
+        return self.fl.arb(x)
+
+    def ball(self, mid, rad):
+        return self.fl.arb(mid, rad)
+
+    def root(self, x, n: int):
+        return x ** (self.fl.arb(1) / n)
+
+    def hull(self, a, b):
+        ball = (a + b) / 2
+        return self.fl.arb(ball.mid(), (b - a).upper() / 2 + ball.rad())
+
+    def consts(self, lams, L: int, count: int, spread: int):
+        arb = self.fl.arb
+        logp = sum((arb(v).log() for v in lams), arb(0))
+        if spread > 1:
+            logp = logp - (L - 1) * arb(spread).log()
+        C = arb(L + 1) / 2 * (logp / (L + 1)).exp()
+        return C, arb(count).sqrt()
+
+
+class _RationalBackend:
+    """Intervals with exact Fraction endpoints (standard library): +, -, *, / and integer powers exact (outward
+    rounding only to bound the integers' sizes), the only roots enclosed by integer n-th roots checked by exact
+    powers. C = (L+1)/2 (prod lambda / K^{L-1})^{1/(L+1)} is the (L+1)-th root of the exact rational product (the
+    floats are dyadic rationals), no log/exp."""
+
+    name = RATIONAL_ARITHMETIC
+
+    def prec(self):
+        import contextlib
+
+        return contextlib.nullcontext()
+
+    def num(self, x):
+        return RInterval(x)
+
+    def ball(self, mid, rad):
+        return RInterval.mid_rad(mid, rad)
+
+    def root(self, x, n: int):
+        return RInterval.root(x, n)
+
+    def hull(self, a, b):
+        return RInterval(min(a.lo, b.lo), max(a.hi, b.hi))
+
+    def consts(self, lams, L: int, count: int, spread: int):
+        P = Fraction(1)
+        for v in lams:
+            P *= Fraction(*float(v).as_integer_ratio())
+        if spread > 1:
+            P /= Fraction(spread) ** (L - 1)
+        C = RInterval(Fraction(L + 1, 2)) * RInterval.root(P, L + 1)
+        return C, RInterval.root(count, 2)
+
+
+def _backend():
+    fl = _flint_or_none()
+    return _ArbBackend(fl) if fl is not None else _RationalBackend()
+
+
 def _down(x) -> float:
-    """A float <= every point of the arb ball x."""
+    """A float <= every point of the ball or interval x."""
     v = float(x.lower())
     return float(np.nextafter(v, -np.inf))
 
@@ -79,7 +176,8 @@ def _up(x) -> float:
 @dataclass
 class ScalarCertificate:
     """min_{s>=0} phi(s) enclosed in [lower, upper]; ``branch``: "zero" (s = 0 is the unique minimiser),
-    "positive" (the unique minimiser is s_plus > 0), "undecided" (the two candidates' values overlap)."""
+    "positive" (the unique minimiser is s_plus > 0), "undecided" (the two candidates' values overlap);
+    ``arithmetic``: what proved it (:func:`arithmetic`)."""
 
     count: int
     lower: float
@@ -89,22 +187,10 @@ class ScalarCertificate:
     value_plus: tuple | None  # enclosure of phi(s_plus)
     value_zero: tuple
     how: str
+    arithmetic: str = ""
 
     def to_dict(self) -> dict:
         return dict(self.__dict__)
-
-
-def _arb_consts(count: int, N: int, lams, L: int, spread: int = 1):
-    """Ball constants of the scalar problem; ``spread`` = K divides C by K^{(L-1)/(L+1)} (the ReLU chain bound,
-    :func:`certify_relu_chain_bound`), exactly in ball arithmetic."""
-    fl = _flint()
-    arb = fl.arb
-    logp = sum((arb(v).log() for v in lams), arb(0))
-    if spread > 1:
-        logp = logp - (L - 1) * arb(spread).log()
-    C = arb(L + 1) / 2 * (logp / (L + 1)).exp()
-    y = arb(count).sqrt()
-    return arb, C, y
 
 
 def certify_scalar(count: int, N: int, lams, L: int, spread: int = 1) -> ScalarCertificate:
@@ -117,10 +203,20 @@ def certify_scalar(count: int, N: int, lams, L: int, spread: int = 1) -> ScalarC
     the unique minimiser. If q(t*) < 0, q has exactly two positive roots t1 < t* < t2 and phi's local minima are
     t = 0 and t2; t2 is isolated in [a, b] with q(a) < 0 < q(b) proven, phi(t2) enclosed by phi([a, b]) (phi is
     monotone on [t*, inf) near t2 only up to the enclosure width, so the interval evaluation is used).
+
+    Proven in python-flint arb balls when python-flint is installed, else in intervals with exact rational
+    endpoints (:mod:`solvers.rational_interval`; same steps, same branches): ``arithmetic`` says which.
     """
-    with _prec(ARB_PREC):
-        arb, C, y = _arb_consts(count, N, lams, L, spread)
-        Nn = arb(N)
+    B = _backend()
+    sc = _certify_scalar(B, count, N, lams, L, spread)
+    sc.arithmetic = B.name
+    return sc
+
+
+def _certify_scalar(B, count: int, N: int, lams, L: int, spread: int) -> ScalarCertificate:
+    with B.prec():
+        C, y = B.consts(lams, L, count, spread)
+        Nn = B.num(N)
         v0 = y * y / (2 * Nn)
         vz = (_down(v0), _up(v0))
         if L == 1:
@@ -141,16 +237,17 @@ def certify_scalar(count: int, N: int, lams, L: int, spread: int = 1) -> ScalarC
         def ph(t):
             return (t ** (L + 1) - y) ** 2 / (2 * Nn) + C * t * t
 
-        tstar = ((L - 1) * y / (2 * L)) ** (arb(1) / (L + 1))
+        tstar = B.root((L - 1) * y / (2 * L), L + 1)
         qs = q(tstar)
         if qs > 0:
             return ScalarCertificate(count, vz[0], vz[1], "zero", None, None, vz,
                                      "q(t*) > 0 proven: phi increasing on s > 0, s = 0 the unique minimiser")
         if not qs < 0:  # a double root within the ball: bound phi on a fine interval cover instead
-            return _cover_bound(count, N, lams, L, vz, "q(t*) not separated from 0 (near the threshold)", spread=spread)
+            return _cover_bound(B, count, N, lams, L, vz, "q(t*) not separated from 0 (near the threshold)",
+                                spread=spread)
         # isolate t2 in (t*, T], T = y^{1/(L+1)}, q(T) = 2 N C > 0; q increasing on [t*, inf)
         lo = float(tstar.mid())
-        hi = float((y ** (arb(1) / (L + 1))).upper()) * (1 + 1e-15)
+        hi = float(B.root(y, L + 1).upper()) * (1 + 1e-15)
         qf = lambda t: (L + 1) * t ** (2 * L) - (L + 1) * math.sqrt(count) * t ** (L - 1) + 2.0 * N * float(C.mid())
         for _ in range(200):
             mid = 0.5 * (lo + hi)
@@ -161,18 +258,17 @@ def certify_scalar(count: int, N: int, lams, L: int, spread: int = 1) -> ScalarC
             else:
                 hi = mid
         t2 = 0.5 * (lo + hi)
-        # widen until the signs are proven in arb (the float root may be a few ulps off)
+        # widen until the signs are proven (the float root may be a few ulps off)
         a, b = None, None
         for k in range(0, 60):
             w = t2 * 2.0 ** (-50 + k)
-            aa, bb = arb(t2) - arb(w), arb(t2) + arb(w)
+            aa, bb = B.num(t2) - B.num(w), B.num(t2) + B.num(w)
             if aa > tstar and q(aa) < 0 and q(bb) > 0:
                 a, b = aa, bb
                 break
         if a is None:
-            return _cover_bound(count, N, lams, L, vz, "could not isolate the larger root of q", spread=spread)
-        ball = (a + b) / 2
-        ball = arb(ball.mid(), (b - a).upper() / 2 + ball.rad())
+            return _cover_bound(B, count, N, lams, L, vz, "could not isolate the larger root of q", spread=spread)
+        ball = B.hull(a, b)
         vp = ph(ball)
         sp_ = ball ** (L + 1)
         vpe = (_down(vp), _up(vp))
@@ -187,17 +283,17 @@ def certify_scalar(count: int, N: int, lams, L: int, spread: int = 1) -> ScalarC
                                  "phi(t2) and phi(0) not separated (at the rank threshold)")
 
 
-def _cover_bound(count, N, lams, L, vz, why: str, pieces: int = 4000, spread: int = 1) -> ScalarCertificate:
+def _cover_bound(B, count, N, lams, L, vz, why: str, pieces: int = 4000, spread: int = 1) -> ScalarCertificate:
     """Interval branch over a cover of t in [0, y^{1/(L+1)}] (the minimiser lies there: for s > y both terms
     increase): a proven lower bound, not tight; the branch stays undecided."""
-    with _prec(ARB_PREC):
-        arb, C, y = _arb_consts(count, N, lams, L, spread)
-        Nn = arb(N)
-        T_ = float((y ** (arb(1) / (L + 1))).upper()) * (1 + 1e-12)
+    with B.prec():
+        C, y = B.consts(lams, L, count, spread)
+        Nn = B.num(N)
+        T_ = float(B.root(y, L + 1).upper()) * (1 + 1e-12)
         lo = None
         for i in range(pieces):
             a, b = T_ * i / pieces, T_ * (i + 1) / pieces
-            t = arb((a + b) / 2, (b - a) / 2 * (1 + 1e-12))
+            t = B.ball((a + b) / 2, (b - a) / 2 * (1 + 1e-12))
             v = (t ** (L + 1) - y) ** 2 / (2 * Nn) + C * t * t
             d = _down(v)
             lo = d if lo is None else min(lo, d)
@@ -234,8 +330,11 @@ def certify_linear_mse(inst: T.DeepUFMInstance) -> Certificate:
     lo = float(np.nextafter(lo - abs(lo) * 2.3e-16 * 2, -np.inf))
     up = float(np.nextafter(up + abs(up) * 2.3e-16 * 2, np.inf))
     rank = rank_lo if rank_lo == rank_hi else None
-    return Certificate(lo, up, "scalar reduction + arb root isolation",
-                       {"rank": rank, "rank_range": [rank_lo, rank_hi], "rank_limit": rmax, "terms": n_terms,
+    how = arithmetic()
+    method = ("scalar reduction + arb root isolation" if how == ARB_ARITHMETIC
+              else "scalar reduction + root isolation in exact rationals (fractions)")
+    return Certificate(lo, up, method,
+                       {"rank": rank, "arithmetic": how, "rank_range": [rank_lo, rank_hi], "rank_limit": rmax, "terms": n_terms,
                         "scalar": {str(c): sc.to_dict() for c, sc in certs.items()},
                         "seconds": time.perf_counter() - t0})
 
@@ -261,7 +360,7 @@ def certify_relu_chain_bound(inst: T.DeepUFMInstance) -> dict | None:
     >= C ||O||_*^{2/(L+1)}; von Neumann's trace inequality and the equal split of a fixed nuclear norm t over the
     K singular values give ||O - Y||_F^2 >= K (t/K - sqrt n)^2. With sigma = t/K the objective is >= K min_sigma
     (sigma - sqrt n)^2/(2N) + C K^{-(L-1)/(L+1)} sigma^{2/(L+1)}: the scalar problem with a smaller constant,
-    certified by :func:`certify_scalar` (ball arithmetic). For L = 1 it is the linear optimum; for L >= 2 and
+    certified by :func:`certify_scalar` (arb balls or exact rational intervals). For L = 1 it is the linear optimum; for L >= 2 and
     K >= 2 it lies strictly below the best DNC value (C is divided by K^{(L-1)/(L+1)} > 1), so it never closes
     the gap to DNC by itself. None for unbalanced classes or another loss."""
     if inst.loss != "mse" or not inst.balanced:
@@ -269,8 +368,9 @@ def certify_relu_chain_bound(inst: T.DeepUFMInstance) -> dict | None:
     K = inst.K
     sc = certify_scalar(inst.n, inst.N, inst.lams, inst.layers, spread=K)
     lower = float(np.nextafter(sc.lower * K, -np.inf))
-    return {"lower_bound": lower, "scalar": sc.to_dict(), "spread": K,
-            "method": "nuclear-Frobenius chain (ReLU 1-Lipschitz) + von Neumann, scalar problem in ball arithmetic"}
+    return {"lower_bound": lower, "scalar": sc.to_dict(), "spread": K, "arithmetic": sc.arithmetic,
+            "method": "nuclear-Frobenius chain (ReLU 1-Lipschitz) + von Neumann, scalar problem in "
+                      + ("ball arithmetic" if sc.arithmetic == ARB_ARITHMETIC else "exact rational intervals")}
 
 
 def certify_relu_two_column_bound(inst: T.DeepUFMInstance) -> dict | None:
@@ -625,8 +725,11 @@ def _fmpq_mat(A):
 
 def exact_mse_value(inst: T.DeepUFMInstance, x) -> "object":
     """The MSE objective at a class-collapsed point (float parameters taken as exact rationals), evaluated in
-    exact rational arithmetic (fmpq): returns an fmpq. ReLU is exact on rationals."""
-    fl = _flint()
+    exact rational arithmetic: an fmpq (python-flint) when python-flint is installed, else a
+    :class:`fractions.Fraction` (:func:`exact_mse_fraction`). ReLU is exact on rationals."""
+    fl = _flint_or_none()
+    if fl is None:
+        return exact_mse_fraction(inst, x)
     model = DeepModel(inst, collapsed=True)
     H, Ws = model.unpack(np.asarray(x, float))
     K, N = inst.K, inst.N
@@ -666,13 +769,71 @@ def exact_mse_value(inst: T.DeepUFMInstance, x) -> "object":
     return total
 
 
+def _dyadic_matrix(A) -> tuple[np.ndarray, int]:
+    """(M, k): an object array of Python ints and k >= 0 with A = M / 2^k exactly (floats are dyadic)."""
+    A = np.asarray(A, float)
+    ratios = [float(v).as_integer_ratio() for v in A.ravel()]  # denominators are powers of two
+    k = max((d.bit_length() - 1 for _, d in ratios), default=0)
+    M = np.empty(len(ratios), dtype=object)
+    for i, (n, d) in enumerate(ratios):
+        M[i] = n << (k - (d.bit_length() - 1))
+    return M.reshape(A.shape), k
+
+
+def _int_sum(a) -> int:
+    return sum((int(v) for v in np.asarray(a, dtype=object).ravel()), 0)
+
+
+def exact_mse_fraction(inst: T.DeepUFMInstance, x) -> Fraction:
+    """The MSE objective at a class-collapsed point evaluated exactly with the standard library: every float
+    matrix is an integer matrix times a power of two, the products are integer products (numpy object arrays of
+    Python ints), ReLU is max(., 0) on the integers (the scale is positive), and the value is one Fraction."""
+    model = DeepModel(inst, collapsed=True)
+    H, Ws = model.unpack(np.asarray(x, float))
+    K, N = inst.K, inst.N
+    counts = np.array([int(c) for c in inst.counts], dtype=object)
+    Hm, kH = _dyadic_matrix(H)
+    h, kh = Hm, kH
+    for W in Ws[:-1]:
+        Wm, kW = _dyadic_matrix(W)
+        h, kh = Wm.dot(h), kh + kW
+        if model.relu:
+            h = np.array([v if v > 0 else 0 for v in h.ravel()], dtype=object).reshape(h.shape)
+    WL, kL = _dyadic_matrix(Ws[-1])
+    O, kO = WL.dot(h), kh + kL
+    R = O.copy()
+    for c in range(K):
+        R[c, c] = R[c, c] - (1 << kO)  # O - Y, scaled by 2^kO
+    loss = _int_sum((R * R).sum(axis=0) * counts)
+    total = Fraction(loss, (1 << (2 * kO)) * 2 * N)
+    lh = Fraction(*float(inst.lams[0]).as_integer_ratio())
+    total += lh * Fraction(_int_sum((Hm * Hm).sum(axis=0) * counts), 1 << (2 * kH)) / 2
+    for l, W in enumerate(Ws):
+        lw = Fraction(*float(inst.lams[l + 1]).as_integer_ratio())
+        Wm, kW = _dyadic_matrix(W)
+        total += lw * Fraction(_int_sum(Wm * Wm), 1 << (2 * kW)) / 2
+    return total
+
+
+def exact_num_den(value) -> tuple[int, int]:
+    """(numerator, denominator) of an exact value (fmpq or Fraction)."""
+    if isinstance(value, Fraction):
+        return value.numerator, value.denominator
+    return int(value.p), int(value.q)
+
+
 def fmpq_below(value, bound: float) -> bool:
-    """True when the exact rational ``value`` is < the float ``bound`` (exact comparison)."""
+    """True when the exact rational ``value`` (fmpq or Fraction) is < the float ``bound`` (exact comparison)."""
+    if isinstance(value, Fraction):
+        return bool(value < Fraction(*float(bound).as_integer_ratio()))
     fl = _flint()
     return bool(value < fl.fmpq(*float(bound).as_integer_ratio()))
 
 
 def fmpq_float(value) -> float:
+    """The exact value as a float (a Fraction: correctly rounded)."""
+    if isinstance(value, Fraction):
+        return float(value)
     return float(value.p) / float(value.q) if abs(value.p) < 2 ** 1000 else float(value)
 
 
@@ -741,7 +902,7 @@ def dnc_start(inst: T.DeepUFMInstance, rng, noise: float = 0.05):
 def witness_search(inst: T.DeepUFMInstance, *, starts: int = 6, seed: int = 0, max_evals: int = 4000,
                    extra_starts=(), **backend) -> dict:
     """Best class-collapsed point of the ReLU/linear MSE model from random (full and low-rank) starts, the
-    perturbed DNC point and ``extra_starts``; its value evaluated exactly (fmpq) and compared exactly with the
+    perturbed DNC point and ``extra_starts``; its value evaluated exactly (fmpq or Fraction) and compared exactly with the
     proven lower end of the best DNC value. Returns a dict (data only)."""
     rng = np.random.default_rng(seed + 7919)
     extra = list(extra_starts)
@@ -758,9 +919,11 @@ def witness_report(inst: T.DeepUFMInstance, x, search: Solution | None = None, o
     x = np.asarray(x, float)
     dnc = certify_dnc(inst)
     exact = exact_mse_value(inst, x)
+    num, den = exact_num_den(exact)
     below = dnc is not None and fmpq_below(exact, dnc[0])
     out = {"value_float": model.value(x), "value_exact": fmpq_float(exact),
-           "value_exact_fraction": f"{exact.p}/{exact.q}" if len(str(exact.q)) < 400 else None,
+           "value_exact_fraction": f"{num}/{den}" if den.bit_length() < 1300 and num.bit_length() < 4000 else None,
+           "arithmetic": arithmetic(),
            "dnc_enclosure": list(dnc) if dnc else None, "below_dnc_proven": bool(below),
            "margin": (dnc[0] - fmpq_float(exact)) if dnc else None, "structure": layer_structure(model, x),
            "origin": origin, "x": x}

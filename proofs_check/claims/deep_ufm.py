@@ -66,6 +66,11 @@ def _symbolic(L: int) -> tuple:
     return tuple(out)
 
 
+#: the names of the sympy checks (proven symbolically, not by the certificates' arithmetic)
+_SYMBOLIC_NAMES = ("stationarity-polynomial", "q-critical-point", "balanced-factorisation-", "am-gm-step",
+                   "balancedness-identity")
+
+
 def symbolic_checks(L: int) -> list[Check]:
     return [Check(c.name, c.verdict, c.reason, dict(c.evidence), c.independent) for c in _symbolic(int(L))]
 
@@ -212,7 +217,8 @@ def _dnc_checks(rep, inst, *, optimum_upper, optimum_lower, optimum_exact: bool,
             rep.claims.append(Check("dnc-value", Verdict.VERIFIED, f"best DNC value {fmt(pred)} in the proven "
                                     f"enclosure [{fmt(lo)}, {fmt(hi)}]; the DNC point evaluates to {fmt(v_point)}",
                                     {"predicted": pred, "enclosure": [lo, hi], "point_value": v_point,
-                                     "tolerance": tol, "certificate": "arb root isolation of the scalar problem"}))
+                                     "tolerance": tol, "certificate": "root isolation of the scalar problem",
+                                     "arithmetic": S.arithmetic()}))
     if enc is None:
         rep.claims.append(Check("dnc-optimal", Verdict.INCONCLUSIVE, "no DNC enclosure", {}))
         return
@@ -303,7 +309,7 @@ def _linear_mse_statements(rep, inst, *, starts, seed, max_evals, predict_value,
                                 "separated for some class (both ranks attain the optimum within the enclosure)", ev))
     elif rank_pred == rank:
         rep.claims.append(Check("optimal-rank", Verdict.VERIFIED, f"every global minimiser's product has rank {rank} "
-                                "(each scalar problem has a unique minimiser, proven in ball arithmetic)", ev))
+                                f"(each scalar problem has a unique minimiser, proven in {S.arithmetic()})", ev))
     else:
         rep.claims.append(Check("optimal-rank", Verdict.REFUTED, f"predicted rank {rank_pred}, but every global "
                                 f"minimiser's product has rank {rank} (proven)", ev))
@@ -648,26 +654,23 @@ def make_ce_claim(bound: Callable | None = None, predict_trend: str = "non-incre
                  SRC_GK, Provenance.RECONSTRUCTED, check, key=("best_counts",), tags=("measurement",))
 
 
-def _needs_ball_arithmetic(claim: Claim) -> Claim:
-    """The claim's certificates are computed in ball arithmetic (python-flint, the ``rigorous`` extra): without
-    it the claim is INCONCLUSIVE with that reason (never an ERROR, never decided without the proof)."""
+def _with_arithmetic(claim: Claim) -> Claim:
+    """Every check of the claim says which arithmetic proved its certificates (``evidence["arithmetic"]``:
+    python-flint arb when installed, else exact rationals with the standard library; both are rigorous, see
+    docs/deep_ufm.md, "Without python-flint"). The CE claim is a measurement and proves nothing with them."""
     inner = claim.check
 
     def check(ctx: RunContext):
-        try:
-            import flint  # noqa: F401
-        except ImportError:
-            yield Check("ball-arithmetic", Verdict.INCONCLUSIVE,
-                        "not decided here: the deep-UFM certificates (root isolation, exact witness values) are "
-                        "computed with python-flint, which is not installed (pip install 'ncproofs[rigorous]')",
-                        {"missing": "python-flint"}, True)
-            return
-        yield from inner(ctx)
+        how = S.arithmetic()
+        for c in inner(ctx):
+            if isinstance(c.evidence, dict) and not c.name.startswith(_SYMBOLIC_NAMES):  # sympy proves those
+                c.evidence.setdefault("arithmetic", how)
+            yield c
 
     import dataclasses
 
     return dataclasses.replace(claim, check=check)
 
 
-CLAIMS = [_needs_ball_arithmetic(c) for c in (make_linear_optimum_claim(), make_dnc_suboptimal_claim(),
-                                              make_dnc_shallow_claim(), make_ce_claim())]
+CLAIMS = [_with_arithmetic(c) for c in (make_linear_optimum_claim(), make_dnc_suboptimal_claim(),
+                                        make_dnc_shallow_claim())] + [make_ce_claim()]
