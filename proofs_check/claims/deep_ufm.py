@@ -655,7 +655,8 @@ def make_ce_claim(bound: Callable | None = None, predict_trend: str = "non-incre
 
 
 def _with_arithmetic(claim: Claim) -> Claim:
-    """Every check of the claim says which arithmetic proved its certificates (``evidence["arithmetic"]``:
+    """Each check of the claim (but the sympy steps and failed hypotheses) says which arithmetic proved the
+    certificates it rests on (``evidence["arithmetic"]``:
     python-flint arb when installed, else exact rationals with the standard library; both are rigorous, see
     docs/deep_ufm.md, "Without python-flint"). The CE claim is a measurement and proves nothing with them."""
     inner = claim.check
@@ -663,7 +664,9 @@ def _with_arithmetic(claim: Claim) -> Claim:
     def check(ctx: RunContext):
         how = S.arithmetic()
         for c in inner(ctx):
-            if isinstance(c.evidence, dict) and not c.name.startswith(_SYMBOLIC_NAMES):  # sympy proves those
+            # sympy proves the symbolic steps; a failed hypothesis proves nothing
+            if (isinstance(c.evidence, dict) and not c.name.startswith(_SYMBOLIC_NAMES)
+                    and c.verdict is not Verdict.NOT_APPLICABLE):
                 c.evidence.setdefault("arithmetic", how)
             yield c
 
