@@ -172,11 +172,38 @@ def _fro(G: np.ndarray) -> float:
     return big * float(np.linalg.norm(G / big))
 
 
+#: Arrays with entries above 2**HUGE_EXP are scaled down by a power of two (exact: only the exponents change)
+#: before squared norms and products are formed: the squares of entries ~1e200 overflowed (nc_metrics raised
+#: "G must contain only finite numbers" for finite features, cosine_matrix returned None for every pair). Every
+#: metric that uses the scaled array is scale-invariant (NC1, NC2, NC3, cosines) or invariant under a positive
+#: scaling of the logits (NC4, with the bias scaled alike). The scaled entries stay >= 2**HUGE_EXP / 2, so an
+#: absolute threshold such as ZERO_TOL sees the same relative structure as before.
+HUGE_EXP = 400
+
+
+def _pow2_scale(A: np.ndarray) -> float:
+    """The power of two (<= 1) that brings the largest |entry| of A to [2**(HUGE_EXP-1), 2**HUGE_EXP), or 1.0
+    when A is below 2**HUGE_EXP already."""
+    amax = float(np.max(np.abs(A), initial=0.0))
+    if not amax >= 2.0 ** HUGE_EXP:
+        return 1.0
+    return math.ldexp(1.0, HUGE_EXP - math.frexp(amax)[1])
+
+
+def _unit(G: np.ndarray, nrm: float) -> np.ndarray:
+    """G / ||G||_F for nrm = _fro(G) > 0, also where the norm itself is above the largest float (entries
+    ~1e308: ``nrm`` is inf and G / inf would be 0): then G is first divided by its largest entry."""
+    if np.isfinite(nrm):
+        return G / nrm
+    Gs = G / float(np.max(np.abs(G)))
+    return Gs / float(np.linalg.norm(Gs))
+
+
 def _normalised(G: np.ndarray, zero_tol: float = ZERO_TOL) -> np.ndarray | None:
     nrm = _fro(G)
     if not nrm > zero_tol:
         return None
-    return G / nrm
+    return _unit(G, nrm)
 
 
 def distance_to_etf(G) -> float | None:
@@ -278,11 +305,12 @@ def classify_gram(G, tol: float = GEOMETRY_TOL, *, zero_tol: float = ZERO_TOL) -
     zero_tol = _as_tol("zero_tol", zero_tol)
     G = _as_gram(G)
     scale = _fro(G)
-    trace = float(np.trace(G))
+    with np.errstate(over="ignore"):
+        trace = float(np.trace(G))  # inf where the sum of the diagonal overflows (reported as is)
     if not scale > zero_tol:
         return GeometryClass("zero", None, None, tol, scale, trace, zero_tol)
     k = G.shape[0]
-    Gn = G / scale
+    Gn = _unit(G, scale)
     de = None
     if k >= 2:
         J = centering_matrix(k)
@@ -311,6 +339,7 @@ def cosine_matrix(vectors) -> list[list[float | None]]:
     if V.shape[1] > MAX_COSINE_COLUMNS:
         raise InputError(f"vectors: at most {MAX_COSINE_COLUMNS} columns (the k x k cosine list), got "
                          f"{V.shape[1]} (shape {V.shape[0]} x {V.shape[1]}; vectors are columns)")
+    V = V * _pow2_scale(V)  # cosines are scale-invariant; squares of entries ~1e200 overflowed
     norms = np.linalg.norm(V, axis=0)
     scale = max(1.0, float(norms.max(initial=0.0)))
     # A vector counts as zero when its norm is below sqrt(ZERO_TOL) (relative to max(1, largest norm)):
@@ -437,6 +466,11 @@ def nc_metrics(H, labels, W=None, b=None, *, center_w: bool = False) -> NCMetric
         raise TypeError(f"center_w must be True or False, got {type(center_w).__name__} {center_w!r}")
     H, y = _features_and_labels(H, labels)
     d, N = H.shape
+    # huge entries (above 2**HUGE_EXP): H, W (and b with them) scaled by powers of two, exactly, before any sum
+    # or product; every metric below is invariant under that (NC4: the logits W H + b scale by a positive factor)
+    sH = _pow2_scale(H)
+    if sH != 1.0:
+        H = H * sH
     mu = _class_means(H, y)
     k = mu.shape[1]
     if W is not None:
@@ -459,6 +493,11 @@ def nc_metrics(H, labels, W=None, b=None, *, center_w: bool = False) -> NCMetric
         b = as_finite_array("b", b)
         if b.ndim != 1 or b.shape[0] != k:
             raise InstanceError(f"b must be a vector of length k = {k} (one bias per class), got shape {b.shape}")
+    sW = 1.0 if W is None else _pow2_scale(W)
+    if sW != 1.0:
+        W = W * sW
+    if b is not None and sH * sW != 1.0:
+        b = b * (sH * sW)
     hbar = mu.mean(axis=1, keepdims=True)
     M = mu - hbar
     dev = H - mu[:, y]
