@@ -28,8 +28,8 @@ def _triple(name: str, values) -> tuple[float, float, float]:
 # --------------------------------------------------------------------------------------
 
 def _solve_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--classes", "-C", type=int, default=3, help="number of classes C >= 2 (default 3)")
-    p.add_argument("--per-class", "-m", type=int, default=4, help="samples per class m >= 2 (default 4)")
+    p.add_argument("--classes", "-C", type=int, default=None, help="number of classes C >= 2 (default 3)")
+    p.add_argument("--per-class", "-m", type=int, default=None, help="samples per class m >= 2 (default 4)")
     p.add_argument("--kappa", type=float_list, default=[1.0, 0.6, 0.2], metavar="KD,KC,KN",
                    help="feature-kernel constants (default 1,0.6,0.2); the block kernel must be positive definite")
     p.add_argument("--gamma", type=float_list, default=None, metavar="GD,GC,GN",
@@ -158,6 +158,10 @@ def run_general_solve(args: argparse.Namespace) -> dict:
         raise InstanceError(f"--step-size must be in [{STEP_SIZE_RANGE[0]:g}, {STEP_SIZE_RANGE[1]:g}], "
                             f"got {args.step_size:g}")
     kernel = cg.load_kernel(args.kernel) if args.kernel is not None else None
+    if kernel is not None and not args.counts and getattr(kernel, "ndim", 0) == 2 \
+            and kernel.shape[0] != args.classes * args.per_class and getattr(args, "per_class_typed", False):
+        raise InstanceError(f"--per-class/-m {args.per_class} contradicts --kernel {args.kernel}: its N = "
+                            f"{kernel.shape[0]} samples and C = {args.classes} classes give m = N / C; drop --per-class")
     model = cg.build_model(counts=args.counts, classes=args.classes, per_class=args.per_class,
                            kappa=_triple("kappa", args.kappa), kernel=kernel, rho=args.kernel_perturbation or 0.0,
                            seed=args.seed, s=args.s, loss=args.loss)
@@ -176,9 +180,27 @@ def run_general_solve(args: argparse.Namespace) -> dict:
     return rep.to_dict()
 
 
+def _resolve_sizes(args: argparse.Namespace) -> None:
+    """--classes / --per-class (defaults 3 and 4) next to --counts must agree with it: the counts set the classes, so
+    a different typed value was silently ignored (``--counts 2,3 --classes 3 --per-class 7`` solved counts 2,3)."""
+    counts = getattr(args, "counts", None)
+    C, m = getattr(args, "classes", None), getattr(args, "per_class", None)
+    if counts:
+        if C is not None and C != len(counts):
+            raise InstanceError(f"--classes/-C {C} contradicts --counts {','.join(map(str, counts))} ({len(counts)} "
+                                "classes): the counts set the classes; drop --classes or fix one of them")
+        if m is not None and any(c != m for c in counts):
+            raise InstanceError(f"--per-class/-m {m} contradicts --counts {','.join(map(str, counts))}: the counts set "
+                                "the class sizes; drop --per-class or fix one of them")
+    args.classes = 3 if C is None else C
+    args.per_class = 4 if m is None else m
+    args.per_class_typed = m is not None  # with --kernel, N / C sets m (checked once the kernel is read)
+
+
 def run_solve(args: argparse.Namespace) -> dict:
     from proofs_check.claims import ntk as cl
 
+    _resolve_sizes(args)
     if _general(args):
         return run_general_solve(args)
 
@@ -295,6 +317,13 @@ def _table_args(p: argparse.ArgumentParser) -> None:
 def build_general_table(args: argparse.Namespace) -> Table:
     from proofs_check.claims import ntk_general as cg
 
+    # the flows' rows take counts, rho, kappa, loss and seed only: these options were silently ignored here
+    ignored = [o for o, typed in (("--classes/-C", args.classes is not None), ("--per-class/-m", args.per_class is not None),
+                                  ("--s", args.s != 1.0)) if typed]
+    if ignored:
+        raise InstanceError(f"{', '.join(ignored)}: not used by the flows' table (--kernel-perturbation / --counts / "
+                            "--loss ce: class sizes from --counts, s = 1); drop "
+                            f"{'them' if len(ignored) > 1 else 'it'} or use the constants' table (no --counts)")
     rhos = args.kernel_perturbation if args.kernel_perturbation is not None else [0.0]
     if not rhos:
         raise InstanceError("--kernel-perturbation must list at least one number")
