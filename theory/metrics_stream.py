@@ -202,8 +202,9 @@ def _labels_chunk(labels, B: int, K: int | None, where: str, torch_in: bool, X):
         if not np.all(np.isfinite(lab)) or not np.all(lab == np.round(lab)):
             bad = lab[~(np.isfinite(lab) & (lab == np.round(lab)))][0]
             raise InputError(f"{where}labels must be integers, got {bad!r}")
-        if B and np.max(np.abs(lab)) > 2 ** 53:
-            raise InputError(f"{where}labels must be integers below 2^53, got {np.max(np.abs(lab)):g}")
+        # compared as a Python float: float16 labels turned 2^53 into an overflow warning (inf) on stderr
+        if B and float(np.max(np.abs(lab))) > 2.0 ** 53:
+            raise InputError(f"{where}labels must be integers below 2^53, got {float(np.max(np.abs(lab))):g}")
     y = lab.astype(np.int64, copy=False)
     if B:
         lo, hi = int(y.min()), int(y.max())
