@@ -29,10 +29,12 @@ from typing import Callable
 
 import numpy as np
 
-from theory._validate import InputError
+from theory._validate import InputError, as_float, as_float_tuple, as_int
 
 #: smallest positive label smoothing eps (q = eps / K stays a normal float64 for any K <= 10^7)
 SMOOTHING_MIN = 1e-300
+#: most classes a loss object is built for (the smoothing floor above is sized for it)
+MAX_LOSS_CLASSES = 10**7
 
 __all__ = ["Loss", "SlotLayout", "CrossEntropy", "SquaredError", "UserLoss", "make_loss", "check_convexity", "xlogx"]
 
@@ -182,10 +184,10 @@ class CrossEntropy(Loss):
     infimum = None  # set in __init__: 0 for plain CE; the entropy of q for smoothing
 
     def __init__(self, K: int, smoothing: float = 0.0, convention: str = "torch", weights=None):
-        K = int(K)
-        if K < 2:
-            raise InputError(f"classes must be >= 2, got {K}")
-        eps = float(smoothing)
+        # K = 2.7 became 2 and K = '3' was read by int(); K = None / inf / 1e30 and smoothing = None / [0.1] were
+        # TypeErrors, OverflowErrors or numpy's 'Maximum allowed dimension exceeded', naming nothing
+        K = as_int("classes (K)", K, minimum=2, maximum=MAX_LOSS_CLASSES)
+        eps = as_float("smoothing eps", smoothing)
         if not (math.isfinite(eps) and 0.0 <= eps < 1.0):
             raise InputError(f"smoothing eps must be in [0, 1), got {smoothing!r}")
         if 0.0 < eps < SMOOTHING_MIN:  # eps = 1e-320: q = eps / K subnormal, the conjugate overflowed (no certificate)
@@ -197,7 +199,9 @@ class CrossEntropy(Loss):
         if weights is None:
             w = np.ones(K)
         else:
-            w = np.asarray(weights, dtype=float).reshape(-1)
+            if isinstance(weights, np.ndarray) and weights.ndim != 1:
+                raise InputError(f"class weights must be a 1-D sequence of numbers, got an array of shape {weights.shape}")
+            w = np.asarray(as_float_tuple("class weights", weights), dtype=float)
             if w.shape != (K,):
                 raise InputError(f"class weights must have one entry per class ({K}), got {w.size}")
             if not (np.all(np.isfinite(w)) and np.all(w > 0)):

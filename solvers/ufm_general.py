@@ -42,7 +42,7 @@ from solvers.ufm_general_grouped import (  # noqa: F401
     GroupedPoint, _grouped_fun, certificate_grouped, clean_grouped, collapse_margin, geometry_grouped,
     grouped_full, grouped_value, invariant_to_full, minority_deviation, polish_bias_grouped, slot_logits,
     solve_grouped)
-from theory._validate import InputError, finite as _finite
+from theory._validate import InputError, as_float, finite as _finite
 
 # ---------------------------------------------------------------------------------------------------
 # The entry point: solve(problem) -> GeneralSolution
@@ -826,6 +826,15 @@ def _solve_value(p: GeneralUFM, starts: int, seed: int, time_budget: float | Non
     return s
 
 
+def _wall_budget(time_budget) -> float | None:
+    """``time_budget`` (a wall-clock safety net in seconds): None or a finite number > 0. 0 and -1 stopped every
+    solve at once and the report stated a rank the unsolved candidate had (3 for K = 3 softmax classes, whose optimum
+    has rank <= K - 1) with "the relaxation is not tight"; NaN ran without a net."""
+    if time_budget is None:
+        return None
+    return as_float("time_budget", time_budget, positive=True)
+
+
 def solve(p: GeneralUFM, *, starts: int = 2, seed: int = 0, time_budget: float | None = None,
           minority: bool = True, value_rtol: float = VALUE_RTOL, geometry_tol: float = GEOMETRY_TOL,
           minority_dev_rtol: float = MINORITY_DEV_RTOL, targets: np.ndarray | None = None,
@@ -844,6 +853,10 @@ def solve(p: GeneralUFM, *, starts: int = 2, seed: int = 0, time_budget: float |
     rows of ``table ufm``). Returns a :class:`GeneralSolution`."""
     if evidence not in ("full", "value"):
         raise InputError(f"evidence must be 'full' or 'value', got {evidence!r}")
+    if not isinstance(p, GeneralUFM):
+        raise InputError(f"p must be a GeneralUFM instance (solvers.ufm_general.classification(...)), got "
+                         f"{type(p).__name__}")
+    time_budget = _wall_budget(time_budget)
     if evidence == "value":
         return _solve_value(p, starts, seed, time_budget)
     if p.kind == "regression":

@@ -104,6 +104,9 @@ class GeneralUFM:
     meta: dict = field(default_factory=dict)
 
     def __post_init__(self):
+        if not isinstance(self.loss, Loss):  # None or 'ce' failed later with "has no attribute 'exchangeable_key'"
+            raise InputError(f"loss must be a solvers.losses loss object (make_loss('ce', K), CrossEntropy, "
+                             f"SquaredError, UserLoss), got {type(self.loss).__name__} {self.loss!r}"[:300])
         self.K = as_int("classes (K)", self.K, minimum=1)
         self.d = as_int("d (feature dimension)", self.d, minimum=1)
         _no_booleans(self.counts)

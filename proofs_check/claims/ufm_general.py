@@ -296,6 +296,8 @@ def check_general(p: "SG.GeneralUFM", *, starts: int = 2, seed: int = 0, claimed
     # starts 0 / True / -1 ran, nan and None were TypeErrors naming nothing; a claimed value '3' was compared
     starts, seed = as_int("starts", starts, minimum=1), as_int("seed", seed, minimum=0)
     claimed_value = None if claimed_value is None else as_float("claimed_value", claimed_value)
+    minority_threshold, geometry_expected, expected_geometry = _statement_options(
+        p, minority_threshold, geometry_expected, expected_geometry)
     s = SG.solve(p, starts=starts, seed=seed, time_budget=time_budget, minority=minority_threshold is not None,
                  value_rtol=GEN_VALUE_RTOL, geometry_tol=GEOMETRY_TOL, minority_dev_rtol=MINORITY_DEV_RTOL)
     if not s.tight:
@@ -309,6 +311,43 @@ def check_general(p: "SG.GeneralUFM", *, starts: int = 2, seed: int = 0, claimed
                 "seconds": s.run.seconds, "start_values": s.run.diagnostics.get("start_values")}
     return SolveReport("ufm", p.to_dict(), predicted, solution, s.certificate.to_dict(), geometry, claims,
                        s.routes, s.diagnostics, seconds=time.perf_counter() - t0, live=s.live)
+
+
+#: the measures ``check_general(geometry_expected=)`` states (keys of :func:`_geometry_certificate_claims`)
+GEOMETRY_EXPECTED_KEYS = ("minority_classifier_cosine", "minority_mean_cosine", "classifier_norm_ratio",
+                          "mean_norm_ratio", "class_mean_cosines")
+
+
+def _statement_options(p, minority_threshold, geometry_expected, expected_geometry):
+    """The statements a caller of :func:`check_general` gives, checked before any work (InputError naming the
+    parameter). Without this a NaN or negative ``minority_threshold`` VERIFIED "theta = 14.3 > nan", a misspelt
+    ``geometry_expected`` key (``class_mean_cosine``) was ignored, so the statement it meant was never judged and the
+    reported values were VERIFIED instead, and ``expected_geometry="foo"`` was REFUTED as if it were a geometry."""
+    if not isinstance(p, SG.GeneralUFM):
+        raise InputError(f"p must be a GeneralUFM instance (solvers.ufm_general.classification(...)), got "
+                         f"{type(p).__name__}")
+    if minority_threshold is not None:
+        minority_threshold = as_float("minority_threshold", minority_threshold, positive=True)
+    if expected_geometry is not None and (not isinstance(expected_geometry, str)
+                                          or expected_geometry not in G.GEOMETRY_CLASSES):
+        raise InputError(f"expected_geometry must be one of {', '.join(G.GEOMETRY_CLASSES)} or None, got "
+                         f"{expected_geometry!r}")
+    if geometry_expected is None:
+        return minority_threshold, None, expected_geometry
+    if not isinstance(geometry_expected, dict):
+        raise InputError(f"geometry_expected must be a dict {{measure: value}} (measures: "
+                         f"{', '.join(GEOMETRY_EXPECTED_KEYS)}), got {type(geometry_expected).__name__}")
+    out = {}
+    for key, v in geometry_expected.items():
+        if key not in GEOMETRY_EXPECTED_KEYS:
+            raise InputError(f"geometry_expected: unknown measure {key!r} (one of {', '.join(GEOMETRY_EXPECTED_KEYS)})")
+        if key == "class_mean_cosines":
+            from theory._validate import as_finite_array
+
+            out[key] = as_finite_array("geometry_expected['class_mean_cosines']", v, shape=(p.K, p.K))
+        else:
+            out[key] = as_float(f"geometry_expected[{key!r}]", v)
+    return minority_threshold, out, expected_geometry
 
 
 def _general_prediction(s: "SG.GeneralSolution") -> dict:
@@ -704,6 +743,7 @@ def minority_collapse_check(p: "SG.GeneralUFM", layout, cert, *, threshold: floa
 def judge_minority_collapse(p: "SG.GeneralUFM", evidence: dict | None, *, threshold: float = 1.0) -> Check | None:
     """The statement of :func:`minority_collapse_check` judged from the engine's evidence
     (``solvers.ufm_general.minority_evidence``; None: no statement for this loss or these groups)."""
+    threshold = as_float("minority_threshold", threshold, positive=True)  # NaN VERIFIED "theta > nan"
     if evidence is None:
         return None
     gap = evidence["target_gap"]
