@@ -56,6 +56,14 @@ class HierInstance:
         # at most 1000: the constructed minimiser's QR is O(d^3) (d = 10000 ran for minutes before any check)
         set_("d1", as_int("d1 (--dims)", self.d1, minimum=2, maximum=1000))
         set_("d2", as_int("d2 (--dims)", self.d2, minimum=2, maximum=1000))
+        for name, d in (("d1", self.d1), ("d2", self.d2)):
+            # the relaxation's prediction and the constructed minimiser put a simplex ETF of the n_m meta-concepts
+            # among LayerNorm outputs (orthogonal to 1): d >= n_m. Below it the refusal came from the flat
+            # instance, naming "n_c" and "d" (neither is an option here)
+            if d < self.n_m:
+                raise InstanceError(f"{name} (--dims) must be >= n_m (--meta-concepts) = {self.n_m}: the level-2 "
+                                    f"relaxation and the constructed minimiser need a simplex ETF of the {self.n_m} "
+                                    f"meta-concepts among LayerNorm outputs (orthogonal to 1), got {name} = {d}")
         set_("lam", as_float("lambda (--lambda)", self.lam, positive=True))
         if not LAMBDA_MIN <= self.lam <= LAMBDA_MAX:
             raise InstanceError(f"lambda (--lambda) must be in [{LAMBDA_MIN:g}, {LAMBDA_MAX:g}], got {self.lam!r}")
