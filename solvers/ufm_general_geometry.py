@@ -84,9 +84,10 @@ def minimiser_enclosure(p: GeneralUFM, V: np.ndarray, lower: float, upper: float
     up = upper + ((2 * (K + G) + 16) * u + spectral_slack(max(K, G))) * abs(upper)
     gap = up - lower if is_finite_pair(up, lower) else math.inf
     out["gap"] = gap
-    if p.lb != 0.0 and not isinstance(p.loss, SquaredError):
-        out["why"] = ("the geometry certificate is derived for a free bias (lambda_b = 0) or the squared error with a "
-                      "regularised bias; not for the loss " + repr(p.loss.name) + " with lambda_b > 0")
+    if p.lb != 0.0 and not isinstance(p.loss, (SquaredError, CrossEntropy)):
+        out["why"] = ("the geometry certificate is derived for a free bias (lambda_b = 0), or for the softmax losses "
+                      "and the squared error with a regularised bias; not for the loss " + repr(p.loss.name)
+                      + " with lambda_b > 0")
         return out
     if not (math.isfinite(gap) and gap >= 0.0):
         out["why"] = f"no finite certified gap ({gap!r})"
@@ -122,6 +123,25 @@ def minimiser_enclosure(p: GeneralUFM, V: np.ndarray, lower: float, upper: float
         out["uniqueness"] = ("strictly convex in the centred logits (Hessian diag(p) - p p^T positive definite on "
                              "1-perp), so every minimiser has the same centred logits C*; 1^T X* = 0 and X* sqrt(n) = 0 "
                              "(KKT), hence X* = C* D^{1/2} P and the centred bias J b* = C* n / N are unique")
+        if p.lb > 0.0:
+            # regularised bias (docs/ufm_general.md, "Softmax losses with a regularised bias"): F - D >= (1/N) sum_c
+            # n_c FY_c + (lb/2) ||b - bhat||^2, bhat = -V n / (N lb); 1^T X* = 0 still (gradient columns sum to 0),
+            # but not X* sqrt(n) = 0: X* = (C* - J b* 1^T) D^{1/2}, Xhat = (Chat - J bhat 1^T) D^{1/2}, and
+            # ||X* - Xhat||_F <= sqrt(3 N g1 / min w pi) + sqrt(N) sqrt(2 g2 / lb) <= sqrt(N g (3 / min w pi + 2 / lb))
+            a1 = V @ (cnt / N)
+            bhat = -a1 / p.lb
+            jb = bhat - bhat.mean()
+            Uc = (C - jb[:, None]) * sq
+            r2 = N * gap * (3.0 / float(np.min(wp)) + 2.0 / p.lb)
+            # float: J bhat and its products (as the squared-error branch), on top of the centred logits' allowance
+            ferr += (4 * u * float(np.linalg.norm(np.abs(jb)[:, None] * sq))
+                     + (G + 8) * u * float(np.linalg.norm((np.abs(V) @ (cnt / N)) / p.lb)) * 2.0 * math.sqrt(N))
+            structural = min(K - 1, G)
+            out.update(kind="softmax, regularised bias", bias_center=bhat.tolist() if K <= 100 else None)
+            out["uniqueness"] = ("strictly convex in (C, b) (the loss in the centred logits C = J U, Hessian "
+                                 "diag(p) - p p^T positive definite on 1-perp; (lb/2)||b||^2 with lb > 0), so every "
+                                 "minimiser has the same C* and b*; 1^T X* = 0 (KKT: the gradient columns sum to 0), "
+                                 "hence X* = (C* - J b* 1^T) D^{1/2} is unique; class-constant, rank X* <= min(K - 1, G)")
     elif isinstance(loss, SquaredError) and p.lb > 0.0:
         # regularised bias (docs/ufm_general.md, "MSE with a regularised bias"): F - D >= (1/(2N)) sum_c n_c
         # ||u_c - t_c - v_c||^2 + (lb/2) ||b - bhat||^2, bhat = -V n / (N lb); X = (U - b 1^T) D^{1/2}, so
@@ -153,7 +173,7 @@ def minimiser_enclosure(p: GeneralUFM, V: np.ndarray, lower: float, upper: float
     else:
         out["why"] = f"no geometry certificate for the loss {loss.name!r} (its Fenchel-Young gap is not derived)"
         return out
-    if out.get("kind") == "squared, regularised bias":
+    if out.get("kind") in ("squared, regularised bias", "softmax, regularised bias"):
         Xh = Uc  # no projector: with lb > 0 the row space of X* need not be orthogonal to sqrt(n)
     else:
         v = sq / math.sqrt(N)
@@ -195,6 +215,18 @@ def structural_uniqueness(p: GeneralUFM) -> dict:
                 "why": f"squared error with lambda_b > 0: strongly convex in (U, b), so (Z*, b*) is unique, "
                        f"class-constant, rank(Z*) <= {r} <= d = {p.d}: every factored minimiser is a balanced "
                        f"factorization of Z*"}
+    if p.lb != 0.0 and isinstance(p.loss, CrossEntropy):
+        # strictly convex in (C, b) (centred logits, lb > 0): (Z*, b*) unique, 1^T Z* = 0, class-constant: rank <=
+        # min(K - 1, G) (docs/ufm_general.md, "Softmax losses with a regularised bias"); coercive through
+        # (lb/2)||b||^2 + lam ||Z||_*, so a minimiser exists
+        r = min(p.K - 1, p.G)
+        if r > p.d:
+            return {"ok": False, "rank_bound_structural": r,
+                    "why": f"the structural rank bound {r} exceeds d = {p.d} (the dual bound needs K x K matrices)"}
+        return {"ok": True, "rank_bound_structural": r,
+                "why": f"{p.loss.name} with lambda_b > 0: strictly convex in the centred logits and the bias, so "
+                       f"(Z*, b*) is unique, 1^T Z* = 0, class-constant, rank(Z*) <= {r} <= d = {p.d}: every factored "
+                       f"minimiser is a balanced factorization of Z*"}
     if p.lb != 0.0:
         return {"ok": False, "why": "derived for a free bias (lambda_b = 0)"}
     if isinstance(p.loss, CrossEntropy):

@@ -162,10 +162,11 @@ def test_false_value_refuted_and_free_bias_formula_wrong():
 
 
 def test_outside_hypotheses():
-    # CE with a regularised bias: no geometry certificate derived, stays INCONCLUSIVE with the reason
+    # CE with a regularised bias: decided by its own enclosure since the softmax losses were derived with lb > 0
+    # (tests/test_ufm_general_softmax_regularised_bias.py checks it against scipy)
     rep = CG.check_general(_problem(3, 2, 0.05, 0.05, 0.1, loss="ce"))
     u = _claims(rep)["minimiser-unique"]
-    assert u.verdict == Verdict.INCONCLUSIVE and "free bias" in u.reason
+    assert u.verdict == Verdict.VERIFIED, u.reason
     # imbalanced MSE with lb > 0: no exact phase (None), but the enclosure (strong convexity) still holds
     p = SG.classification(L.make_loss("mse", 3), [3, 2, 1], 3, 0.05, 0.05, 0.1)
     assert SG.regularised_bias_mse_phase(p) is None
