@@ -464,9 +464,10 @@ class UserLoss(Loss):
             raise InputError("user loss: value_grad must be callable")
         self.name = str(name)
         self._vg, self._conj, self._cvx = value_grad, conjugate, cvxpy
-        if infimum is not None and not math.isfinite(float(infimum)):
-            raise InputError("user loss: infimum must be finite")
-        self.infimum = None if infimum is None else float(infimum)
+        # infimum 'a' and K = 1.5 / 0 were ValueError / TypeError naming nothing ("high <= 0")
+        self.infimum = None if infimum is None else as_float("user loss: infimum", infimum)
+        if K is not None:
+            K = as_int("user loss: K (classes)", K, minimum=1, maximum=MAX_LOSS_CLASSES)
         self.screen = None
         if check and K is not None:
             self.validate(K, np.arange(K) if y is None else np.asarray(y))

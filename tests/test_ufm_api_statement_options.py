@@ -101,3 +101,62 @@ def test_problem_needs_a_loss_object(loss):
 def test_check_general_needs_a_problem(p):
     with pytest.raises(InputError, match="GeneralUFM"):
         check_general(p)
+
+
+# ---- the classic engine (docs/ufm.md), the nonnegative-features model and user losses ---------------------------
+
+def _classic():
+    from theory import ufm as T
+
+    return T.UFMInstance("ce", 3, 2, 2, 1e-2, 1e-2)
+
+
+@pytest.mark.parametrize("value", ["0.14833174700197288", None, [0.148], True, np.array([1.0, 2.0])])
+def test_check_instance_prediction_must_be_a_real_number(value):
+    """Before: "0.148..." (a string) was parsed and judged, None / a list / an array were TypeErrors."""
+    from proofs_check.claims.ufm import check_instance
+
+    with pytest.raises(InputError, match=r"predict\(inst\)"):
+        check_instance(_classic(), method="closed-form", predict=lambda inst: value)
+
+
+def test_check_instance_prediction_numbers_are_judged_and_nan_never_verified():
+    from proofs_check.claims.ufm import check_instance
+
+    f = 0.14833174700197288  # docs/ufm.md reference value (3, 2, .01, .01)
+    for v in (f, np.float64(f), np.array([f])):
+        assert check_instance(_classic(), method="closed-form", predict=lambda inst: v).verdict is Verdict.VERIFIED
+    assert check_instance(_classic(), method="closed-form", predict=lambda inst: f * (1 + 1e-6)).verdict \
+        is Verdict.REFUTED
+    assert check_instance(_classic(), method="closed-form", predict=lambda inst: math.nan).verdict \
+        is Verdict.INCONCLUSIVE
+
+
+@pytest.mark.parametrize("kw", [{"inst": None}, {"inst": {"loss": "ce"}}, {"predict": 0.148}])
+def test_check_instance_needs_an_instance_and_a_callable(kw):
+    from proofs_check.claims.ufm import check_instance
+
+    args = {"inst": _classic(), **kw}
+    with pytest.raises(InputError, match="inst must be|predict must be"):
+        check_instance(args.pop("inst"), method="closed-form", **args)
+
+
+@pytest.mark.parametrize("kw", [{"starts": 0}, {"starts": -1}, {"starts": 2.5}, {"seed": -1},
+                                {"claimed_value": math.nan}, {"claimed_value": "0.13"}])
+def test_check_nonneg_options_are_checked(kw):
+    """Before: starts = 0 ran no random start and was VERIFIED; a NaN claimed value was accepted."""
+    from proofs_check.claims.ufm_relu import check_nonneg
+
+    p = SG.classification(make_loss("ce", 3), [1, 1, 1], 3, 1e-2, 1e-2)
+    with pytest.raises(InputError, match="starts|seed|claimed_value"):
+        check_nonneg(p, **kw)
+    with pytest.raises(InputError, match="GeneralUFM"):
+        check_nonneg(None)
+
+
+@pytest.mark.parametrize("kw", [{"infimum": "a"}, {"infimum": math.inf}, {"K": 1.5}, {"K": 0}, {"K": "3"}])
+def test_user_loss_infimum_and_classes_are_checked(kw):
+    from solvers.losses import UserLoss
+
+    with pytest.raises(InputError, match="user loss: (infimum|K)"):
+        UserLoss("sq", lambda U, y: ((U * U).sum(axis=0), 2 * U), **{"infimum": 0.0, **kw})

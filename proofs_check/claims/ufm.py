@@ -16,8 +16,10 @@ from __future__ import annotations
 import dataclasses
 import math
 import time
+from numbers import Real
 from typing import Callable
 
+import numpy as np
 
 from proofs_check.core import (Check, Claim, Provenance, RunContext, SolveReport, Verdict, at_certified_point,
                                exceeds, fmt, geometry_is, hypothesis_fails, is_finite, optimum_matches, point_statement,
@@ -79,13 +81,18 @@ def check_instance(inst: T.UFMInstance, *, method: str = "auto", starts: int = 3
     default limit min(0.8 * available memory, 2.5 GB).
     """
     t0 = time.perf_counter()
+    if not isinstance(inst, T.UFMInstance):  # None failed inside the engine with an AttributeError
+        raise InputError(f"inst must be a theory.ufm.UFMInstance, got {type(inst).__name__}")
+    if not callable(predict):
+        raise InputError(f"predict must be a function of the instance returning the predicted value, got "
+                         f"{type(predict).__name__}")
     if expected_geometry is not None and expected_geometry not in G.GEOMETRY_CLASSES:
         raise InputError(f"expected_geometry must be one of {', '.join(G.GEOMETRY_CLASSES)}, got {expected_geometry!r}")
     sol = CS.solve_instance(inst, method=method, starts=starts, seed=seed, backend=backend, device=device,
                             dtype=dtype, max_memory=max_memory, value_rtol=VALUE_RTOL, value_atol=VALUE_ATOL,
                             phase_rtol=PHASE_RTOL)
     pred = T.optimum(inst)
-    predicted = float(predict(inst))
+    predicted = _predicted_value(predict(inst))
     exp_geo = expected_geometry or pred.geometry
     failed = sol.hypotheses_failed
     tol = tolerance(predicted, rtol=VALUE_RTOL, atol=VALUE_ATOL)
@@ -105,6 +112,17 @@ def check_instance(inst: T.UFMInstance, *, method: str = "auto", starts: int = 3
                        extra={"tolerance": {"value": tol, "value_rtol": VALUE_RTOL, "value_atol": VALUE_ATOL,
                                             "phase_rtol": PHASE_RTOL}},
                        live=sol.live)  # --rigorous bounds this instance as it is
+
+
+def _predicted_value(v) -> float:
+    """``predict(inst)`` as a float: a real number (NaN stays NaN and is never judged); None, a string (\"0.14\" was
+    parsed and judged), a boolean or an array of several numbers is refused naming ``predict``."""
+    if isinstance(v, np.ndarray) and v.size == 1 and v.dtype.kind in "fiu":
+        v = v.reshape(-1)[0]
+    if isinstance(v, (bool, np.bool_)) or not isinstance(v, (Real, np.floating, np.integer)):
+        raise InputError(f"predict(inst) must return the predicted optimal value (a real number), got "
+                         f"{type(v).__name__} {v!r}"[:300])
+    return float(v)
 
 
 def _value_statement(sol: CS.ClassicSolution, predicted: float, tol: float) -> Check:

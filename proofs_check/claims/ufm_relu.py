@@ -23,7 +23,7 @@ from solvers import ufm_general as SG
 from solvers import ufm_nonneg as NN
 from theory import _work as budgets
 from theory import ufm_nonneg as TN
-from theory._validate import InputError
+from theory._validate import InputError, as_float, as_int
 from theory.geometry import GEOMETRY_TOL
 
 FAMILY = "ufm"
@@ -189,6 +189,12 @@ def nonneg_checks(p: SG.GeneralUFM, r: dict, *, predicted_value: float | None = 
 def check_nonneg(p: SG.GeneralUFM, *, starts: int = 3, seed: int = 0, claimed_value: float | None = None) -> SolveReport:
     """`ncproofs solve ufm --nonneg-features`: best point, proven DNN bound, gap, geometry statements."""
     t0 = time.perf_counter()
+    if not isinstance(p, SG.GeneralUFM):  # None failed with an AttributeError
+        raise InputError(f"p must be a GeneralUFM instance (solvers.ufm_general.classification(...)), got "
+                         f"{type(p).__name__}")
+    # starts = 0 ran no random start and was VERIFIED; a NaN claimed value was accepted (INCONCLUSIVE)
+    starts, seed = as_int("starts", starts, minimum=1), as_int("seed", seed, minimum=0)
+    claimed_value = None if claimed_value is None else as_float("claimed_value", claimed_value)
     if p.lb != 0.0:
         raise InputError("--lambda-b: the nonnegative-feature model has no bias term (docs/scl.md)")
     if not hasattr(p.loss, "targets"):
