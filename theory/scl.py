@@ -321,9 +321,20 @@ def shared_singletons_features(counts: Sequence[int], d: int) -> np.ndarray:
 # Imbalance profiles (as in the authors' code)
 # --------------------------------------------------------------------------------------
 
+def _profile_classes(k) -> int:
+    """The K of a profile, refused before its counts are built: every class has >= 1 sample, so K > MAX_SAMPLES
+    can never pass the instance's sample limit (`table scl --profile step --classes 100000000` built a tuple of
+    10^8 counts for minutes before that refusal)."""
+    k = as_int("classes", k, minimum=2)
+    if k > MAX_SAMPLES:
+        raise InstanceError(f"classes (--classes) = {k}: every class has at least one sample, so N >= {k} exceeds the "
+                            f"limit of {MAX_SAMPLES} samples")
+    return k
+
+
 def step_counts(k: int, n_maj: int, ratio: float, rho: float = 0.5) -> tuple[int, ...]:
     """STEP(R, rho): the first floor(rho k) classes have n_maj samples, the others floor(n_maj / R)."""
-    k = as_int("classes", k, minimum=2)
+    k = _profile_classes(k)
     n_maj = as_int("majority", n_maj, minimum=1)
     ratio = as_float("ratio", ratio, positive=True)
     rho = as_float("step_fraction", rho, nonnegative=True)
@@ -340,7 +351,7 @@ def step_counts(k: int, n_maj: int, ratio: float, rho: float = 0.5) -> tuple[int
 
 def longtail_counts(k: int, n_maj: int, ratio: float) -> tuple[int, ...]:
     """Long-tail: n_c = floor(n_maj * R^(-c/(k-1))), c = 0..k-1."""
-    k = as_int("classes", k, minimum=2)
+    k = _profile_classes(k)
     n_maj = as_int("majority", n_maj, minimum=1)
     ratio = as_float("ratio", ratio, positive=True)
     if ratio < 1:
