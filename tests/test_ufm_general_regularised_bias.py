@@ -83,7 +83,9 @@ def test_zero_phase_value_point_and_uniqueness():
     c = _claims(rep)
     assert c["optimal-value"].verdict == Verdict.VERIFIED
     assert c["minimiser-unique"].verdict == Verdict.VERIFIED
-    assert c["geometry-simplex-etf"].verdict == Verdict.REFUTED  # the unique minimiser is Z = 0
+    assert c["geometry-zero"].verdict == Verdict.VERIFIED  # the unique minimiser is Z = 0
+    claimed = _claims(CG.check_general(p, expected_geometry="simplex-etf"))
+    assert claimed["geometry-simplex-etf"].verdict == Verdict.REFUTED
     sol = rep.solution
     lower = rep.certificate["lower_bound"]
     assert abs(sol["value"] - f0) < 1e-12 and lower <= f0 + 1e-15
@@ -103,7 +105,9 @@ def test_boundary_exact_threshold_is_zero():
     rep = CG.check_general(p)
     c = _claims(rep)
     assert c["minimiser-unique"].verdict == Verdict.VERIFIED
-    assert c["geometry-simplex-etf"].verdict == Verdict.REFUTED
+    assert c["geometry-zero"].verdict == Verdict.VERIFIED
+    claimed = _claims(CG.check_general(p, expected_geometry="simplex-etf"))
+    assert claimed["geometry-simplex-etf"].verdict == Verdict.REFUTED
     best, _ = _scipy_min(2, 1, 2, 0.5, 0.5, 0.25)
     assert best.fun >= rep.certificate["lower_bound"] - 1e-12
     assert abs(best.fun - 0.5 * (1.0 - 0.4)) < 1e-7
