@@ -192,6 +192,20 @@ def _imb_problem(name, kw, counts, d, lw, lh):
     return SG.classification(L.make_loss(name, len(counts), **kw), list(counts), d, lw, lh)
 
 
+def _non_finite_expectation(exp):
+    """(key, value) of the first expected geometry value that is not a finite number, or None."""
+    if not isinstance(exp, dict):
+        return None
+    for key, v in exp.items():
+        try:
+            a = np.asarray(v, dtype=float)
+        except (TypeError, ValueError):
+            return key, v
+        if not np.all(np.isfinite(a)):
+            return key, v
+    return None
+
+
 def make_imbalanced_geometry_claim(expected: Callable | None = None,
                                    claim_id: str = "ufm_general.imbalanced.minimiser-geometry") -> Claim:
     """Imbalanced UFM (CE, label smoothing, weighted CE, MSE; free bias; d >= the proven rank bound): the minimiser
@@ -203,9 +217,13 @@ def make_imbalanced_geometry_claim(expected: Callable | None = None,
     def check(ctx: RunContext):
         for name, kw, counts, d, lw, lh in _imbalanced_rows(ctx):
             exp = expected(counts, name) if expected is not None else None
+            tag = f"{name} counts={','.join(map(str, counts))} d={d} lw={lw:g} lh={lh:g}"
+            bad = _non_finite_expectation(exp)
+            if bad is not None:  # a prediction that is not a number is never judged (check_general refuses it)
+                yield _not_a_number(f"{tag}: geometry expected[{bad[0]!r}]", bad[1])
+                continue
             rep = judge_report(check_general(_imb_problem(name, kw, counts, d, lw, lh), starts=1, seed=ctx.seed,
                                              geometry_expected=exp, minority_threshold=None), ctx)
-            tag = f"{name} counts={','.join(map(str, counts))} d={d} lw={lw:g} lh={lh:g}"
             for c in rep.claims:
                 if c.name in ("minimiser-unique", "minority-geometry", "class-mean-cosines"):
                     yield Check(f"{tag}: {c.name}", c.verdict, c.reason, c.evidence, c.independent, c.rigorous)
