@@ -104,7 +104,12 @@ def _config(args, gammas):
     records = args.records if args.records is not None else (50 if args.quick else 200)
     if records < 1:
         raise UsageError(f"--records must be >= 1, got {records}")
-    records = min(records, steps - steps // 2)
+    available = steps - steps // 2  # the checkpoints of the second half
+    if args.records is not None and records > available:
+        # a typed --records above it was cut to it silently (--steps 10 --records 100 averaged 5 checkpoints)
+        raise UsageError(f"--records {records} exceeds the {available} steps of the second half of --steps {steps} "
+                         f"(records are distinct checkpoints there); pass --records <= {available} or more --steps")
+    records = min(records, available)  # the default (200, or 50 with --quick) adapts to short runs
     return CRHExperiment(weight_decays=tuple(gammas), steps=steps, lr=lr, seed=args.seed, n_records=records,
                          init_scale=scale, neuron_noise=sigma, noise_layer=layer)
 
