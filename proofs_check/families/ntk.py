@@ -139,6 +139,12 @@ def _check_table_work(cg, counts, rhos, kappa, args) -> None:
                             f"{sg.flops_text(total)}; fewer or smaller --counts")
 
 
+def _general_max_flops() -> float:
+    from solvers import ntk_general as sg
+
+    return sg.MAX_FLOPS
+
+
 def run_general_solve(args: argparse.Namespace) -> dict:
     from proofs_check.claims import ntk_general as cg
 
@@ -147,6 +153,15 @@ def run_general_solve(args: argparse.Namespace) -> dict:
                             "--kernel-perturbation, --counts, --loss ce or --sgd-batch)")
     if args.steps is not None and args.step_size is None:
         raise InstanceError("--steps needs --step-size ETA (discrete steps)")
+    # options the general routes do not read were ignored silently (--max-seconds 1e-9 ran to VERIFIED; --time with
+    # --steps was reported as the run's time while the steps ran --steps x --step-size)
+    if args.max_seconds is not None:
+        raise InstanceError("--max-seconds is the block kernel's work budget; the general kernel's runs (--kernel, "
+                            "--kernel-perturbation, --counts, --loss ce, --sgd-batch) have a fixed work budget of "
+                            f"{_general_max_flops():.0e} flops, checked before they start; drop --max-seconds")
+    if args.steps is not None and args.time is not None:
+        raise InstanceError("--time with --steps: the discrete run lasts --steps x --step-size; give one of --time "
+                            "(steps = ceil(time / step size)) or --steps")
     _check_general_options([args.kernel_perturbation], [args.counts])
     _check_samples(args, th.MAX_GENERAL_SAMPLES, "for a general kernel")
     C = len(args.counts) if args.counts else args.classes
