@@ -39,9 +39,10 @@ def _solve_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--batches", default=None, help='mini-batches as "0,1,4,5;2,3,6,7" (default: full batch)')
     p.add_argument("--binding", action="store_true", help="apply batch-binding (one sample of every class in every batch)")
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--starts", type=int, default=6, help="random starts of the factored solver (d = k has local minima)")
+    p.add_argument("--starts", type=int, default=None,
+                   help="random starts of the factored solver (default 6; d = k has local minima)")
     p.add_argument("--solver", choices=("CLARABEL", "SCS"), default="CLARABEL", help="conic solver proposing a candidate point")
-    p.add_argument("--hops", type=int, default=20,
+    p.add_argument("--hops", type=int, default=None,
                    help="full batch: up to this many perturbation restarts from the best point while its value is "
                         "not certified by the lower bound (numpy backend; default 20, 0 to disable)")
     p.add_argument("--activation", choices=("relu", "relu6", "softplus", "sigmoid", "gelu", "silu", "leaky-relu"),
@@ -73,6 +74,9 @@ def solve_scl(args):
     from proofs_check.claims.scl import check_instance
 
     inst = _instance(args)
+    typed = [o for o, v in (("--starts", args.starts), ("--hops", args.hops)) if v is not None]
+    args.starts = 6 if args.starts is None else args.starts
+    args.hops = 20 if args.hops is None else args.hops
     act = getattr(args, "activation", None)
     if act is not None:
         cat = T.activation_category(act)
@@ -90,6 +94,11 @@ def solve_scl(args):
     backend = backend_from_args(args)
     rep = check_instance(inst, starts=args.starts, seed=args.seed, hops=args.hops, solver=args.solver,
                          backend_opts=backend, method=args.method)
+    if typed and any(c.name == "confirmation-solve" for c in rep.claims):
+        # the certificate decided: the typed search options were not used, which the report did not say
+        rep.diagnostics.append(f"{' and '.join(typed)} not used: the certificate at the predicted configuration "
+                               "decided every statement and the factored solver ran only as the bounded confirmation "
+                               "(one start, no hops); --method factored runs the multi-start search")
     if act is not None:
         rep = _with_activation(rep, inst, act)
     return rep  # live: `solve scl --rigorous` bounds the candidate features it holds (no second solve)
