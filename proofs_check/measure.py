@@ -200,6 +200,10 @@ def measure(features, labels=None, weights=None, bias=None, *, layout: str = "au
                 "" if passes == 2 else f": {_two_pass_reason(dev, dtype, d, nworkers)}")
         t3 = time.perf_counter()
         cpu_passes = time.process_time() - c0
+        if workers is not None and workers > 1 and not one:
+            # the segments' threads belong to the one-pass route; the others read on one thread (it was silent)
+            diagnostics.append(f"--workers {workers} not used: the route taken ({route.split(':')[0]}) reads on one "
+                               "thread (--workers applies to the one-pass route)")
         ood_mean = _ood_mean(ood, d, (keys or {}).get("features") or ood_key, diagnostics) if ood is not None else None
         pred = predict_geometry(model, params, counts, d, acc.min_value)
         objective = _network_objective(model, params, pred["record"], sc, acc, inp, one)
