@@ -92,6 +92,14 @@ def _device(device: str | None, diagnostics: list):
     return torch.device(device)
 
 
+def _note_unused_workers(workers, one_pass: bool, route: str, diagnostics: list) -> None:
+    """A typed --workers above 1 on a route that reads on one thread (the segments' threads belong to the one-pass
+    route): named in the diagnostics (only ``instance.workers = 1`` said it)."""
+    if workers is not None and workers > 1 and not one_pass:
+        diagnostics.append(f"--workers {workers} not used: the route taken ({route.split(':')[0]}) reads on one "
+                           "thread (--workers applies to the one-pass route)")
+
+
 def measure(features, labels=None, weights=None, bias=None, *, layout: str = "auto", predict: str | None = None,
             lambda_w=None, lambda_h=None, tau=None, device: str | None = None, batch_size: int | None = None,
             dtype: str = "float64", keep_means: bool = False, time_limit: float | None = TIME_LIMIT_S,
@@ -200,10 +208,7 @@ def measure(features, labels=None, weights=None, bias=None, *, layout: str = "au
                 "" if passes == 2 else f": {_two_pass_reason(dev, dtype, d, nworkers)}")
         t3 = time.perf_counter()
         cpu_passes = time.process_time() - c0
-        if workers is not None and workers > 1 and not one:
-            # the segments' threads belong to the one-pass route; the others read on one thread (it was silent)
-            diagnostics.append(f"--workers {workers} not used: the route taken ({route.split(':')[0]}) reads on one "
-                               "thread (--workers applies to the one-pass route)")
+        _note_unused_workers(workers, one, route, diagnostics)
         ood_mean = _ood_mean(ood, d, (keys or {}).get("features") or ood_key, diagnostics) if ood is not None else None
         pred = predict_geometry(model, params, counts, d, acc.min_value)
         objective = _network_objective(model, params, pred["record"], sc, acc, inp, one)
