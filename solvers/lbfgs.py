@@ -187,6 +187,8 @@ def minimize(fun, x0: np.ndarray, *, gtol: float, maxiter: int, memory: int = 10
         gmax = max(float(g.max()), -float(g.min()))  # max |g| without a temporary
         if gmax <= gtol:
             return result(nit, "converged: max |gradient| <= gtol")
+        if gmax == 0.0:  # gtol < 0 asked for more than a stationary point
+            return result(nit, "converged: the gradient is exactly zero")
         if stall_iters is not None:
             if f < best_f - 4.0 * math.ulp(abs(best_f)) or gmax < 0.99 * best_g:
                 stalled = 0
@@ -206,7 +208,11 @@ def minimize(fun, x0: np.ndarray, *, gtol: float, maxiter: int, memory: int = 10
         elif gamma0 is not None:
             t0 = gamma0
         else:
-            t0 = min(1.0, 1.0 / math.sqrt(float(g @ g)))
+            gg = float(g @ g)
+            # entries ~1e-170 square to 0 (ZeroDivisionError: the geometry polish at gtol = 0 of an instance at
+            # Z = 0 crashed); the norm scaled by max |g| does not underflow
+            gn = math.sqrt(gg) if 0.0 < gg < math.inf else gmax * math.sqrt(float(np.dot(g / gmax, g / gmax)))
+            t0 = min(1.0, 1.0 / gn)
         ls = _wolfe(fun, x, f, g, d, dg, t0, flat_rtol * abs(f))
         nfev += ls[4]
         if ls[0] is None:
