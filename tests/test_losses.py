@@ -118,9 +118,9 @@ def test_user_loss_false_value_refuted():
 
     loss = L.UserLoss("squared-hinge", squared_hinge, infimum=0.0, K=4)
     p = SG.classification(loss, [6, 6, 2, 1], 4, 5e-3, 1e-2)
-    v = check_general(p).to_dict()["solution"]["value"]
-    assert check_general(p, claimed_value=v * (1 - 1e-5)).to_dict()["verdict"] == "REFUTED"
-    assert check_general(p, claimed_value=v * (1 + 1e-5)).to_dict()["verdict"] == "REFUTED"
+    v = check_general(p, starts=1).to_dict()["solution"]["value"]
+    assert check_general(p, starts=1, claimed_value=v * (1 - 1e-5)).to_dict()["verdict"] == "REFUTED"
+    assert check_general(p, starts=1, claimed_value=v * (1 + 1e-5)).to_dict()["verdict"] == "REFUTED"
 
 
 def test_nonconvex_user_loss_refused():
