@@ -243,9 +243,11 @@ def _predict_scl(params: dict, counts: np.ndarray, d: int, min_entry: float, rec
     if nonneg:
         rec["source"] = "Kini et al., ICLR 2024, Thm 1 (UFM+, reconstructed); docs/scl.md"
         rec["model"] = "scl (UFM+: nonnegative features, e.g. after a ReLU)"
-        if int(counts.min()) < 2:
-            return _no_prediction(rec, "a class with a single sample: the UFM+ minimiser then shares directions "
-                                       "between singleton classes (docs/scl.md); no class-mean prediction is made")
+        singles = int(np.sum(counts < 2))
+        if singles >= 2:  # one singleton keeps the OF the unique minimiser (docs/scl.md; `solve scl --counts 2,1`)
+            return _no_prediction(rec, f"{singles} classes with a single sample: the UFM+ minimiser then shares "
+                                       "directions between singleton classes (docs/scl.md); no class-mean prediction "
+                                       "is made")
         if d < K:
             return _no_prediction(rec, f"d >= K (room for an orthogonal frame): d = {d} < K = {K}")
         rec.update({"geometry": "orthogonal-frame", "value": TS.theorem1_bound(tuple(int(c) for c in counts), tau)
