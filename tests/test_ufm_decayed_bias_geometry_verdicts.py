@@ -19,6 +19,8 @@ import math
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from scipy.optimize import minimize
 from scipy.special import logsumexp, softmax
 
@@ -108,3 +110,17 @@ def test_lbfgs_first_step_with_an_underflowing_gradient_norm():
     assert np.all(np.abs(r.x) <= 1e-170) and r.f <= 0.5 * 4e-340
     r = lbfgs.minimize(quad, np.zeros(3), gtol=-1.0, maxiter=5)
     assert r.f == 0.0 and "zero" in r.message
+
+
+@settings(max_examples=8, deadline=None)
+@given(K=st.integers(2, 3), n=st.integers(1, 2), loss=st.sampled_from(["ce", "ls", "mse"]),
+       log_ratio=st.floats(-1.0, 1.0), lb=st.sampled_from([0.01, 1.0]))
+def test_property_no_statement_of_the_package_is_refuted(K, n, loss, log_ratio, lb):
+    """Without a caller's statement nothing the package states about a true instance may be REFUTED: lambda from a
+    tenth to ten times the zero-phase threshold lam0 = w kappa / (K sqrt(n)) (both phases, both sides)."""
+    kw = {"smoothing": 0.5} if loss == "ls" else {}
+    kappa = 0.5 if loss == "ls" else 1.0
+    lam = kappa / (K * math.sqrt(n)) * 10.0 ** log_ratio
+    rep = check_general(SG.classification(make_loss(loss, K, **kw), [n] * K, K, lam, lam, lb), starts=1)
+    assert all(c.verdict not in (Verdict.REFUTED, Verdict.ERROR) for c in rep.claims), \
+        [(c.name, c.reason) for c in rep.claims if c.verdict is Verdict.REFUTED]
