@@ -376,3 +376,71 @@ def plain_to_latex(text: str, *, header: bool = False) -> str:
         flush()
         out.append(ws)
     return "".join(out)
+
+
+_CAPTION_ALWAYS_ESCAPED = {"%": r"\%", "&": r"\&", "#": r"\#"}
+
+
+def caption_source(text: str) -> str:
+    """A user's ``--caption`` (LaTeX source) made safe for ``\\caption{...}``: kept verbatim where it is
+    LaTeX (``$\\alpha$``, ``\\emph{x}``, ``\\%``), with the characters that cannot be meant there escaped:
+    an unescaped ``%`` (it would comment out the closing brace), ``&`` and ``#``; ``_``, ``^``, ``<``, ``>``
+    and ``|`` outside ``$...$`` / ``\\(...\\)``; control characters become spaces; Greek letters, arrows and other characters outside
+    Latin-1 as in :func:`latex_escape`. A caption whose ``$`` or braces do not balance, or that ends in a
+    lone backslash, is not LaTeX source: it is escaped as text whole (:func:`latex_escape`). The
+    result compiles either way (tests/test_table_caption_latex_source.py)."""
+    if not isinstance(text, str):
+        raise TypeError(f"caption must be a string, got {type(text).__name__}")
+    out: list[str] = []
+    depth = 0
+    in_math = False
+    i, n = 0, len(text)
+    while i < n:
+        ch = text[i]
+        if ch == "\\":
+            if i + 1 >= n:
+                return latex_escape(text)
+            nxt = text[i + 1]
+            if nxt.isascii() and nxt.isalpha():
+                j = i + 1
+                while j < n and text[j].isascii() and text[j].isalpha():
+                    j += 1
+                out.append(text[i:j])
+                i = j
+                continue
+            if not nxt.isascii() or not nxt.isprintable():
+                return latex_escape(text)
+            if nxt in "()":
+                if in_math == (nxt == "("):  # \( inside math, \) outside it
+                    return latex_escape(text)
+                in_math = nxt == "("
+            out.append(text[i:i + 2])
+            i += 2
+            continue
+        if ch in _CAPTION_ALWAYS_ESCAPED:
+            out.append(_CAPTION_ALWAYS_ESCAPED[ch])
+        elif ch == "$":
+            in_math = not in_math
+            out.append(ch)
+        elif ch == "{":
+            depth += 1
+            out.append(ch)
+        elif ch == "}":
+            depth -= 1
+            if depth < 0:
+                return latex_escape(text)
+            out.append(ch)
+        elif ch in "_^<>|":
+            out.append(ch if in_math else _TEXT_ESCAPES[ch])
+        elif ord(ch) < 128:
+            out.append(ch if ch.isprintable() else " ")
+        elif ch in _UNICODE:
+            out.append(_UNICODE[ch] if not in_math else _UNICODE[ch].replace(r"\ensuremath{", "{"))
+        elif ord(ch) < 256 and ch.isprintable() and not in_math:
+            out.append(ch)
+        else:
+            out.append("?")
+        i += 1
+    if depth != 0 or in_math:
+        return latex_escape(text)
+    return "".join(out)

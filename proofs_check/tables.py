@@ -369,7 +369,7 @@ def key_columns(table) -> list[str]:
 
 
 # text escaping and plain-text math live in proofs_check/latex_text.py (imported by citations.py too)
-from proofs_check.latex_text import GREEK, latex_escape, math_to_latex, plain_to_latex  # noqa: E402,F401
+from proofs_check.latex_text import GREEK, caption_source, latex_escape, math_to_latex, plain_to_latex  # noqa: E402,F401
 
 
 # ---- the table ------------------------------------------------------------------------------------
@@ -665,7 +665,7 @@ class Table:
                 widths.append(max(longest * _CHAR_PT, _header_width_pt(heads[j])) + _SEP_PT)
         body = [" & ".join(cells_by_col[j][i] for j in range(ncol)) + r" \\" for i in range(len(t.rows))]
         if caption is not None:
-            cap, rest = t.latex_caption_text(caption, cite_keys), ""
+            cap, rest = t.latex_caption_text(caption_source(caption), cite_keys), ""
         else:
             short, rest = split_caption(strip_file_paths(t.latex_caption_text(None)))
             cap = t.latex_caption_text(short, cite_keys)
