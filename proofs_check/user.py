@@ -482,22 +482,41 @@ def _bound_parts(m) -> tuple[list[float], float | None, str]:
     return _real_values("the value returned by solve", m), None, ""
 
 
+def _solution_number(what: str, v) -> float | None:
+    """A value or lower bound an optimum claim's solve returned: a real number (NaN/inf kept: they fail closed) or
+    None; a string or a boolean is the caller's error (``float("1.0")`` and ``float(True)`` made
+    ``{"value": True, "lower_bound": True}`` VERIFY "min = 1")."""
+    if v is None:
+        return None
+    if isinstance(v, np.ndarray) and v.size == 1:
+        v = v.reshape(-1)[0]
+    if not _is_real(v):
+        raise TypeError(f"an optimum claim's solve returned {what} = {v!r} ({type(v).__name__}): it must be a real "
+                        "number or None")
+    return float(v)
+
+
 def _solution_parts(m) -> tuple[float | None, float | None, bool, str]:
     rep = _report_dict(m)
     if rep is not None:
         sol, cert = rep.get("solution") or {}, rep.get("certificate") or {}
         return (_float_or_none(sol.get("value")), _float_or_none(cert.get("lower_bound")),
                 bool(sol.get("converged", True)), str(cert.get("method") or ""))
+    if isinstance(m, Bounds):  # the least feasible value and the proven lower bound
+        finite = [v for v in (m.feasible or []) if math.isfinite(v)]
+        val = min(finite) if finite else (m.feasible[0] if m.feasible else None)
+        return val, _float_or_none(m.proven_lower), True, m.certificate
     if isinstance(m, Mapping):
-        return (None if m.get("value") is None else float(m["value"]),
-                None if m.get("lower_bound") is None else float(m["lower_bound"]),
+        return (_solution_number("value", m.get("value")), _solution_number("lower_bound", m.get("lower_bound")),
                 bool(m.get("converged", True)), str(m.get("method", "")))
     cert = getattr(m, "certificate", None)
     if hasattr(m, "value") and hasattr(m, "converged"):
-        return (float(m.value), None if cert is None else float(cert.lower_bound), bool(m.converged),
-                "" if cert is None else str(cert.method))
+        return (_solution_number("Solution.value", m.value),
+                None if cert is None else _solution_number("Solution.certificate.lower_bound", cert.lower_bound),
+                bool(m.converged), "" if cert is None else str(cert.method))
     raise TypeError("an optimum claim's solve must return a solvers.common.Solution, a core.SolveReport (or its "
-                    "to_dict()) or a dict {'value', 'lower_bound', 'converged'}")
+                    "to_dict()), Bounds(feasible=..., proven_lower=...) or a dict {'value', 'lower_bound', "
+                    "'converged'}")
 
 
 def _geometry_check(expected: str, measured, tol: float, extra: dict) -> Check:
