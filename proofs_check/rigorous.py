@@ -347,10 +347,19 @@ def read_saved_report(path, known_families=()) -> dict:
     return report
 
 
+def _number(v) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool)
+
+
 def _check_saved_statement(c: dict, bad) -> None:
     """A check's serialised statement parses, and a value statement predicts what its evidence says it does."""
     ev = c.get("evidence") or {}
     if "statement" not in ev or ev["statement"] is None:
+        if _number(ev.get("predicted")) and _number(ev.get("lower_bound")):
+            # the evidence of a value statement (a predicted optimum against a certified lower bound) with its
+            # statement removed would be carried unjudged: the file is damaged
+            raise bad(f"is damaged: check {c['id']!r} states a predicted optimum and a lower bound but no "
+                      "'statement' (every value check ncproofs writes carries one)")
         return
     s = st.from_dict(ev["statement"])
     if s is None:
@@ -426,8 +435,8 @@ def _balanced_prover(u: dict):
                 "every minimiser has Z = 0, hence W = 0 and H = 0 (lam ||W H||_* = (lw ||W||^2 + lh "
                 "||H||^2)/2 at a minimiser)")}
         if s.property == "geometry":
-            return False, {**short, "reason": f"ball arithmetic: the unique minimiser's class means are {geo}, "
-                                              f"not {s.geometry}"}
+            return False, {**short, "contradicted": True,
+                           "reason": f"ball arithmetic: the unique minimiser's class means are {geo}, not {s.geometry}"}
         if s.property in facts:
             return True, {**short, "how": facts[s.property]}
         return False, {"reason": f"no ball-arithmetic proof that every minimiser has {s.property}"}
@@ -566,6 +575,9 @@ def _bracket(view: dict, prec: int, saved: bool):
         return None, _unsupported("not certified", str(exc), prec), live
 
 
+VALUE_NOT_PROVEN = "the optimal value is not rigorously VERIFIED: the uniqueness proof needs the proven optimum"
+
+
 def rejudge(view: dict, checks: list, *, prec: int | None = None,
             saved: bool = True) -> tuple[list, dict, list, bool]:
     """The checks of one instance re-judged in ball arithmetic. ``view``: ``family``, ``instance``,
@@ -620,7 +632,7 @@ def rejudge(view: dict, checks: list, *, prec: int | None = None,
         gres, why = None, None
         t1 = time.perf_counter()
         if not value_ok:
-            why = "the optimal value is not rigorously VERIFIED: the uniqueness proof needs the proven optimum"
+            why = VALUE_NOT_PROVEN
         else:
             try:
                 gres = grecipe({**view, "live": live}, prec)
@@ -636,6 +648,11 @@ def rejudge(view: dict, checks: list, *, prec: int | None = None,
                            "reason": why, "seconds": round(time.perf_counter() - t1, 6)}
         if why is not None:
             diags.append(f"--rigorous: statements about the minimiser not proven in balls: {why} (float verdicts stand)")
+        if why == VALUE_NOT_PROVEN and rb is not None:
+            # the instance has a proven bracket but no value statement is VERIFIED on it: the float minimiser
+            # verdicts rest on a certified optimum that the balls do not confirm (apply_saved withdraws a saved one)
+            for i in pidx:
+                out[i].evidence["rigorous_geometry"]["contradicted"] = True
     verdict = summarise(out, what="statements")[0]
     return out, rig, diags, bool(verdict is Verdict.VERIFIED and all_rigorous and judged > 0)
 
@@ -711,15 +728,39 @@ def apply_saved(report: dict, source: str, *, prec: int | None = None) -> dict:
     float verdict, and is marked ``evidence["saved_verdict"]`` with one diagnostic naming them; ``rejudged_from``
     records the file and the version that wrote it."""
     out = apply(report, prec=prec)
-    carried = []
+    carried, withdrawn = [], []
     for c in out["claims"]:
         ev = c.setdefault("evidence", {})
+        rg = ev.get("rigorous_geometry") or {}
+        if c.get("verdict") == Verdict.VERIFIED.value and rg.get("contradicted") and c.get("rigorous") is not True:
+            # the file says VERIFIED, but the ball arithmetic on the instance in the file contradicts it (the unique
+            # minimiser has another geometry) or the value statements it rests on are not VERIFIED in balls:
+            # the file's word alone proves nothing
+            c["verdict"] = Verdict.INCONCLUSIVE.value
+            c["reason"] = (f"the file says VERIFIED, not confirmed in ball arithmetic on the instance in the file: "
+                           f"{rg.get('reason')}")
+            ev["saved_verdict"] = f"withdrawn: VERIFIED in {source}, not confirmed in ball arithmetic"
+            withdrawn.append(c["id"])
+            continue
         if "rigorous_lower" not in ev and c.get("rigorous") is not True:
             ev["saved_verdict"] = f"carried from {source}: not judged again"
             carried.append(c["id"])
     if carried:
         out["diagnostics"].append(f"{len(carried)} verdict(s) carried from {source}, not judged again (no statement "
                                   f"about the optimum, no ball-arithmetic proof): {', '.join(carried)}")
+    rejudged = [c for c in out["claims"] if "rigorous_lower" in (c.get("evidence") or {}) or c.get("rigorous") is True]
+    if withdrawn:
+        out["diagnostics"].append(f"{len(withdrawn)} VERIFIED verdict(s) of {source} withdrawn (INCONCLUSIVE): the "
+                                  f"ball arithmetic does not confirm them on the instance in the file: "
+                                  f"{', '.join(withdrawn)}")
+    if withdrawn or (not rejudged and out.get("verdict") == Verdict.VERIFIED.value):
+        v, reason = summarise(checks_of_report(out), what="statements")
+        if v is Verdict.VERIFIED and not rejudged:
+            # every verdict is the file's: the file's word alone proves nothing
+            v, reason = Verdict.INCONCLUSIVE, (f"no statement of {source} was judged again in ball arithmetic (its "
+                                               "VERIFIED verdicts are carried from the file, not proven by it)")
+        out["verdict"], out["reason"] = v.value, reason
+        out["rigorous"] = False
     out["rejudged_from"] = {"path": source, **{k: report.get(k) for k in ("ncproofs_version", "git_commit")}}
     return out
 

@@ -1,0 +1,118 @@
+"""`ncproofs solve --rigorous REPORT.json` on tampered saved reports: a VERIFIED verdict that the file merely
+carries is never the result when the ball arithmetic on the instance *in the file* does not confirm it.
+
+Found (before the fix, on the saved `solve ufm-ce -k 4 -n 3 -d 5 --lambda-w 5e-3 --lambda-h 5e-3 --json`):
+- lw = lh = 0.5 written into the instance (zero phase: the unique minimiser is Z = 0) kept
+  `geometry-simplex-etf` VERIFIED (carried from the file) next to the REFUTED value; with d = 2 < k - 1 the
+  report was INCONCLUSIVE with the minimiser statements still VERIFIED;
+- the geometry statement edited to `orthogonal-frame`: the report came out VERIFIED, exit 0, although the ball
+  proof says the unique minimiser is a simplex ETF;
+- the `statement` keys removed and the predicted optimum edited to 0.2 (true 0.149...): VERIFIED, exit 0;
+- the value check marked NOT_APPLICABLE, the other statements removed, the instance in the zero phase: VERIFIED.
+The expected outcomes below follow from docs/ufm.md (zero phase when sqrt(n lw lh) > the threshold; a simplex ETF
+needs d >= k - 1), not from the code under test."""
+
+from __future__ import annotations
+
+import copy
+import io
+import json
+from contextlib import redirect_stderr, redirect_stdout
+
+import pytest
+
+pytest.importorskip("flint")
+
+from proofs_check.cli import main  # noqa: E402
+
+ARGV = ["solve", "ufm-ce", "-k", "4", "-n", "3", "-d", "5", "--lambda-w", "5e-3", "--lambda-h", "5e-3", "--json"]
+POINT_IDS = ("minimiser-unique", "geometry-simplex-etf", "collapse", "self-duality", "constant-bias")
+
+
+def _main(argv):
+    o, e = io.StringIO(), io.StringIO()
+    with redirect_stdout(o), redirect_stderr(e):
+        rc = main(list(argv))
+    return rc, o.getvalue(), e.getvalue()
+
+
+@pytest.fixture(scope="module")
+def saved():
+    rc, out, err = _main(ARGV)
+    assert rc == 0, err
+    rep = json.loads(out)
+    assert rep["verdict"] == "VERIFIED"
+    assert {c["id"] for c in rep["claims"]} >= set(POINT_IDS) | {"optimal-value"}
+    return rep
+
+
+def _rejudge(tmp_path, rep):
+    p = tmp_path / "edited.json"
+    p.write_text(json.dumps(rep), encoding="utf-8")
+    rc, out, err = _main(["solve", "--rigorous", str(p), "--json"])
+    return rc, (json.loads(out) if out else None), err
+
+
+def _claim(rep, cid):
+    return next(c for c in rep["claims"] if c["id"] == cid)
+
+
+def test_untampered_report_stays_verified(tmp_path, saved):
+    rc, out, err = _rejudge(tmp_path, copy.deepcopy(saved))
+    assert rc == 0 and out["verdict"] == "VERIFIED", err
+    assert all(_claim(out, i)["verdict"] == "VERIFIED" for i in POINT_IDS)
+
+
+@pytest.mark.parametrize("edit", ["zero-phase", "d-below-k-minus-1"])
+def test_edited_instance_withdraws_the_carried_minimiser_verdicts(tmp_path, saved, edit):
+    rep = copy.deepcopy(saved)
+    if edit == "zero-phase":  # sqrt(n) lam = sqrt(3)/2 > the threshold: the minimiser is Z = 0, not an ETF
+        rep["instance"].update(lw=0.5, lh=0.5)
+    else:  # d = 2 < k - 1 = 3: the class means cannot form a simplex ETF of 4 vectors
+        rep["instance"]["d"] = 2
+    rc, out, err = _rejudge(tmp_path, rep)
+    assert out is not None, err
+    assert out["verdict"] != "VERIFIED"
+    for i in POINT_IDS:
+        c = _claim(out, i)
+        assert c["verdict"] != "VERIFIED", (i, c["reason"])
+        assert "withdrawn" in c["evidence"]["saved_verdict"]
+
+
+def test_edited_geometry_statement_is_not_verified(tmp_path, saved):
+    rep = copy.deepcopy(saved)
+    _claim(rep, "geometry-simplex-etf")["evidence"]["statement"]["geometry"] = "orthogonal-frame"
+    rc, out, err = _rejudge(tmp_path, rep)
+    assert out is not None, err
+    assert out["verdict"] == "INCONCLUSIVE"
+    assert _claim(out, "geometry-simplex-etf")["verdict"] != "VERIFIED"
+    assert out["rigorous"] is False
+
+
+def test_removed_value_statement_with_a_false_prediction_is_refused(tmp_path, saved):
+    rep = copy.deepcopy(saved)
+    for c in rep["claims"]:
+        c["evidence"].pop("statement", None)
+    opt = _claim(rep, "optimal-value")
+    opt["evidence"].update(predicted=0.2, attained=0.2)  # the true optimum is 0.14902...
+    rep["predicted"]["value"] = 0.2
+    for ver in ("1.2", "1.1"):
+        rep["schema_version"] = ver
+        rc, out, err = _rejudge(tmp_path, rep)
+        assert rc == 2 and out is None
+        lines = err.strip().splitlines()
+        assert len(lines) == 1 and "'optimal-value'" in lines[0] and "statement" in lines[0], err
+
+
+def test_nothing_rejudged_is_never_verified(tmp_path, saved):
+    rep = copy.deepcopy(saved)
+    rep["instance"].update(lw=0.5, lh=0.5)  # zero phase: geometry-simplex-etf is false here
+    _claim(rep, "optimal-value")["verdict"] = "NOT_APPLICABLE"
+    for i in POINT_IDS:
+        _claim(rep, i)["evidence"].pop("statement")
+    rc, out, err = _rejudge(tmp_path, rep)
+    assert out is not None, err
+    assert out["verdict"] != "VERIFIED" and out["rigorous"] is False
+    rep["claims"] = []
+    rc, out, err = _rejudge(tmp_path, rep)
+    assert out is not None and out["verdict"] != "VERIFIED", err
