@@ -729,16 +729,27 @@ def apply_saved(report: dict, source: str, *, prec: int | None = None) -> dict:
     records the file and the version that wrote it."""
     out = apply(report, prec=prec)
     carried, withdrawn = [], []
-    for c in out["claims"]:
+    typed = checks_of_report(out)
+    values = [t for t in typed if t.statement is not None and t.statement.about == st.OPTIMUM]
+    value_ok = any(t.verdict is Verdict.VERIFIED and t.rigorous is True for t in values)
+    for c, t in zip(out["claims"], typed):
         ev = c.setdefault("evidence", {})
         rg = ev.get("rigorous_geometry") or {}
-        if c.get("verdict") == Verdict.VERIFIED.value and rg.get("contradicted") and c.get("rigorous") is not True:
+        why = None
+        if c.get("verdict") == Verdict.VERIFIED.value and c.get("rigorous") is not True:
+            if rg.get("contradicted"):
+                why = rg.get("reason")
+            elif t.statement is not None and t.statement.about != st.OPTIMUM and values and not value_ok:
+                why = ("no statement about the optimum is VERIFIED on the proven bracket of the instance in the file, "
+                       "and this statement's float proof rests on a certified optimum")
+            elif isinstance(t.statement, st.PointWithinRadius) and t.statement.judge()[0] is not Verdict.VERIFIED:
+                why = f"its own numbers do not prove it: {t.statement.judge()[1]}"
+        if why is not None:
             # the file says VERIFIED, but the ball arithmetic on the instance in the file contradicts it (the unique
-            # minimiser has another geometry) or the value statements it rests on are not VERIFIED in balls:
-            # the file's word alone proves nothing
+            # minimiser has another geometry), the value statements it rests on are not VERIFIED in balls, or the
+            # numbers of its statement do not prove it: the file's word alone proves nothing
             c["verdict"] = Verdict.INCONCLUSIVE.value
-            c["reason"] = (f"the file says VERIFIED, not confirmed in ball arithmetic on the instance in the file: "
-                           f"{rg.get('reason')}")
+            c["reason"] = f"the file says VERIFIED, not confirmed on the instance in the file: {why}"
             ev["saved_verdict"] = f"withdrawn: VERIFIED in {source}, not confirmed in ball arithmetic"
             withdrawn.append(c["id"])
             continue

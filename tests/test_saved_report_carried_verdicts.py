@@ -116,3 +116,49 @@ def test_nothing_rejudged_is_never_verified(tmp_path, saved):
     rep["claims"] = []
     rc, out, err = _rejudge(tmp_path, rep)
     assert out is not None and out["verdict"] != "VERIFIED", err
+
+
+# SCL (UFM+, docs/scl.md): the orthogonal frame is the unique minimiser for nonnegative features; its statements
+# about the point are PointWithinRadius (deviation + L radius <= tau) resting on the certified optimum.
+SCL_ARGV = ["solve", "scl", "--counts", "3,3,3", "--tau", "0.5", "--json"]
+SCL_POINT_IDS = ("geometry-orthogonal-frame", "within-class-collapse", "unique-minimiser")
+
+
+@pytest.fixture(scope="module")
+def saved_scl():
+    rc, out, err = _main(SCL_ARGV)
+    assert rc == 0, err
+    rep = json.loads(out)
+    assert rep["verdict"] == "VERIFIED" and {c["id"] for c in rep["claims"]} >= set(SCL_POINT_IDS)
+    return rep
+
+
+def test_scl_untampered_report_stays_verified(tmp_path, saved_scl):
+    rc, out, err = _rejudge(tmp_path, copy.deepcopy(saved_scl))
+    assert rc == 0 and out["verdict"] == "VERIFIED", err
+
+
+@pytest.mark.parametrize("edit", ["signed-features", "value-not-applicable"])
+def test_scl_point_statements_withdrawn_without_a_proven_optimum(tmp_path, saved_scl, edit):
+    rep = copy.deepcopy(saved_scl)
+    # features of any sign: the balanced SCL minimiser is a simplex ETF (docs/scl.md), not the orthogonal frame
+    rep["instance"]["nonneg"] = False
+    if edit == "value-not-applicable":
+        for c in rep["claims"]:
+            if c["id"] in ("theorem-lower-bound", "optimal-value"):
+                c["verdict"] = "NOT_APPLICABLE"
+    rc, out, err = _rejudge(tmp_path, rep)
+    assert out is not None, err
+    assert out["verdict"] != "VERIFIED"
+    for i in SCL_POINT_IDS:
+        assert _claim(out, i)["verdict"] != "VERIFIED", i
+
+
+def test_scl_point_statement_whose_numbers_fail_is_not_verified(tmp_path, saved_scl):
+    rep = copy.deepcopy(saved_scl)
+    st = _claim(rep, "geometry-orthogonal-frame")["evidence"]["statement"]
+    st["deviation"] = 50 * st["tau"]  # deviation far above the tolerance: the statement's own numbers refute it
+    rc, out, err = _rejudge(tmp_path, rep)
+    assert out is not None, err
+    assert _claim(out, "geometry-orthogonal-frame")["verdict"] != "VERIFIED"
+    assert out["verdict"] != "VERIFIED"
