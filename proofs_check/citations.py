@@ -20,6 +20,7 @@ from __future__ import annotations
 import hashlib
 import re
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Iterable, Sequence
 
 from theory._validate import InputError
@@ -243,6 +244,20 @@ _LOCATOR_RE = re.compile(r"\b(Theorems?|Thm\.?|Corollary|Lemma|Proposition|Secti
                          r"\s*[0-9][0-9.]*(?:\s*[-–]\s*[0-9][0-9.]*)?")
 
 
+#: the folder of the documents shipped with ncproofs (docs/<name>.md beside the packages in a checkout)
+DOCS_DIR = Path(__file__).resolve().parents[1] / "docs"
+
+
+def shipped_doc(name: str) -> bool:
+    """True when ``docs/<name>.md`` is a document of ncproofs: a source naming another ``docs/....md`` (a user's
+    own notes, a typo) is free text (``@misc`` with the string as note), never an entry claiming a page "in the
+    ncproofs distribution" that does not exist. Where the documents are not installed beside the packages every
+    name counts (nothing to check against)."""
+    if not DOCS_DIR.is_dir():
+        return True
+    return (DOCS_DIR / f"{name}.md").is_file()
+
+
 def docs_reference(name: str) -> Reference:
     """The ``@misc`` entry of a document shipped with ncproofs (``docs/<name>.md``)."""
     return Reference(f"ncproofs-docs-{name}".replace("_", "-"), "misc",
@@ -289,7 +304,7 @@ def cite_source(source: str) -> Citation:
     for pattern, key in SOURCE_PATTERNS:
         if re.search(pattern, source) and REFERENCES[key] not in refs:
             refs.append(REFERENCES[key])
-    docs = tuple(dict.fromkeys(_DOCS_RE.findall(source)))
+    docs = tuple(d for d in dict.fromkeys(_DOCS_RE.findall(source)) if shipped_doc(d))
     refs += [docs_reference(d) for d in docs]
     m = _LOCATOR_RE.search(source)
     locator = m.group(0) if m else None
