@@ -66,6 +66,12 @@ def _cell(x: Any, digits: int, na: str = "null", mode: str | None = None) -> str
     return str(x)
 
 
+def _md_text(text: str) -> str:
+    """A Markdown table cell or header: ``|`` escaped, line breaks and other control characters as spaces (a
+    newline inside a cell, e.g. a sweepable's reason, ended the row and broke the table)."""
+    return "".join(" " if (not ch.isprintable() and ch != " ") else ch for ch in str(text)).replace("|", "\\|")
+
+
 def _latex_number(x: Any, digits: int, na: str, mode: str | None = None) -> str:
     """A number in math mode with ``digits`` significant digits (rounded to nearest, or toward -inf / +inf
     with ``mode`` "down" / "up"); ``na`` (escaped) if missing."""
@@ -581,11 +587,10 @@ class Table:
               cite_keys: Sequence[str] = ()) -> str:
         digits = precision or self.digits
         na = "null" if na_rep is None else na_rep
-        lines = ["| " + " | ".join(self.columns) + " |", "|" + "---|" * len(self.columns)]
+        lines = ["| " + " | ".join(_md_text(c) for c in self.columns) + " |", "|" + "---|" * len(self.columns)]
         modes = [(self.rounding or {}).get(c) for c in self.columns]
         for r in self.rows:
-            lines.append("| " + " | ".join(_cell(x, digits, na, m).replace("|", "\\|") for x, m in zip(r, modes))
-                         + " |")
+            lines.append("| " + " | ".join(_md_text(_cell(x, digits, na, m)) for x, m in zip(r, modes)) + " |")
         cap = self.caption if caption is None else caption
         if cite_keys:
             cap = (cap + " " if cap else "") + "Sources: " + ", ".join(f"[{k}]" for k in cite_keys) + "."
