@@ -25,6 +25,15 @@ from proofs_check.commands import UsageError
 from proofs_check.core import clean, worst
 from proofs_check.sweep.registry import VERDICT_ORDER
 
+
+def _text_caption(caption: str) -> str | None:
+    """The LaTeX caption of a sweep table: its text escaped, never read as plain-text math (the caption names the
+    store file: 'run_2.sqlite' became $\\mathrm{run}_{2}.\\mathrm{sqlite}$)."""
+    from proofs_check.latex_text import latex_escape
+
+    return latex_escape(caption) if isinstance(caption, str) and caption else None
+
+
 #: formats of ``--export`` (``--format`` or the file's extension): the Table formats and Parquet
 EXPORT_FORMATS = ("md", "latex", "csv", "json", "parquet")
 #: file extension -> export format, used when ``--format`` is not given
@@ -76,7 +85,7 @@ def results_table(rows: list[dict], caption: str = "", *, rigorous: bool = False
                            "rigorous_upper": "proven feasible value (ball arithmetic), rounded up",
                            "rigorous": "VERIFIED and every statement judged in balls proven"}
         return Table(plain.columns[:j] + list(RIGOROUS_RESULT_COLUMNS) + plain.columns[j:], body, caption=caption,
-                     digits=plain.digits, meta=meta, rounding={"rigorous_lower": "down", "rigorous_upper": "up"})
+                     latex_caption=_text_caption(caption), digits=plain.digits, meta=meta, rounding={"rigorous_lower": "down", "rigorous_upper": "up"})
 
     names: list[str] = []
     for r in rows:
@@ -86,7 +95,7 @@ def results_table(rows: list[dict], caption: str = "", *, rigorous: bool = False
     cols = ["key", "family", *names, "seed", "verdict", "score", "reason"]
     body = [[r["key"][:12], r["family"], *[r["params"].get(n) for n in names], r["seed"], r["verdict"],
              r["score"], (r["reason"] or "")[:160]] for r in rows]
-    return Table(cols, body, caption=caption, digits=6,
+    return Table(cols, body, caption=caption, latex_caption=_text_caption(caption), digits=6,
                  meta={"columns": {"key": "first 12 hex digits of the instance key (sha256 of its configuration)",
                                    "score": "sweepable-defined badness, larger = worse"}})
 
@@ -239,7 +248,7 @@ def flat_table(rows: list[dict], caption: str = ""):
         for k, v in key_numbers(r.get("result") or {}).items():
             cells[index[nnames[k]]] = v
         body.append(cells)
-    return Table(cols, clean(body), caption=caption, digits=17,
+    return Table(cols, clean(body), caption=caption, latex_caption=_text_caption(caption), digits=17,
                  meta={"columns": {"key": "instance key (sha256 of its configuration, 32 hex digits)",
                                    "score": "sweepable-defined badness, larger = worse",
                                    "seconds": "wall-clock time of the instance",
@@ -335,7 +344,7 @@ def aggregate(rows: list[dict], group_by: Sequence[str] | str, numbers: Sequence
     meta = {"group_by": list(group), "numbers": list(nums),
             "columns": {"instances": "number of stored instances in the group",
                         "worst": "worst verdict over the applicable instances of the group"}}
-    return Table(out_cols, body, caption=caption, digits=6, meta=meta)
+    return Table(out_cols, body, caption=caption, latex_caption=_text_caption(caption), digits=6, meta=meta)
 
 
 # ---- pandas, JSON (orient="split"), Parquet ----------------------------------------------------------
