@@ -311,6 +311,9 @@ def symbolic_zero(name: str, expr, *, substitutions: Iterable[dict] = (), note: 
                      {"expression": str(expr)[:300]})
     for sub in substitutions:
         val = complex(sp.N(expr.subs(sub), 30))
+        if val != val:  # NaN (either part): no witness, and not "numerically zero" either
+            return Check(name, Verdict.INCONCLUSIVE, f"not a number (NaN) at {sub}: not decided",
+                         {"expression": str(expr)[:300], "witness": None})
         if abs(val) > 1e-9:
             return Check(name, Verdict.REFUTED, f"nonzero ({fmt(abs(val))}) at {sub}",
                          {"expression": str(expr)[:300], "witness": {str(k): float(v) for k, v in sub.items()},

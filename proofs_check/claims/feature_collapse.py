@@ -463,6 +463,14 @@ def _exact_phases(inst: FCInstance, zg: dict, expr, vals: dict, syms: dict):
     return proven, claims_zero, ex
 
 
+def _threshold_at(threshold: Callable[[dict], object], syms: dict, L: int):
+    """The claimed threshold at depth ``L`` as a sympy expression: a formula in the symbols, or a plain number
+    (a float, inf or NaN, which sympify to a Float, oo or nan; a non-finite one predicts nothing and never passes)."""
+    import sympy as sp
+
+    return sp.sympify(threshold({**syms, "L": sp.Integer(L)}))
+
+
 def make_trivial_phase_claim(threshold: Callable[[dict], object] = theorem1_threshold,
                              cases: Callable[[RunContext], Iterable[FCInstance]] = _trivial_cases,
                              claim_id: str = "feature_collapse.thm1.trivial-phase") -> Claim:
@@ -486,7 +494,7 @@ def make_trivial_phase_claim(threshold: Callable[[dict], object] = theorem1_thre
             rho = K / n ** L
             c = n / (n - 1) * t
             phi = sp.log(1 + N0 + rho * ((1 + (n - 1) * sp.exp(-c)) ** L - 1)) + lam * sp.sqrt(nw * K * L) * t
-            expr = sp.diff(phi, t).subs(t, 0).subs(lam, threshold({**syms, "L": sp.Integer(L)}))
+            expr = sp.diff(phi, t).subs(t, 0).subs(lam, _threshold_at(threshold, syms, L))
             yield symbolic_zero(f"phi'(0) = 0 at lambda = claimed threshold (L={L})", expr,
                                 substitutions=_subs_for(expr))
         for inst in cases(ctx):
@@ -494,7 +502,7 @@ def make_trivial_phase_claim(threshold: Callable[[dict], object] = theorem1_thre
             vals = {syms["n_c"]: inst.n_c, syms["K"]: inst.K, syms["n_w"]: inst.n_w, syms["N0"]: inst.duplicates,
                     syms["mu2"]: sp.Rational(1, inst.s_c) if inst.uniform else float(np.sum(inst.mu ** 2))}
             try:
-                tau = float(sp.N(threshold({**syms, "L": sp.Integer(inst.L)}).subs(vals), 30))
+                tau = float(sp.N(_threshold_at(threshold, syms, inst.L).subs(vals), 30))
             except (TypeError, ValueError):
                 tau = None
             zg = S.zero_gradient(inst)
@@ -515,7 +523,7 @@ def make_trivial_phase_claim(threshold: Callable[[dict], object] = theorem1_thre
                 # lambda within the round-off of ||grad CE(0)||_2: both sides decided in exact rationals of the
                 # doubles (the instance's side by solvers.feature_collapse.exact_zero_phase, the claimed side by
                 # comparing lambda with the claimed formula in sympy), else not decided
-                proven, claims_zero, exact = _exact_phases(inst, zg, threshold({**syms, "L": sp.Integer(inst.L)}),
+                proven, claims_zero, exact = _exact_phases(inst, zg, _threshold_at(threshold, syms, inst.L),
                                                            vals, syms)
                 ev["exact_phase"] = exact
             stmt = "the minimiser is W = U = 0" if claims_zero else "the minimiser is nonzero"
