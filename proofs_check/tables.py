@@ -274,7 +274,12 @@ def parse_column_digits(text, what: str = "--decimals") -> dict:
         col, eq, num = part.rpartition("=")
         if not eq:
             col, num = "*", part
-        col = col.strip() or "*"
+        elif not col.strip():
+            raise InputError(f"{what}: {part!r} names no column (expected N or COL=N,COL=N)")
+        col = col.strip()
+        if col in out:  # '3,5' or 'gap=2,gap=3': which one was meant? (the last one won silently)
+            raise InputError(f"{what}: " + ("N is given twice" if col == "*" else f"column {col!r} is given twice")
+                             + f" in {text!r}")
         try:
             out[col] = int_from_text(num)  # the integer syntax of every option (no 3_0, no other scripts' digits)
         except ValueError:
@@ -499,6 +504,9 @@ class Table:
                 idx.append(int(name) - 1)
             else:
                 raise InputError(f"--columns: no column {name!r}; the columns are: " + ", ".join(self.columns))
+            if idx.count(idx[-1]) > 1:  # 'counts,tau,counts' or 'k,1': a csv with two equal headers
+                raise InputError(f"--columns: column {self.columns[idx[-1]]!r} is named twice in "
+                                 f"{','.join(columns)!r}")
         lc = [self.latex_columns[i] for i in idx] if self.latex_columns is not None else None
         cols = [self.columns[i] for i in idx]
         rounding = ({c: m for c, m in self.rounding.items() if c in cols} if self.rounding is not None else None)
