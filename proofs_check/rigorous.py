@@ -739,9 +739,9 @@ def apply_saved(report: dict, source: str, *, prec: int | None = None) -> dict:
         if c.get("verdict") == Verdict.VERIFIED.value and c.get("rigorous") is not True:
             if rg.get("contradicted"):
                 why = rg.get("reason")
-            elif t.statement is not None and t.statement.about != st.OPTIMUM and values and not value_ok:
+            elif (t.statement is None or t.statement.about != st.OPTIMUM) and values and not value_ok:
                 why = ("no statement about the optimum is VERIFIED on the proven bracket of the instance in the file, "
-                       "and this statement's float proof rests on a certified optimum")
+                       "and this check's float verdict was made on the instance the file's certificate solved")
             elif isinstance(t.statement, st.PointWithinRadius) and t.statement.judge()[0] is not Verdict.VERIFIED:
                 why = f"its own numbers do not prove it: {t.statement.judge()[1]}"
         if why is not None:

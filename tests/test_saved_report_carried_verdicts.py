@@ -162,3 +162,21 @@ def test_scl_point_statement_whose_numbers_fail_is_not_verified(tmp_path, saved_
     assert out is not None, err
     assert _claim(out, "geometry-orthogonal-frame")["verdict"] != "VERIFIED"
     assert out["verdict"] != "VERIFIED"
+
+
+def test_statementless_checks_withdrawn_on_an_edited_instance(tmp_path):
+    # solve ufm --counts 6,6,2,1 (MSE): minority-collapse-threshold and class-mean-cosines carry no statement;
+    # with the counts edited to balanced 6,6,6,6 the saved optimum is REFUTED (the balanced MSE optimum differs,
+    # docs/ufm.md) and those checks, made on the imbalanced instance, must not stay VERIFIED
+    rc, out, err = _main(["solve", "ufm", "--counts", "6,6,2,1", "--loss", "mse", "--lambda-w", "5e-3",
+                          "--lambda-h", "5e-3", "-d", "5", "--json"])
+    assert rc == 0, err
+    rep = json.loads(out)
+    ids = {c["id"] for c in rep["claims"] if not (c["evidence"] or {}).get("statement")}
+    assert {"minority-collapse-threshold", "class-mean-cosines"} <= ids
+    rep["instance"].update(counts=[6, 6, 6, 6], N=24)
+    rc, res, err = _rejudge(tmp_path, rep)
+    assert res is not None, err
+    assert _claim(res, "optimal-value")["verdict"] == "REFUTED"
+    for i in ("minority-collapse-threshold", "class-mean-cosines", "minimiser-unique", "minority-geometry"):
+        assert _claim(res, i)["verdict"] != "VERIFIED", i
