@@ -224,7 +224,10 @@ def _check_dicts(result: Any) -> list[dict]:
                 raise InputError(f"result: check {i} has no valid verdict ({c.get('verdict')!r})") from None
             # a check without the flag was written before the flag existed: count it as independent,
             # as core.Check does by default
-            out.append({"verdict": v, "independent": bool(c.get("independent", True))})
+            ind = c.get("independent", True)
+            if not isinstance(ind, bool):  # "false", NaN and 2 were all counted as independent (bool() of them)
+                raise InputError(f"result: check {i} has 'independent' = {ind!r}: it must be true or false")
+            out.append({"verdict": v, "independent": ind})
         return out
     raise TypeError(f"result must be a ClaimResult, a SolveReport or one of their to_dict() dicts, got "
                     f"{type(result).__name__}")
