@@ -164,13 +164,23 @@ def ufm_general_problem(inst: dict):
                            "instance cannot be rebuilt")
     ld = inst.get("loss") or {}
     name = ld.get("name")
-    conv = "others" if str(ld.get("smoothing_convention", "torch")).startswith("others") else "torch"
+    sc = str(ld.get("smoothing_convention", "torch"))
+    if not sc.startswith(("torch", "others")):
+        raise ValueError(f"loss.smoothing_convention must start with 'torch' or 'others', got {sc[:60]!r}")
+    conv = "others" if sc.startswith("others") else "torch"
     weights = ld.get("class_weights")
     key = {"ce": "ce", "ls": "ls", "weighted-ce": "weighted-ce", "weighted-ls": "ls", "mse": "mse"}.get(name)
     if key is None:
         raise NotSupported(f"no rigorous recipe for loss {name!r}")
     loss = L.make_loss(key, len(counts), smoothing=float(ld.get("smoothing", 0.0) or 0.0), convention=conv,
                        weights=weights)
+    for k, attr in (("target_true", "q_true"), ("target_other", "q_other")):
+        # the targets the file states are derived from the smoothing and its convention: an edited one is a
+        # different instance from the one rebuilt here, so the file is inconsistent
+        if k in ld and (not isinstance(ld[k], (int, float)) or isinstance(ld[k], bool)
+                        or float(ld[k]) != float(getattr(loss, attr, ld[k]))):
+            raise ValueError(f"loss.{k} = {ld[k]!r} is not the {attr} {getattr(loss, attr, None)!r} of smoothing "
+                             f"{ld.get('smoothing')!r} ({conv} convention)")
     return SG.classification(loss, counts, inst["d"], inst["lambda_w"], inst["lambda_h"],
                              inst.get("lambda_b", 0.0) or 0.0)
 

@@ -180,3 +180,22 @@ def test_statementless_checks_withdrawn_on_an_edited_instance(tmp_path):
     assert _claim(res, "optimal-value")["verdict"] == "REFUTED"
     for i in ("minority-collapse-threshold", "class-mean-cosines", "minimiser-unique", "minority-geometry"):
         assert _claim(res, i)["verdict"] != "VERIFIED", i
+
+
+@pytest.mark.parametrize("edit,what", [
+    ({"smoothing_convention": "bogus"}, "smoothing_convention"),
+    ({"target_true": 0.5}, "target_true"),  # torch eps = 0.1, K = 4: q_true = 1 - 3 (0.1/4) = 0.925 exactly
+    ({"smoothing_convention": "others: eps/(K-1) off-label"}, "target_true"),  # others: q_true = 0.9, not 0.925
+])
+def test_label_smoothing_loss_inconsistent_with_its_targets_is_refused(tmp_path, edit, what):
+    # before: an unknown convention was read as torch and the stated targets were ignored (VERIFIED, exit 0 for
+    # a file whose loss description contradicts itself)
+    rc, out, err = _main(["solve", "ufm", "--loss", "ls", "--smoothing", "0.1", "-k", "4", "-n", "3", "-d", "4",
+                          "--lambda-w", "5e-3", "--lambda-h", "5e-3", "--json"])
+    assert rc == 0, err
+    rep = json.loads(out)
+    assert rep["instance"]["loss"]["target_true"] == 0.925
+    rep["instance"]["loss"].update(edit)
+    rc, res, err = _rejudge(tmp_path, rep)
+    lines = err.strip().splitlines()
+    assert rc == 2 and res is None and len(lines) == 1 and what in lines[0], err
