@@ -197,7 +197,9 @@ def _table(args: argparse.Namespace) -> Table:
            f"ReLU: the lowest class-mean rank over the layers, singular values above 1e-2 of the largest), the verdict of "
            f"the literature's 'DNC is optimal' statement and whether DNC is optimal (yes/no decided by a proof or a "
            f"witness, ? undecided). docs/deep_ufm.md.")
-    return Table(cols, rows, cap, latex_columns=latex, digits=6, latex_caption=None)
+    # the proven lower bound is printed rounded down (md/LaTeX: it stays a lower bound); csv/json keep the doubles
+    return Table(cols, rows, cap, latex_columns=latex, digits=6, latex_caption=None,
+                 rounding={"proven_lower": "down"})
 
 
 COMMANDS = [
