@@ -380,13 +380,26 @@ def plain_to_latex(text: str, *, header: bool = False) -> str:
 
 _CAPTION_ALWAYS_ESCAPED = {"%": r"\%", "&": r"\&", "#": r"\#"}
 
+#: commands without an argument that a caption may use as they are (defined by LaTeX, amsmath, amssymb); any other
+#: command is kept only when an argument follows (``\\citep{..}``, ``\\mymacro{}``): ``C:\\Users\\x`` is text
+CAPTION_COMMANDS = GREEK | frozenset(
+    "varepsilon vartheta varphi varrho varsigma Upsilon ell hbar infty partial nabla emptyset top bot star ast "
+    "cdot cdots ldots dots vdots ddots times div pm mp le leq ge geq ne neq approx sim simeq equiv propto ll gg "
+    "subset subseteq supset supseteq in notin cup cap wedge vee oplus otimes to rightarrow leftarrow Rightarrow "
+    "Leftarrow leftrightarrow iff mapsto gets uparrow downarrow forall exists neg lnot langle rangle lvert rvert "
+    "lVert rVert vert Vert mid circ bullet prime deg sum prod int oint lim sup inf min max log ln exp det dim ker "
+    "arg sin cos tan quad qquad left right big Big bigg Bigg displaystyle textstyle LaTeX TeX S P dag ddag "
+    "copyright pounds textbackslash textasciitilde textasciicircum textbar textless textgreater slash "
+    "newline linebreak nobreak relax protect noindent".split())
+
 
 def caption_source(text: str) -> str:
     """A user's ``--caption`` (LaTeX source) made safe for ``\\caption{...}``: kept verbatim where it is
     LaTeX (``$\\alpha$``, ``\\emph{x}``, ``\\%``), with the characters that cannot be meant there escaped:
     an unescaped ``%`` (it would comment out the closing brace), ``&`` and ``#``; ``_``, ``^``, ``<``, ``>``
     and ``|`` outside ``$...$`` / ``\\(...\\)``; control characters become spaces; Greek letters, arrows and other characters outside
-    Latin-1 as in :func:`latex_escape`. A caption whose ``$`` or braces do not balance, or that ends in a
+    Latin-1 as in :func:`latex_escape`; a command is kept when it is one of :data:`CAPTION_COMMANDS` or an argument
+    follows it (``\\cite{..}``, ``\\emph{..}``, your ``\\mymacro{}``), else it is text (``C:\\Users\\x``). A caption whose ``$`` or braces do not balance, or that ends in a
     lone backslash, is not LaTeX source: it is escaped as text whole (:func:`latex_escape`). The
     result compiles either way (tests/test_table_caption_latex_source.py)."""
     if not isinstance(text, str):
@@ -405,7 +418,14 @@ def caption_source(text: str) -> str:
                 j = i + 1
                 while j < n and text[j].isascii() and text[j].isalpha():
                     j += 1
-                out.append(text[i:j])
+                name = text[i + 1:j]
+                k = j
+                while k < n and text[k] == " ":
+                    k += 1
+                if name in CAPTION_COMMANDS or (k < n and text[k] in "{["):
+                    out.append(text[i:j])
+                else:  # not a command a caption can rely on: a Windows path, a typo
+                    out.append((r"\backslash " if in_math else r"\textbackslash{}") + name)
                 i = j
                 continue
             if not nxt.isascii() or not nxt.isprintable():

@@ -40,6 +40,8 @@ HOSTILE = [
     "\\( a_b \\) then \\) stray",
     "quotes \"q\" 'single' ~ tilde | bar < > ",
     "\\\\ double backslash and \\% escaped % raw",
+    "C:\\Users\\x\\file.txt and $\\undefinedmacro x$ and \\mbox",
+    "\\mbox{kept} \\textbf{bold} \\cite{zhu2021geometric} $\\alpha \\to \\infty$",
 ]
 
 
@@ -76,6 +78,14 @@ def test_latex_source_captions_stay_verbatim():
     for cap in ["My $x$ caption", r"The $\alpha_1^2$ table, see \cite{zhu2021geometric} and \emph{Fig.~1}",
                 r"Error at most 5\% \& $\|W\|_F^2 \le 1$", r"inline \(x_i\) math"]:
         assert caption_source(cap) == cap
+
+
+def test_commands_that_a_caption_cannot_rely_on_are_text():
+    assert caption_source(r"C:\Users\x") == r"C:\textbackslash{}Users\textbackslash{}x"
+    assert caption_source(r"$\nomacro$") == r"$\backslash nomacro$"
+    # kept: known commands, and any command with an argument (the user's own macros, natbib's \citep)
+    for kept in [r"\lambda \to 0", r"\citep[p.~3]{k}", r"\mymacro{} text", r"\LaTeX"]:
+        assert caption_source(kept) == kept
 
 
 def test_characters_that_cannot_be_meant_are_escaped():
