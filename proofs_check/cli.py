@@ -169,7 +169,8 @@ def build_parser(run_only: bool = False) -> tuple[argparse.ArgumentParser, dict,
         aliases = _family_aliases(cmd.name)
         tp = tsub.add_parser(cmd.name, help=cmd.help, description=cmd.help, aliases=aliases)
         cmd.add_arguments(tp)
-        tp.add_argument("--format", choices=FORMATS, default="md")
+        tp.add_argument("--format", choices=FORMATS, default=None,
+                        help="default: from the --output extension (.md, .tex/.latex, .csv, .json), else md")
         tp.add_argument("--output", "-o", default=None, help="write to a file instead of stdout")
         add_render_arguments(tp)  # --precision --na-rep --label --caption --columns --no-cite
         tmap[cmd.name] = cmd
@@ -698,6 +699,10 @@ def _dispatch(parser, args, smap, tmap, emap) -> int:
                 return 2
             if not _flint_available():
                 return 2
+        if args.format is None:  # `-o t.csv` wrote a Markdown table into t.csv
+            from proofs_check.tables import format_for_output
+
+            args.format = format_for_output(args.output)
         check_output_path(args.output, "--output")  # before the table is built
         text = render_from_args(tmap[args.family].build(args), args, family=args.family)
         if args.output:

@@ -858,6 +858,20 @@ def add_render_arguments(p) -> None:
                         "family with a recipe")
 
 
+#: the format of ``ncproofs table ... --output F`` without ``--format``, from F's extension (else md)
+OUTPUT_EXTENSIONS = {".md": "md", ".markdown": "md", ".tex": "latex", ".latex": "latex", ".csv": "csv", ".json": "json"}
+
+
+def format_for_output(path) -> str:
+    """``--format`` when it is not given: from the ``--output`` extension (``t.csv`` -> csv, ``t.tex`` -> latex),
+    md for stdout or another extension."""
+    if not path:
+        return "md"
+    import os
+
+    return OUTPUT_EXTENSIONS.get(os.path.splitext(str(path))[1].lower(), "md")
+
+
 def render_from_args(table: Table, args, family: str | None = None) -> str:
     """Render ``table`` with the options of :func:`add_render_arguments` (missing ones: defaults)."""
     keys: list[str] = []
