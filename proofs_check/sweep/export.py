@@ -37,8 +37,8 @@ def _text_caption(caption: str) -> str | None:
 #: formats of ``--export`` (``--format`` or the file's extension): the Table formats and Parquet
 EXPORT_FORMATS = ("md", "latex", "csv", "json", "parquet")
 #: file extension -> export format, used when ``--format`` is not given
-_EXTENSIONS = {".md": "md", ".tex": "latex", ".csv": "csv", ".json": "json", ".parquet": "parquet",
-               ".pq": "parquet"}
+_EXTENSIONS = {".md": "md", ".markdown": "md", ".tex": "latex", ".latex": "latex", ".csv": "csv", ".json": "json",
+               ".parquet": "parquet", ".pq": "parquet"}  # the same names as `ncproofs table -o F`
 #: columns of the flat table that are not parameters or numbers (parameters come after "seed",
 #: numbers after "seconds")
 _LEADING = ("key", "family", "seed")
