@@ -397,9 +397,10 @@ def caption_source(text: str) -> str:
     """A user's ``--caption`` (LaTeX source) made safe for ``\\caption{...}``: kept verbatim where it is
     LaTeX (``$\\alpha$``, ``\\emph{x}``, ``\\%``), with the characters that cannot be meant there escaped:
     an unescaped ``%`` (it would comment out the closing brace), ``&`` and ``#``; ``_``, ``^``, ``<``, ``>``
-    and ``|`` outside ``$...$`` / ``\\(...\\)``; control characters become spaces; Greek letters, arrows and other characters outside
-    Latin-1 as in :func:`latex_escape`; a command is kept when it is one of :data:`CAPTION_COMMANDS` or an argument
-    follows it (``\\cite{..}``, ``\\emph{..}``, your ``\\mymacro{}``), else it is text (``C:\\Users\\x``). A caption whose ``$`` or braces do not balance, or that ends in a
+    and ``|`` outside ``$...$`` / ``\\(...\\)``; control characters become spaces; Greek letters, arrows and
+    other characters outside Latin-1 as in :func:`latex_escape`; a command is kept when it is one of
+    :data:`CAPTION_COMMANDS` or an argument follows it (``\\cite{..}``, ``\\emph{..}``, your ``\\mymacro{}``),
+    else it is text (``C:\\Users\\x``). A caption whose ``$`` or braces do not balance, or that ends in a
     lone backslash, is not LaTeX source: it is escaped as text whole (:func:`latex_escape`). The
     result compiles either way (tests/test_table_caption_latex_source.py)."""
     if not isinstance(text, str):
