@@ -204,28 +204,21 @@ def structural_uniqueness(p: GeneralUFM) -> dict:
     that is <= d the factored problem's minimisers are its balanced factorizations (unique up to rotations)."""
     from solvers.losses import CrossEntropy, SquaredError
 
-    if p.lb != 0.0 and isinstance(p.loss, SquaredError):
-        # strongly convex in (U, b), hence (Z*, b*) unique, class-constant: rank <= min(K, G) (docs/ufm_general.md,
-        # "MSE with a regularised bias"); coercive through (lb/2)||b||^2 + lam ||Z||_*, so a minimiser exists
-        r = min(p.K, p.G)
+    if p.lb != 0.0 and isinstance(p.loss, (SquaredError, CrossEntropy)):
+        # a decayed bias (lb > 0), coercive through (lb/2)||b||^2 + lam ||Z||_*, so a minimiser exists; class-constant.
+        # Squared error: strongly convex in (U, b), rank <= min(K, G) (docs/ufm_general.md, "MSE with a regularised
+        # bias"). Softmax: strictly convex in (C, b) (centred logits), 1^T Z* = 0, rank <= min(K - 1, G) ("Softmax
+        # losses with a regularised bias").
+        if isinstance(p.loss, SquaredError):
+            r, how = min(p.K, p.G), "squared error with lambda_b > 0: strongly convex in (U, b)"
+        else:
+            r = min(p.K - 1, p.G)
+            how = f"{p.loss.name} with lambda_b > 0: strictly convex in the centred logits and the bias, 1^T Z* = 0"
         if r > p.d:
             return {"ok": False, "rank_bound_structural": r,
                     "why": f"the structural rank bound {r} exceeds d = {p.d} (the dual bound needs K x K matrices)"}
         return {"ok": True, "rank_bound_structural": r,
-                "why": f"squared error with lambda_b > 0: strongly convex in (U, b), so (Z*, b*) is unique, "
-                       f"class-constant, rank(Z*) <= {r} <= d = {p.d}: every factored minimiser is a balanced "
-                       f"factorization of Z*"}
-    if p.lb != 0.0 and isinstance(p.loss, CrossEntropy):
-        # strictly convex in (C, b) (centred logits, lb > 0): (Z*, b*) unique, 1^T Z* = 0, class-constant: rank <=
-        # min(K - 1, G) (docs/ufm_general.md, "Softmax losses with a regularised bias"); coercive through
-        # (lb/2)||b||^2 + lam ||Z||_*, so a minimiser exists
-        r = min(p.K - 1, p.G)
-        if r > p.d:
-            return {"ok": False, "rank_bound_structural": r,
-                    "why": f"the structural rank bound {r} exceeds d = {p.d} (the dual bound needs K x K matrices)"}
-        return {"ok": True, "rank_bound_structural": r,
-                "why": f"{p.loss.name} with lambda_b > 0: strictly convex in the centred logits and the bias, so "
-                       f"(Z*, b*) is unique, 1^T Z* = 0, class-constant, rank(Z*) <= {r} <= d = {p.d}: every factored "
+                "why": f"{how}, so (Z*, b*) is unique, class-constant, rank(Z*) <= {r} <= d = {p.d}: every factored "
                        f"minimiser is a balanced factorization of Z*"}
     if p.lb != 0.0:
         return {"ok": False, "why": "derived for a free bias (lambda_b = 0)"}
