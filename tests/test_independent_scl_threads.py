@@ -17,11 +17,12 @@ import math
 import numpy as np
 import pytest
 from scipy import optimize
-from scipy.special import logsumexp
+from scipy.special import expit, logsumexp
 
 from proofs_check.claims import scl_thread as ST
 from proofs_check.core import RunContext, Verdict
 from solvers import scl as S
+from solvers.scl_dual import low_rank_gap
 from theory import scl as T
 
 CTX = RunContext()
@@ -165,3 +166,61 @@ def test_rank_of_constructed_minimisers(k):
         N * math.log(n - 1 + (N - n) * math.exp(-1 / tau)), rel=1e-12)
     assert S.scl_loss(etf, y, None, tau, grad=False) == pytest.approx(
         N * math.log(n - 1 + (N - n) * math.exp(-(k / (k - 1)) / tau)), rel=1e-12)
+
+
+def _theorem1(counts, tau):
+    N = sum(counts)
+    return sum(n * math.log(n - 1 + (N - n) * math.exp(-1 / tau)) for n in counts if n >= 2)
+
+
+@pytest.mark.parametrize("counts,tau,bound,etf", [((5, 3, 2), 0.5, 12.422968, 10.465194),
+                                                   ((4, 4, 4), 0.5, 16.881050, 14.679291),
+                                                   ((3, 2), 1.0, 4.506563, 3.141731)])
+def test_reference_table_recomputed(counts, tau, bound, etf):
+    """docs/scl.md's reference table: the Theorem 1 bound (own formula, and the package's OF loss) and the
+    collapsed-ETF value (own ETF means, own SupCon loss)."""
+    y = _labels(counts)
+    k = len(counts)
+    assert _theorem1(counts, tau) == pytest.approx(bound, abs=5e-7)
+    assert T.theorem1_bound(counts, tau) == pytest.approx(_theorem1(counts, tau), rel=1e-13)
+    assert _supcon(np.eye(k)[:, y], y, tau) == pytest.approx(bound, abs=5e-7)
+    assert _supcon(_etf_means(k)[:, y], y, tau) == pytest.approx(etf, abs=5e-7)
+    assert T.etf_value(counts, tau) == pytest.approx(etf, abs=5e-7)
+
+
+def _min_nonneg_planar(counts, tau, starts, seed):
+    """Own multi-start minimisation of the full-batch loss over unit features in the closed nonnegative
+    quadrant of the plane (angle = (pi/2) sigmoid(u)): an upper bound on the d = 2 UFM+ minimum."""
+    y = _labels(counts)
+    rng = np.random.default_rng(seed)
+
+    def f(u):
+        th = 0.5 * math.pi * expit(u)
+        return _supcon(np.vstack([np.cos(th), np.sin(th)]), y, tau)
+
+    return min(optimize.minimize(f, rng.normal(0, 3, y.size), method="BFGS").fun for _ in range(starts))
+
+
+@pytest.mark.parametrize("counts,tau,delta,attained", [((4, 4, 4), 0.5, 1.06, False), ((3, 3, 1, 1), 0.5, 0.051, False),
+                                                       ((3, 1, 1), 0.5, 0.0, True)])
+def test_low_dim_gap_at_d2(counts, tau, delta, attained):
+    """scl.theorem1.low_dim_gap at d = 2: the documented proven gaps delta are lower bounds of (min - bound), so an
+    own planar minimisation must stay above bound + delta; (3,1,1) attains the bound (class at e1, both singletons
+    at e2)."""
+    bound = _theorem1(counts, tau)
+    best = _min_nonneg_planar(counts, tau, starts=8, seed=11)
+    assert best >= bound + delta - 1e-9
+    if attained:
+        y = _labels(counts)
+        H = np.zeros((2, y.size))
+        H[0, y == 0] = 1.0
+        H[1, y != 0] = 1.0
+        assert _supcon(H, y, tau) == pytest.approx(bound, rel=1e-13)
+        assert best == pytest.approx(bound, abs=1e-5)
+    else:
+        assert best > bound + 1e-3
+    gap = low_rank_gap(counts, tau, 2)
+    assert (gap is None) == attained
+    if not attained:
+        assert gap["delta"] == pytest.approx(delta, abs=0.01 if delta > 0.5 else 1e-3)
+        assert best >= bound + gap["delta"] - 1e-9
