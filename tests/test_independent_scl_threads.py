@@ -224,3 +224,33 @@ def test_low_dim_gap_at_d2(counts, tau, delta, attained):
     if not attained:
         assert gap["delta"] == pytest.approx(delta, abs=0.01 if delta > 0.5 else 1e-3)
         assert best >= bound + gap["delta"] - 1e-9
+
+
+@pytest.mark.parametrize("nonneg,rank", [(True, 3), (False, 2)])
+def test_rank_of_own_minimiser(nonneg, rank):
+    """scl.thread.rank(-corrected): an own minimisation of the full-batch loss for (3,3,3), tau = 0.5, d = 3
+    (features V/||V|| without ReLU, V^2/||V^2|| with it) reaches the OF value with rank 3 (ReLU) and the ETF value
+    with rank 2 (no ReLU): the thread's 'rank k irrespective of ReLU' is off by one without ReLU."""
+    counts, tau, d = (3, 3, 3), 0.5, 3
+    y = _labels(counts)
+    rng = np.random.default_rng(3)
+
+    def feats(v):
+        V = v.reshape(d, y.size)
+        V = V ** 2 if nonneg else V
+        return V / np.linalg.norm(V, axis=0)
+
+    best = None
+    for _ in range(4):
+        r = optimize.minimize(lambda v: _supcon(feats(v), y, tau), rng.standard_normal(d * y.size), method="BFGS",
+                              options={"gtol": 1e-9})
+        if best is None or r.fun < best.fun:
+            best = r
+    k = len(counts)
+    want = _supcon(np.eye(k)[:, y], y, tau) if nonneg else _supcon(_etf_means(k)[:, y], y, tau)
+    assert best.fun == pytest.approx(want, abs=1e-5)
+    s = np.linalg.svd(feats(best.x), compute_uv=False)
+    assert int(np.sum(s > 1e-2 * s[0])) == rank
+    assert ST.make_rank_claim().run(CTX).verdict is Verdict.REFUTED
+    corrected = ST.make_rank_claim(rank_fn=lambda c, nn: len(c) if nn else len(c) - 1, claim_id="x")
+    assert corrected.run(CTX).verdict is Verdict.VERIFIED
