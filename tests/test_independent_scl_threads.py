@@ -254,3 +254,54 @@ def test_rank_of_own_minimiser(nonneg, rank):
     assert ST.make_rank_claim().run(CTX).verdict is Verdict.REFUTED
     corrected = ST.make_rank_claim(rank_fn=lambda c, nn: len(c) if nn else len(c) - 1, claim_id="x")
     assert corrected.run(CTX).verdict is Verdict.VERIFIED
+
+
+def _batched(H, y, batches, tau):
+    return sum(_supcon(H[:, list(b)], y[list(b)], tau) for b in batches)
+
+
+def test_graf_all_combinations_batching():
+    """scl.thread.graf-special-case: own all-combinations batchings. b = 2: the loss is identically 0 (an anchor's
+    only other sample is its positive, or it has none); b = 3 on (2,2): the OF attains the own Theorem 2 bound
+    and a collapsed non-orthogonal configuration does not."""
+    from itertools import combinations
+
+    counts, tau = (2, 2), 0.5
+    y = _labels(counts)
+    rng = np.random.default_rng(4)
+    H = np.abs(rng.standard_normal((3, y.size)))
+    H /= np.linalg.norm(H, axis=0)
+    b2 = list(combinations(range(y.size), 2))
+    assert _batched(H, y, b2, tau) == 0.0
+    assert S.scl_loss(H, y, [list(b) for b in b2], tau, grad=False) == pytest.approx(0.0, abs=1e-14)
+    b3 = [list(b) for b in combinations(range(y.size), 3)]
+    bound = 0.0
+    for b in b3:
+        nb = np.bincount(y[b], minlength=2)
+        bound += sum(n * math.log(n - 1 + (len(b) - n) * math.exp(-1 / tau)) for n in nb if n >= 2)
+    of = np.eye(2)[:, y]
+    assert _batched(of, y, b3, tau) == pytest.approx(bound, rel=1e-13)
+    assert T.theorem2_bound(counts, b3, tau) == pytest.approx(bound, rel=1e-13)
+    assert S.scl_loss(of, y, b3, tau, grad=False) == pytest.approx(bound, rel=1e-13)
+    tilted = np.array([[1.0, 1.0, math.cos(1.2), math.cos(1.2)], [0.0, 0.0, math.sin(1.2), math.sin(1.2)]])
+    assert _batched(tilted, y, b3, tau) > bound + 1e-3
+
+
+def test_softplus_bound_is_an_infimum():
+    """scl.activations.same-result-corrected: softplus features are strictly positive, so the loss stays above the
+    Theorem 1 bound, and v = t (2 e_c - 1) approaches it as t grows (own softplus, own loss)."""
+    counts, tau = (3, 3, 3), 0.5
+    y = _labels(counts)
+    k = len(counts)
+    bound = _theorem1(counts, tau)
+    vals = []
+    for t in (1.0, 4.0, 10.0, 30.0):
+        V = t * (2 * np.eye(k)[:, y] - 1)
+        F = np.logaddexp(0.0, V)
+        vals.append(_supcon(F / np.linalg.norm(F, axis=0), y, tau))
+    assert all(v > bound + 1e-8 for v in vals[:3])  # t = 30: the gap ~1e-13 is at rounding level
+    assert all(a > b for a, b in zip(vals[:3], vals[1:3]))
+    assert vals[-1] - bound < 1e-9
+    # relu realises the OF exactly (v = 2 e_c - 1)
+    R = np.maximum(2 * np.eye(k)[:, y] - 1, 0.0)
+    assert _supcon(R / np.linalg.norm(R, axis=0), y, tau) == pytest.approx(bound, rel=1e-13)
