@@ -145,3 +145,51 @@ def test_no_decay_limit_values_own():
         ev = by[10.0 ** -j]
         assert ev["lower_bound"] <= own + 1e-12
         assert abs(ev["value"] - own) <= 1e-8 * max(1.0, own)
+
+
+def _own_random_latent_values(inst, n_starts=2):
+    """Own minima on a random-latent instance (no LN): free (W, U) and restricted to collapsed words with
+    equiangular equal-norm concept embeddings c_a = alpha e_a + beta 1 (Gram alpha^2 I + (2 alpha beta + n_c beta^2)
+    1 1^T covers every cosine in [-1/(n_c - 1), 1])."""
+    data = _data(inst)
+    KL, d, nw, nc = inst.K * inst.L, inst.d, inst.n_w, inst.n_c
+    conc = np.repeat(np.arange(nc), inst.s_c)
+
+    def free(x):
+        W, U = x[:nw * d].reshape(nw, d), x[nw * d:].reshape(KL, d)
+        return _ce(inst, data, U, W) + 0.5 * inst.lam * (np.sum(W * W) + np.sum(U * U))
+
+    def equi(x):
+        al, be, U = x[0], x[1], x[2:].reshape(KL, d)
+        Cm = np.zeros((nc, d))
+        Cm[:, :nc] = al * np.eye(nc) + be
+        W = Cm[conc]
+        return _ce(inst, data, U, W) + 0.5 * inst.lam * (np.sum(W * W) + np.sum(U * U))
+
+    out = []
+    for fun, n in ((free, (nw + KL) * d), (equi, 2 + KL * d)):
+        vals = []
+        for s in range(n_starts):
+            x0 = np.random.default_rng(300 + s).normal(scale=0.7, size=n)
+            vals.append(minimize(fun, x0, method="BFGS", options={"gtol": 1e-10, "maxiter": 20000}).fun)
+        out.append(min(vals))
+    return out
+
+
+def test_random_latents_word_collapse_and_geometry_own():
+    inst = FCInstance(3, 3, 2, 6, 0.02, K=8, latents="random", seed=1)
+    free, equi = _own_random_latent_values(inst)
+    wc = FB.make_random_word_collapse_claim().run(CTX)
+    geo = FB.make_random_geometry_claim().run(CTX)
+    assert wc.verdict is Verdict.VERIFIED and geo.verdict is Verdict.VERIFIED
+    ev = _evidence(wc, "n_c=3", "share one embedding")
+    # the own free minimum (no tying imposed) sits in the claim's certified bracket of the untied problem
+    assert ev["untied_lower_bound"] - 1e-9 <= free <= ev["collapsed_value"] + ev["tolerance"]
+    ev = _evidence(geo, "n_c=3", "not equiangular")
+    assert abs(ev["best_value"] - free) <= 1e-6
+    # the own equiangular restriction: above the claim's proven equiangular bound, and clearly above the free minimum
+    assert equi >= ev["equiangular_lower_bound"] - 1e-9
+    assert abs(equi - ev["equiangular_best"]) <= 1e-6
+    assert equi - free > 4e-3
+    # the thread's reading (equiangular at every minimiser) is refuted on the same instance
+    assert FB.make_random_geometry_claim(equiangular=lambda i: True, claim_id="e").run(CTX).verdict is Verdict.REFUTED
