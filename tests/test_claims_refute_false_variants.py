@@ -45,6 +45,7 @@ from theory import ntk as NT
 from theory import scl as ST
 from theory import ufm as UT
 from theory._validate import InputError
+from tests._reference import scl_eq2_without_j
 
 CTX = RunContext()
 NAN = float("nan")
@@ -159,16 +160,6 @@ def _ntk_zero_step_change(W, H, G, K, eta):  # claimed: discrete steps conserve 
 def _ntk_wrong_consequences(k, g, w):
     return {"WWt_offdiag": 0.0, "W_sq_norm": w, "feature_gram": tuple(x - 1 - w * y + 2 for x, y in zip(g, k))}
 
-
-def _scl_eq2_without_j(H, y, tau):  # drops the l = j term (exp(0) = 1) instead of keeping it
-    G = H.T @ H / tau
-    tot = 0.0
-    for i in range(y.size):
-        pos = [j for j in range(y.size) if j != i and y[j] == y[i]]
-        for j in pos:
-            rest = [l for l in range(y.size) if l not in (i, j)]
-            tot += np.logaddexp.reduce(G[i, rest] - G[i, j]) / len(pos)
-    return tot
 
 
 def _ufm_value_times(factor):
@@ -357,7 +348,7 @@ _case("scl.tau_limits",
       lambda: SC.make_tau_limits_claim(limits=lambda n, N: (NAN, NAN), claim_id="x"))
 _case("scl.thread.distances", lambda: STH.make_distances_claim(rescale=lambda k: k / (k - 1), claim_id="x"),
       lambda: STH.make_distances_claim(rescale=lambda k: NAN, claim_id="x"))
-_case("scl.thread.eq1-eq2", lambda: STH.make_eq1_eq2_claim(eq2=_scl_eq2_without_j, claim_id="x"),
+_case("scl.thread.eq1-eq2", lambda: STH.make_eq1_eq2_claim(eq2=scl_eq2_without_j, claim_id="x"),
       lambda: STH.make_eq1_eq2_claim(eq2=lambda H, y, tau: NAN, claim_id="x"))
 _case("scl.thread.rank", lambda: REGISTERED["scl.thread.rank"])
 _case("scl.thread.rank-corrected", lambda: STH.make_rank_claim(claim_id="x"))  # the thread's rank, irrespective of ReLU

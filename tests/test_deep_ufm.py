@@ -15,39 +15,9 @@ from proofs_check.core import Verdict, symbolic_zero
 from solvers import deep_ufm as S
 from theory import deep_ufm as T
 from theory._validate import InputError
+from tests._reference import mp_scalar_min
 
 pytest.importorskip("flint")
-
-
-def mp_scalar_min(count: int, N: int, lams, L: int, dps: int = 50):
-    """Independent global minimum of (s - sqrt(count))^2/(2N) + C s^{2/(L+1)} over s >= 0 in 50-digit mpmath:
-    every real positive root of the stationarity polynomial in t (s = t^{L+1}) by mpmath.polyroots, plus s = 0
-    and a dense scan (so that nothing rests on the package's root-structure argument)."""
-    with mp.workdps(dps):
-        y = mp.sqrt(count)
-        C = mp.mpf(L + 1) / 2 * mp.exp(mp.fsum(mp.log(mp.mpf(v)) for v in lams) / (L + 1))
-        Nn = mp.mpf(N)
-
-        def ph(t):
-            return (t ** (L + 1) - y) ** 2 / (2 * Nn) + C * t * t
-
-        # d/dt ph = (t/N) [ (L+1) t^{2L} - (L+1) y t^{L-1} + 2 N C ]
-        coeffs = [mp.mpf(0)] * (2 * L + 1)  # highest degree first
-        coeffs[0] = mp.mpf(L + 1)
-        coeffs[2 * L - (L - 1)] += -(L + 1) * y
-        coeffs[2 * L] += 2 * Nn * C
-        cands = [(ph(mp.mpf(0)), mp.mpf(0))]
-        roots = mp.polyroots(coeffs, maxsteps=400, extraprec=200) if L >= 1 else []
-        for r in roots:
-            if abs(mp.im(r)) < mp.mpf(10) ** (-dps // 2) and mp.re(r) > 0:
-                t = mp.re(r)
-                cands.append((ph(t), t ** (L + 1)))
-        T_ = y ** (mp.mpf(1) / (L + 1))
-        for i in range(1, 400):
-            t = T_ * i / 400
-            cands.append((ph(t), t ** (L + 1)))
-        v, s = min(cands, key=lambda c: c[0])
-        return v, s
 
 
 CASES = [(1, 6, (0.01,), 3), (4, 12, (0.01,), 3), (5, 500, (1e-3,), 5), (1, 3, (0.3,), 1), (1, 2, (0.2,), 2),

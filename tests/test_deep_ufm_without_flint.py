@@ -10,7 +10,6 @@ verdicts).
 from __future__ import annotations
 
 import importlib.util
-import math
 import sys
 from fractions import Fraction
 
@@ -26,6 +25,7 @@ from solvers import deep_ufm as S
 from solvers import rational_interval as RI
 from solvers.rational_interval import RInterval
 from theory import deep_ufm as T
+from tests._reference import fraction_objective, mp_scalar_min
 
 CTX = RunContext()
 HAVE_FLINT = importlib.util.find_spec("flint") is not None
@@ -58,62 +58,6 @@ class _without_flint:
 # ------------------------------------------------------------------------------------------
 # independent references
 # ------------------------------------------------------------------------------------------
-
-def mp_scalar_min(count: int, N: int, lams, L: int, dps: int = 50):
-    """Global minimum (value, minimiser) of (s - sqrt(count))^2/(2N) + C s^{2/(L+1)} over s >= 0 in mpmath:
-    every real positive root of the stationarity polynomial (mpmath.polyroots), s = 0 and a dense scan."""
-    with mp.workdps(dps):
-        y = mp.sqrt(count)
-        Cm = mp.mpf(L + 1) / 2 * mp.exp(mp.fsum(mp.log(mp.mpf(v)) for v in lams) / (L + 1))
-        Nn = mp.mpf(N)
-
-        def ph(t):
-            return (t ** (L + 1) - y) ** 2 / (2 * Nn) + Cm * t * t
-
-        coeffs = [mp.mpf(0)] * (2 * L + 1)
-        coeffs[0] = mp.mpf(L + 1)
-        coeffs[2 * L - (L - 1)] += -(L + 1) * y
-        coeffs[2 * L] += 2 * Nn * Cm
-        cands = [(ph(mp.mpf(0)), mp.mpf(0))]
-        for r in mp.polyroots(coeffs, maxsteps=400, extraprec=200):
-            if abs(mp.im(r)) < mp.mpf(10) ** (-dps // 2) and mp.re(r) > 0:
-                t = mp.re(r)
-                cands.append((ph(t), t ** (L + 1)))
-        T_ = y ** (mp.mpf(1) / (L + 1))
-        for i in range(1, 400):
-            t = T_ * i / 400
-            cands.append((ph(t), t ** (L + 1)))
-        return min(cands, key=lambda c: c[0])
-
-
-def fraction_objective(inst: T.DeepUFMInstance, x) -> Fraction:
-    """The MSE objective at a class-collapsed point, written out with Fractions and lists (no numpy)."""
-    K, D, L = inst.K, inst.width, inst.layers
-    shapes = [(D, K)] + [(D, D)] * (L - 1) + [(K, D)]
-    mats, i = [], 0
-    for a, b in shapes:
-        mats.append([[Fraction(float(v)) for v in x[i + r * b:i + (r + 1) * b]] for r in range(a)])
-        i += a * b
-
-    def mul(A, B):
-        return [[sum((A[r][k] * B[k][c] for k in range(len(B))), Fraction(0)) for c in range(len(B[0]))]
-                for r in range(len(A))]
-
-    h = mats[0]
-    for l in range(1, L):
-        h = mul(mats[l], h)
-        if inst.activation == "relu":
-            h = [[v if v > 0 else Fraction(0) for v in row] for row in h]
-    O = mul(mats[L], h)
-    N = inst.N
-    loss = sum(inst.counts[c] * sum((O[k][c] - (1 if k == c else 0)) ** 2 for k in range(K)) for c in range(K))
-    total = Fraction(loss) / (2 * N)
-    total += Fraction(inst.lams[0]) / 2 * sum(inst.counts[c] * sum(mats[0][r][c] ** 2 for r in range(D))
-                                              for c in range(K))
-    for l in range(1, L + 1):
-        total += Fraction(inst.lams[l]) / 2 * sum(v * v for row in mats[l] for v in row)
-    return total
-
 
 # ------------------------------------------------------------------------------------------
 # the interval class and the n-th root

@@ -14,7 +14,6 @@ plain numpy / scipy / mpmath / fractions, never with the code under test.
 from __future__ import annotations
 
 import math
-from fractions import Fraction
 
 import mpmath as mp
 import numpy as np
@@ -27,6 +26,7 @@ from proofs_check.claims import deep_ufm as C  # noqa: E402
 from proofs_check.core import RunContext, Verdict  # noqa: E402
 from solvers import deep_ufm as S  # noqa: E402
 from theory import deep_ufm as T  # noqa: E402
+from tests._reference import fraction_objective  # noqa: E402
 
 CTX = RunContext()
 mp.mp.dps = 50
@@ -268,39 +268,12 @@ def test_scalar_reduction_value_at_a_rotated_balanced_point():
 # ReLU witnesses: exact own evaluation against the 50-digit DNC value
 # ------------------------------------------------------------------------------------------
 
-def _exact_value(inst, x):
-    K, D, L = inst.K, inst.width, inst.layers
-    shapes = [(D, K)] + [(D, D)] * (L - 1) + [(K, D)]
-    mats, i = [], 0
-    for a, b in shapes:
-        mats.append([[Fraction(float(v)) for v in x[i + r * b:i + (r + 1) * b]] for r in range(a)])
-        i += a * b
-
-    def mul(A, B):
-        return [[sum(A[r][k] * B[k][c] for k in range(len(B))) for c in range(len(B[0]))] for r in range(len(A))]
-
-    h = mats[0]
-    for l in range(1, L):
-        h = mul(mats[l], h)
-        if inst.activation == "relu":
-            h = [[v if v > 0 else Fraction(0) for v in row] for row in h]
-    O = mul(mats[L], h)
-    N = inst.N
-    loss = sum(inst.counts[c] * sum((O[k][c] - (1 if k == c else 0)) ** 2 for k in range(K)) for c in range(K))
-    total = loss / (2 * N)
-    total += Fraction(inst.lams[0]) / 2 * sum(inst.counts[c] * sum(mats[0][r][c] ** 2 for r in range(D))
-                                              for c in range(K))
-    for l in range(1, L + 1):
-        total += Fraction(inst.lams[l]) / 2 * sum(v * v for row in mats[l] for v in row)
-    return total
-
-
 def test_stored_relu_witnesses_below_the_50_digit_dnc_value():
     ws = [(i, x) for i, x in S.stored_witnesses() if i.K <= 5]
     assert ws, "no stored witnesses"
     for inst, x in ws:
         assert inst.activation == "relu" and inst.layers >= 3 and inst.K >= 3 and inst.balanced
-        v_exact = _exact_value(inst, x)
+        v_exact = fraction_objective(inst, x)
         # best DNC value: K phi(s_+) at the positive local minimiser (the DNC point, ReLU inactive on it)
         y = mp.sqrt(inst.n)
         L = inst.layers

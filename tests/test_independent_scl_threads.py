@@ -24,6 +24,7 @@ from proofs_check.core import RunContext, Verdict
 from solvers import scl as S
 from solvers.scl_dual import low_rank_gap
 from theory import scl as T
+from tests._reference import scl_eq2_without_j
 
 CTX = RunContext()
 
@@ -109,17 +110,7 @@ def test_eq1_equals_package_loss(counts, tau, d, nonneg):
 def test_eq1_eq2_claim_verdicts():
     assert ST.make_eq1_eq2_claim().run(CTX).verdict is Verdict.VERIFIED
 
-    def eq2_without_j(H, y, tau):
-        G = H.T @ H / tau
-        tot = 0.0
-        for i in range(y.size):
-            pos = [j for j in range(y.size) if j != i and y[j] == y[i]]
-            for j in pos:
-                rest = [l for l in range(y.size) if l not in (i, j)]
-                tot += logsumexp(G[i, rest] - G[i, j]) / len(pos)
-        return tot
-
-    assert ST.make_eq1_eq2_claim(eq2=eq2_without_j, claim_id="x").run(CTX).verdict is Verdict.REFUTED
+    assert ST.make_eq1_eq2_claim(eq2=scl_eq2_without_j, claim_id="x").run(CTX).verdict is Verdict.REFUTED
 
 
 def _binary_value(counts, tau):

@@ -12,6 +12,7 @@ from proofs_check.cli import main
 from proofs_check.core import RunContext, Verdict
 from solvers import scl as S
 from theory import scl as T
+from tests._reference import scl_eq2_without_j
 
 CTX = RunContext("quick", 0)
 
@@ -29,17 +30,8 @@ def test_distances():
 def test_eq1_eq2():
     assert v(TH.make_eq1_eq2_claim()) is Verdict.VERIFIED
 
-    def eq2_without_j(H, y, tau):  # drops the l = j term (exp(0) = 1) instead of keeping it
-        G = H.T @ H / tau
-        tot = 0.0
-        for i in range(y.size):
-            pos = [j for j in range(y.size) if j != i and y[j] == y[i]]
-            for j in pos:
-                rest = [l for l in range(y.size) if l not in (i, j)]
-                tot += np.logaddexp.reduce(G[i, rest] - G[i, j]) / len(pos)
-        return tot
 
-    assert v(TH.make_eq1_eq2_claim(eq2=eq2_without_j, claim_id="x")) is Verdict.REFUTED
+    assert v(TH.make_eq1_eq2_claim(eq2=scl_eq2_without_j, claim_id="x")) is Verdict.REFUTED
 
 
 def test_rank_as_written_refuted_corrected_verified():
